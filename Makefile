@@ -1,0 +1,80 @@
+# trainbench — a reproducible benchmark and conformance suite for efficient NN training.
+# README.md explains everything; `make test` is the test command and installs what it needs.
+
+BUILD     ?= build
+CC        ?= cc
+CXX       ?= c++
+OPT       ?= -O2
+# WITHOUT=onednn or WITHOUT=openblas builds without that backend; it then reports
+# "unsupported: not built" everywhere instead of silently falling back.
+WITHOUT   ?=
+SANITIZE  ?=
+THREADS_TEST ?= 2
+
+# No -ffast-math anywhere (it lets the compiler assume no NaN/inf). -fno-math-errno is safe
+# and lets GCC vectorize sqrtf. No -march=native: SIMD paths are picked at run time.
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-zero-length \
+             -fno-math-errno -fopenmp -Isrc -MMD -MP $(SANITIZE) $(CFLAGS)
+LDFLAGS_ALL = -fopenmp $(SANITIZE) $(LDFLAGS)
+LIBS = -ljansson -lm -ldl
+
+ifeq ($(filter onednn,$(WITHOUT)),)
+  LIBS += -ldnnl
+else
+  CFLAGS_ALL += -DTRAINBENCH_NO_ONEDNN
+endif
+ifeq ($(filter openblas,$(WITHOUT)),)
+  LIBS += -lopenblas
+else
+  CFLAGS_ALL += -DTRAINBENCH_NO_OPENBLAS
+endif
+
+LIB_SRCS  = $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+TEST_SRCS = $(wildcard tests/test_*.c)
+TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps deps-check test test-unit test-asan clean
+
+# all (default): build the trainbench CLI and the test binaries into $(BUILD)/
+all: deps-check $(BUILD)/trainbench $(TEST_BINS)
+
+# deps: check headers+libraries of every dependency; install missing ones with apt-get as root
+deps:
+	@sh src/deps.sh install
+
+deps-check:
+	@sh src/deps.sh check $(WITHOUT)
+
+$(BUILD)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libtrainbench.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/trainbench: $(BUILD)/obj/main.o $(BUILD)/libtrainbench.a
+	$(CC) $(LDFLAGS_ALL) $^ $(LIBS) -o $@
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainbench.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< $(BUILD)/libtrainbench.a -lcmocka $(LIBS) $(LDFLAGS_ALL) -o $@
+
+# test: install deps, build, run every test binary normally and under ASan+UBSan;
+# ends with one line "tests: N passed, N failed"
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all BUILD=build/asan OPT=-O1 \
+	    SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+	@sh tests/run_tests.sh $(BUILD) build/asan
+
+# test-unit: the normal build's tests only (quicker while developing)
+test-unit: all
+	@sh tests/run_tests.sh $(BUILD)
+
+# clean: remove everything the build made (results/ is never touched)
+clean:
+	rm -rf build $(BUILD)
+
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)

@@ -1,0 +1,88 @@
+// common.h — error handling tiers, checked allocation and file helpers, Status values,
+// logging, number parsing and atomic file writes shared by every module.
+// Not here: anything numerical (dtype.h), anything about tensors (safetensors.h).
+#ifndef TRAINBENCH_COMMON_H
+#define TRAINBENCH_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+// ---- Tier 1: bugs. Always on (not assert), print file:line and abort. ----
+#define CHECK(cond, ...)                                                              \
+    do {                                                                              \
+        if (!(cond)) check_failed(__FILE__, __LINE__, #cond, "" __VA_ARGS__);         \
+    } while (0)
+#define ABORT(...) check_failed(__FILE__, __LINE__, "ABORT", "" __VA_ARGS__)
+void check_failed(const char* file, int line, const char* cond, const char* fmt, ...)
+    __attribute__((noreturn, format(printf, 4, 5)));
+
+// ---- Tier 2: environment failures (allocation, I/O). Print what failed, file:line and a
+// hint, then exit(EXIT_FAILURE). ----
+#define xmalloc(n) xmalloc_impl((n), __FILE__, __LINE__)
+#define xcalloc(n, s) xcalloc_impl((n), (s), __FILE__, __LINE__)
+#define xrealloc(p, n) xrealloc_impl((p), (n), __FILE__, __LINE__)
+#define xaligned_alloc(n) xaligned_alloc_impl((n), __FILE__, __LINE__)  // 64-byte aligned
+#define xstrdup(s) xstrdup_impl((s), __FILE__, __LINE__)
+#define xfopen(path, mode) xfopen_impl((path), (mode), __FILE__, __LINE__)
+void* xmalloc_impl(size_t n, const char* file, int line);
+void* xcalloc_impl(size_t n, size_t size, const char* file, int line);
+void* xrealloc_impl(void* p, size_t n, const char* file, int line);
+void* xaligned_alloc_impl(size_t n, const char* file, int line);
+char* xstrdup_impl(const char* s, const char* file, int line);
+FILE* xfopen_impl(const char* path, const char* mode, const char* file, int line);
+
+// size arithmetic that refuses to overflow: returns false on overflow
+bool size_mul_ok(size_t a, size_t b, size_t* out);
+bool size_add_ok(size_t a, size_t b, size_t* out);
+
+// ---- Tier 3: expected outcomes (unsupported combination, bad user input, malformed file).
+// A Status carries a code and one clear message; callers decide how to report it. ----
+typedef enum {
+    STATUS_OK = 0,
+    STATUS_UNSUPPORTED,  // valid request this build/CPU cannot do (message says why)
+    STATUS_INVALID,      // bad input: malformed file, invalid argument (message names it)
+    STATUS_IO,           // file could not be read or written
+    STATUS_COUNT
+} StatusCode;
+
+typedef struct {
+    StatusCode code;
+    char msg[512];
+} Status;
+
+Status status_ok(void);
+Status status_make(StatusCode code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline bool status_is_ok(Status s) { return s.code == STATUS_OK; }
+const char* status_code_name(StatusCode code);
+
+// User input error at the CLI: prints "trainbench: <message>" to stderr and returns 2,
+// the exit code for bad input. Use as `return user_error("...")`.
+int user_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// ---- Logging (stderr). ----
+void log_info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// ---- Parsing numbers from user text; false when the whole string is not a valid number
+// in range (no trailing garbage, no overflow). ----
+bool parse_long(const char* s, long min, long max, long* out);
+bool parse_double(const char* s, double* out);  // accepts finite and non-finite spellings
+
+// ---- Files. ----
+// Reads a whole file into a fresh buffer (NUL-terminated for convenience; *len excludes it).
+Status read_file(const char* path, uint8_t** data, size_t* len);
+// Writes `len` bytes to `path` atomically: a temp file in the same folder, fsync, rename.
+// On failure nothing is left at `path` that was not there before.
+Status write_file_atomic(const char* path, const void* data, size_t len);
+// mkdir -p; ok if it exists already
+Status make_dirs(const char* path);
+
+// Monotonic wall-clock seconds.
+double now_seconds(void);
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

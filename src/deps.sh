@@ -1,0 +1,75 @@
+#!/bin/sh
+# deps.sh — checks that every build dependency is really usable (header compiles, library
+# links, program runs), not merely that a package name is installed.
+#   sh src/deps.sh check [without...]  report what is missing, exit 1 (used by `make all`)
+#   sh src/deps.sh install             as root: apt-get install what is missing (apt-get update
+#                                      first if a package is not found); otherwise print the
+#                                      exact command to run and exit 1 (used by `make deps`)
+set -u
+mode=${1:-check}
+[ $# -gt 0 ] && shift
+without=" $* "
+
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# probe_c PACKAGE LANG 'INCLUDES' 'LIBS'  -> 0 when a tiny program including them links
+probe() {
+    lang=$1 includes=$2 libs=$3
+    printf '%b\nint main(void){return 0;}\n' "$includes" > "$tmp/p.$lang"
+    if [ "$lang" = cc ]; then
+        $CXX -x c++ "$tmp/p.$lang" $libs -o "$tmp/p" >/dev/null 2>&1
+    else
+        $CC -x c "$tmp/p.$lang" $libs -o "$tmp/p" >/dev/null 2>&1
+    fi
+}
+
+missing=""
+why=""
+need() {  # need PACKAGE WHAT
+    missing="$missing $1"
+    why="$why\n  $1: $2"
+}
+
+command -v "$CC" >/dev/null 2>&1 || need gcc "no C compiler ($CC)"
+command -v "$CXX" >/dev/null 2>&1 || need g++ "no C++ compiler ($CXX) for the Google Benchmark shim"
+command -v make >/dev/null 2>&1 || need make "no make"
+if command -v "$CC" >/dev/null 2>&1; then
+    case "$without" in *" openblas "*) ;; *)
+        probe c '#include <cblas.h>' '-lopenblas' || need libopenblas-dev "cblas.h or -lopenblas unusable (openblas backend)";; esac
+    case "$without" in *" onednn "*) ;; *)
+        probe c '#include <oneapi/dnnl/dnnl.h>' '-ldnnl' || need libdnnl-dev "oneapi/dnnl/dnnl.h or -ldnnl unusable (onednn backend)";; esac
+    probe c '#include <jansson.h>' '-ljansson' || need libjansson-dev "jansson.h or -ljansson unusable (JSON)"
+    probe c '#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <setjmp.h>\n#include <cmocka.h>' '-lcmocka' || need libcmocka-dev "cmocka.h or -lcmocka unusable (tests)"
+fi
+if command -v "$CXX" >/dev/null 2>&1; then
+    probe cc '#include <benchmark/benchmark.h>' '-lbenchmark -lpthread' || need libbenchmark-dev "benchmark/benchmark.h or -lbenchmark unusable (benchmarks)"
+fi
+command -v gnuplot >/dev/null 2>&1 || need gnuplot-nox "no gnuplot program (report plots)"
+
+if [ -z "$missing" ]; then
+    [ "$mode" = install ] && echo "deps: all dependencies present"
+    exit 0
+fi
+
+if [ "$mode" = check ]; then
+    printf 'trainbench: missing build dependencies:%b\n' "$why" >&2
+    printf '  run `make deps` (installs them with apt-get as root), or build without a backend: make WITHOUT=onednn\n' >&2
+    exit 1
+fi
+
+cmd="apt-get install -y --no-install-recommends$missing"
+if [ "$(id -u)" != 0 ]; then
+    printf 'trainbench: missing dependencies:%b\n' "$why" >&2
+    printf 'run as root:\n  sudo apt-get update && sudo %s\n' "$cmd" >&2
+    exit 1
+fi
+printf 'deps: installing:%s\n' "$missing"
+export DEBIAN_FRONTEND=noninteractive
+if ! $cmd; then
+    echo "deps: package not found; running apt-get update first"
+    apt-get update && $cmd || { echo "trainbench: apt-get failed; see above" >&2; exit 1; }
+fi
+exec sh "$0" check
