@@ -34,17 +34,15 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps deps-check test test-unit test-asan clean
+.PHONY: all deps test test-unit clean
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
-all: deps-check $(BUILD)/trainbench $(TEST_BINS)
+all: deps $(BUILD)/trainbench $(TEST_BINS)
 
-# deps: check headers+libraries of every dependency; install missing ones with apt-get as root
+# deps: check headers+libraries of every dependency (a compile+link probe each); install
+# missing ones with apt-get as root, else print the exact command and fail
 deps:
-	@sh src/deps.sh install
-
-deps-check:
-	@sh src/deps.sh check $(WITHOUT)
+	@sh src/deps.sh install $(WITHOUT)
 
 $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)

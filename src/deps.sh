@@ -50,7 +50,7 @@ fi
 command -v gnuplot >/dev/null 2>&1 || need gnuplot-nox "no gnuplot program (report plots)"
 
 if [ -z "$missing" ]; then
-    [ "$mode" = install ] && echo "deps: all dependencies present"
+    [ "$mode" = install ] && [ -n "${TRAINBENCH_DEPS_VERBOSE:-}" ] && echo "deps: all dependencies present"
     exit 0
 fi
 
@@ -72,4 +72,4 @@ if ! $cmd; then
     echo "deps: package not found; running apt-get update first"
     apt-get update && $cmd || { echo "trainbench: apt-get failed; see above" >&2; exit 1; }
 fi
-exec sh "$0" check
+exec sh "$0" check $without
