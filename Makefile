@@ -12,9 +12,10 @@ SANITIZE  ?=
 THREADS_TEST ?= 2
 
 # No -ffast-math anywhere (it lets the compiler assume no NaN/inf). -fno-math-errno is safe
-# and lets GCC vectorize sqrtf. No -march=native: SIMD paths are picked at run time.
+# and lets GCC vectorize sqrtf. -ffp-contract=off: no implicit FMA, so rounding points are
+# exactly those written (optimizers mirror PyTorch's; an FMA is written as fmaf()). No -march=native: SIMD paths are picked at run time.
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-zero-length \
-             -fno-math-errno -fopenmp -Isrc -MMD -MP $(SANITIZE) $(CFLAGS)
+             -fno-math-errno -ffp-contract=off -fopenmp -Isrc -MMD -MP $(SANITIZE) $(CFLAGS)
 LDFLAGS_ALL = -fopenmp $(SANITIZE) $(LDFLAGS)
 LIBS = -ljansson -lm -ldl
 

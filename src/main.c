@@ -10,6 +10,7 @@
 static const Command* const COMMANDS[] = {
     &cmd_info,
     &cmd_inspect,
+    &cmd_memory,
 };
 
 static void print_help(FILE* f) {

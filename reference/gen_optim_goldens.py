@@ -1,0 +1,567 @@
+#!/usr/bin/env python3
+"""Optimizer goldens for trainbench, produced by running the REAL reference libraries on CPU.
+
+    ~/.cache/trainbench-venv/bin/python reference/gen_optim_goldens.py --out reference/golden
+
+Writes one safetensors file per case to <out>/optim/<optimizer>/<case>.safetensors and rewrites
+<out>/MANIFEST.tsv (rows of other generators are kept).  Optimizers (HF TrainingArguments.optim
+names): adamw_torch (torch.optim.AdamW, for-loop path), adafactor (transformers Adafactor as the
+HF Trainer configures it, plus flag variants), adafactor_torch (torch.optim.Adafactor, for-loop
+path), adamw_bnb_8bit (bitsandbytes.optim.AdamW8bit).
+
+Each optimizer is driven exactly as a user would drive it:
+    p = torch.nn.Parameter(init.clone()); opt = Optim([p], **hparams)
+    for t in 1..T: p.grad = grads[t-1].clone(); opt.step()   (snapshot opt.state[p] at check steps)
+
+File format (reference/README.md has the full description):
+  input.param                    F32   the case's shape           initial parameter
+  input.grads                    F32 or BF16, (T, *shape)        gradient of step t at index t-1
+  expect.step{k}.param           F32                              parameter after step k
+  expect.step{k}.state.<key>     every entry of opt.state[p] under the library's own key, in the
+                                 library's dtype and shape (python ints become I64 0-d tensors)
+  __metadata__                   case, comment, flags, optimizer, library, generator, seed, steps,
+                                 check_steps, hparams (JSON of constructor kwargs), shape, ...
+
+Deterministic: no clocks or host names go into the .safetensors files, torch runs single-threaded,
+and the safetensors writer below emits a canonical header.  Running twice gives identical bytes
+(`--check` regenerates into memory and compares with the files on disk).
+
+Installs nothing.  Needs torch >= 2.5, transformers and bitsandbytes >= 0.50 (exit 2 otherwise).
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import logging
+import os
+import struct
+import sys
+
+GENERATOR_PATH = "reference/gen_optim_goldens.py"
+MANIFEST_HEADER = ["file", "sha256", "generator", "library_versions", "seed", "date_utc"]
+T_DEFAULT = 20
+# log10 of the per-step gradient scale for steps 1..20; None = an all-zero gradient (step 7).
+# Covers tiny (1e-8) and large (1e3) steps and sudden jumps between them (3->4, 11->12).
+STEP_EXPONENTS = [0, -1, -8, 3, -4, 1, None, -6, 2, -2, -8, 3, -3, 0, -5, 2, -7, 1, -2, 0]
+# per-element magnitude multiplier 10^U(-ELEM_SPREAD, +ELEM_SPREAD) on top of N(0, 1)
+ELEM_SPREAD = 1.5
+BF16_GRADS_MIN_NUMEL = 4095  # input.grads is stored as BF16 for cases with this many elements
+
+
+def die(msg, code=2):
+    sys.stderr.write("gen_optim_goldens: " + msg + "\n")
+    sys.exit(code)
+
+
+def _version_tuple(v):
+    out = []
+    for part in v.split("+")[0].split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def import_libraries():
+    """Import the reference libraries or exit 2 with a clear message. Installs nothing."""
+    missing = []
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - report any import failure
+        missing.append(f"torch >= 2.5 ({e})")
+        torch = None
+    try:
+        import numpy  # noqa: F401 - torch.Tensor.numpy() needs it
+    except Exception as e:  # noqa: BLE001
+        missing.append(f"numpy ({e})")
+    try:
+        import transformers
+    except Exception as e:  # noqa: BLE001
+        missing.append(f"transformers ({e})")
+        transformers = None
+    # bitsandbytes logs a harmless warning about the optional 'kernels' package on import
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    try:
+        import bitsandbytes
+    except Exception as e:  # noqa: BLE001
+        missing.append(f"bitsandbytes >= 0.50 ({e})")
+        bitsandbytes = None
+    if missing:
+        die("missing reference libraries: " + "; ".join(missing) +
+            "\n  create the venv described in reference/README.md, e.g.\n"
+            "  python3 -m venv ~/.cache/trainbench-venv && ~/.cache/trainbench-venv/bin/pip install"
+            " \"torch>=2.5\" transformers \"bitsandbytes>=0.50\" safetensors numpy")
+    if _version_tuple(torch.__version__) < (2, 5):
+        die(f"torch >= 2.5 is required (torch.optim.Adafactor); found {torch.__version__}")
+    if _version_tuple(bitsandbytes.__version__) < (0, 50):
+        die(f"bitsandbytes >= 0.50 is required (CPU optimizer kernels); found {bitsandbytes.__version__}")
+    if not hasattr(torch.optim, "Adafactor"):
+        die("this torch has no torch.optim.Adafactor")
+    return torch, transformers, bitsandbytes
+
+
+# ----------------------------------------------------------------------------------------------
+# safetensors writer (canonical: sorted header keys, tensors ordered by (dtype size desc, name))
+# ----------------------------------------------------------------------------------------------
+DTYPE_INFO = {}  # torch dtype -> (safetensors name, element size); filled in main()
+
+
+def tensor_bytes(torch, t):
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().tobytes()
+    return t.numpy().tobytes()  # numpy writes little-endian on every supported host
+
+
+def safetensors_bytes(torch, tensors, metadata):
+    """tensors: dict name -> torch.Tensor; metadata: dict str -> str."""
+    if sys.byteorder != "little":
+        die("big-endian hosts are not supported by this writer")
+    entries = []
+    for name, t in tensors.items():
+        dname, size = DTYPE_INFO[t.dtype]
+        entries.append((-size, name, dname, list(t.shape), tensor_bytes(torch, t)))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    header = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}}
+    offset = 0
+    for _, name, dname, shape, data in entries:
+        header[name] = {"dtype": dname, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    hjson = json.dumps(header, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    hjson += b" " * ((8 - len(hjson) % 8) % 8)  # pad the header to a multiple of 8 bytes
+    return struct.pack("<Q", len(hjson)) + hjson + b"".join(e[4] for e in entries)
+
+
+# ----------------------------------------------------------------------------------------------
+# cases
+# ----------------------------------------------------------------------------------------------
+def case(name, shape, seed, hp, flags, comment, std=0.02, steps=T_DEFAULT, check=None,
+         grad_mask=None):
+    if check is None:
+        check = sorted({1, 2, 5, 10, steps}) if steps > 2 else list(range(1, steps + 1))
+    return dict(name=name, shape=tuple(shape), seed=seed, hp=hp, flags=flags, comment=comment,
+                std=std, steps=steps, check=[k for k in check if k <= steps], grad_mask=grad_mask)
+
+
+def sched_flags(steps):
+    """Flags implied by the gradient schedule for the first `steps` steps."""
+    ex = STEP_EXPONENTS[:steps]
+    f = ["bias_correction_early"]
+    if any(e is not None and e <= -6 for e in ex):
+        f.append("tiny_grads")
+    if any(e is not None and e >= 3 for e in ex):
+        f.append("large_grads")
+    if any(e is None for e in ex):
+        f.append("zero_grad_step")
+    return f
+
+
+BIG_N = 100003           # ~100k, not a multiple of 256 (390 full blocks + 163), nor of 8/16/32
+BIG_MATRIX = (12, 8339)  # ~100k for the Adafactor dialects: 100068 elements (390 blocks + 228);
+                         # rows of 8339 make torch's cascade sum use more than one level
+BIG_STEPS = 1            # one step keeps the folder small: this case checks the size-dependent
+                         # paths (tails, many blocks, long reductions); dynamics are in small cases
+
+
+def common_cases(hp_on, hp_off, wd_flag_on="wd_on", wd_flag_off="wd_off", extra_vec_flags=None,
+                 big_matrix=False):
+    """The shapes every optimizer gets. hp_on/hp_off: hyperparameters with/without weight decay."""
+    xf = extra_vec_flags or (lambda n: [])
+    cs = [
+        case("matrix_64x96_wd", (64, 96), 101, hp_on, ["matrix_rect", wd_flag_on],
+             "64x96 matrix (R != C), weight decay on", std=0.02),
+        case("matrix_64x96_nowd", (64, 96), 101, hp_off, ["matrix_rect", wd_flag_off],
+             "64x96 matrix (R != C), weight decay off; same data as matrix_64x96_wd", std=0.02),
+    ]
+    vecs = [(1, True, 1.0), (255, False, 0.5), (257, True, 0.02), (4095, False, 1.0),
+            (4096, True, 0.1), (4097, False, 0.02)]
+    for i, (n, wd, std) in enumerate(vecs):
+        cs.append(case(f"vec_{n}", (n,), 200 + i, hp_on if wd else hp_off,
+                       ["vector", wd_flag_on if wd else wd_flag_off] + xf(n),
+                       f"vector of {n} elements, weight decay {'on' if wd else 'off'}", std=std))
+    if big_matrix:
+        r, c_ = BIG_MATRIX
+        cs.append(case(f"matrix_{r}x{c_}", BIG_MATRIX, 300, hp_on,
+                       ["matrix_rect", "large_tensor", "bf16_grads", "long_reduction", wd_flag_on],
+                       f"{r}x{c_} matrix ({r * c_} elements, ~100k): long row reductions, "
+                       f"weight decay on, {BIG_STEPS} step(s)", std=0.02, steps=BIG_STEPS,
+                       check=sorted({1, BIG_STEPS})))
+    else:
+        cs.append(case(f"vec_{BIG_N}", (BIG_N,), 300, hp_on,
+                       ["vector", "large_tensor", "bf16_grads", wd_flag_on] + xf(BIG_N),
+                       f"vector of {BIG_N} elements (~100k, not a multiple of 256/32/16/8), "
+                       f"weight decay on, {BIG_STEPS} step(s)", std=0.02, steps=BIG_STEPS,
+                       check=sorted({1, BIG_STEPS})))
+    return cs
+
+
+def adamw_torch_cases():
+    base = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
+                maximize=False, foreach=False, capturable=False, differentiable=False, fused=False)
+    return common_cases(base, dict(base, weight_decay=0.0))
+
+
+def adafactor_hf_cases():
+    # HF Trainer (optim="adafactor"): Adafactor(params, lr=learning_rate, scale_parameter=False,
+    # relative_step=False); everything else at the transformers defaults.
+    base = dict(lr=1e-3, eps=[1e-30, 1e-3], clip_threshold=1.0, decay_rate=-0.8, beta1=None,
+                weight_decay=0.0, scale_parameter=False, relative_step=False, warmup_init=False)
+    cs = common_cases(dict(base, weight_decay=0.01), base,
+                      extra_vec_flags=lambda n: ["unfactored"], big_matrix=True)
+    for c in cs:
+        if c["name"].startswith("matrix"):
+            c["flags"] += ["factored"]
+        c["flags"].append("hf_trainer_config")
+    # (clip_active is added to every Adafactor case below: check_optim_semantics.py verifies it)
+    cs += [
+        case("three_d_3x16x24", (3, 16, 24), 400, base, ["three_d", "factored", "hf_trainer_config"],
+             "3-D tensor: factored over the last two dims, leading dim batched"),
+        case("scale_parameter_20x28", (20, 28), 401, dict(base, scale_parameter=True),
+             ["matrix_rect", "factored", "scale_parameter"],
+             "scale_parameter=True with a fixed lr: lr_t = max(eps2, RMS(p)) * lr"),
+        case("relative_step_20x28", (20, 28), 402, dict(base, lr=None, scale_parameter=True,
+                                                        relative_step=True),
+             ["matrix_rect", "factored", "relative_step", "scale_parameter", "eps2_floor"],
+             "HF defaults: lr=None, relative_step=True, scale_parameter=True, warmup_init=False; "
+             "tiny params so max(eps2, RMS(p)) starts at eps2", std=1e-5),
+        case("relative_step_warmup_20x28", (20, 28), 403,
+             dict(base, lr=None, scale_parameter=True, relative_step=True, warmup_init=True),
+             ["matrix_rect", "factored", "relative_step", "warmup_init", "scale_parameter"],
+             "relative_step=True with warmup_init=True: rel step = min(1e-6*t, 1/sqrt(t))"),
+        case("beta1_20x28", (20, 28), 404, dict(base, beta1=0.9),
+             ["matrix_rect", "factored", "beta1"],
+             "first moment on (beta1=0.9) with the Trainer configuration"),
+        case("all_flags_vec_257", (257,), 405,
+             dict(base, lr=None, scale_parameter=True, relative_step=True, warmup_init=True,
+                  beta1=0.9, weight_decay=0.01),
+             ["vector", "unfactored", "relative_step", "warmup_init", "scale_parameter", "beta1",
+              "wd_on"],
+             "unfactored path with every flag on: relative_step+warmup_init, scale_parameter, "
+             "beta1=0.9, weight_decay=0.01", std=0.5),
+        case("clip_threshold_0.5_20x28", (20, 28), 406, dict(base, clip_threshold=0.5),
+             ["matrix_rect", "factored", "clip_active"],
+             "clip_threshold=0.5: the update is clipped whenever RMS(U) > 0.5"),
+    ]
+    return add_clip_flag(cs)
+
+
+def add_clip_flag(cs):
+    # With this gradient schedule RMS(U) exceeds the clipping threshold on some step of every
+    # Adafactor case (step 1 for factored tensors, the tiny->large jumps for all);
+    # reference/check_optim_semantics.py recomputes it and fails if a flag is wrong.
+    for c in cs:
+        if "clip_active" not in c["flags"]:
+            c["flags"].append("clip_active")
+    return cs
+
+
+def adafactor_torch_cases():
+    base = dict(lr=1e-2, beta2_decay=-0.8, eps=[None, 1e-3], d=1.0, weight_decay=0.0,
+                foreach=False, maximize=False)
+    cs = common_cases(dict(base, weight_decay=0.01), base,
+                      extra_vec_flags=lambda n: ["unfactored"], big_matrix=True)
+    for c in cs:
+        if c["name"].startswith("matrix"):
+            c["flags"] += ["factored"]
+    cs += [
+        case("three_d_3x16x24", (3, 16, 24), 400, base, ["three_d", "factored"],
+             "3-D tensor: row_var (3,16,1), col_var (3,1,24), batched over the leading dim"),
+        case("rho_relative_20x28", (20, 28), 410, dict(base, lr=0.5),
+             ["matrix_rect", "factored", "relative_step"],
+             "lr=0.5 so rho_t = min(lr, 1/sqrt(t)) switches to 1/sqrt(t) from t=5"),
+        case("tiny_params_vec_257", (257,), 411, base, ["vector", "unfactored", "eps2_floor"],
+             "params ~1e-5 so alpha = max(eps2, RMS(p)) * rho starts at the eps2 floor", std=1e-5),
+        case("d_2_eps_20x28", (20, 28), 412, dict(base, d=2.0, eps=[1e-20, 1e-2], weight_decay=0.05),
+             ["matrix_rect", "factored", "wd_on", "explicit_eps1"],
+             "explicit eps1=1e-20, eps2=1e-2, clipping threshold d=2, weight_decay=0.05"),
+    ]
+    return add_clip_flag(cs)
+
+
+def adamw_bnb_8bit_cases():
+    base = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, min_8bit_size=4096,
+                is_paged=False)
+
+    def vflags(n):
+        f = ["bnb_min_8bit_size"] if n in (4095, 4096) else []
+        f.append("bnb_state_fp32" if n < 4096 else "bnb_state_8bit")
+        if n >= 4096 and n % 256:
+            f.append("block_boundary")
+        return f
+    cs = common_cases(base, dict(base, weight_decay=0.0), extra_vec_flags=vflags)
+    for c in cs:
+        if c["name"].startswith("matrix"):
+            c["flags"] += ["bnb_state_8bit"]
+    mask = [(256, 512)]  # block 1 of a 4096-vector never gets a gradient: absmax 0 every step
+    cs.append(case("zero_block_vec_4096", (4096,), 420, base,
+                   ["vector", "bnb_state_8bit", "bnb_zero_block", "wd_on"],
+                   "elements 256..511 (block 1) always get zero gradients: that block's absmax "
+                   "stays 0 and its codes stay 0", std=0.1, grad_mask=mask))
+    return cs
+
+
+OPTIMIZERS = ["adamw_torch", "adafactor", "adafactor_torch", "adamw_bnb_8bit"]
+CASES = {
+    "adamw_torch": adamw_torch_cases,
+    "adafactor": adafactor_hf_cases,
+    "adafactor_torch": adafactor_torch_cases,
+    "adamw_bnb_8bit": adamw_bnb_8bit_cases,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# data
+# ----------------------------------------------------------------------------------------------
+def make_inputs(torch, c):
+    """Initial params and gradients (T, *shape) from the case's seed (torch.Generator, CPU)."""
+    g = torch.Generator(device="cpu")
+    g.manual_seed(c["seed"])
+    shape = c["shape"]
+    init = (torch.randn(shape, generator=g, dtype=torch.float32) * c["std"]).to(torch.float32)
+    grads = []
+    for t in range(c["steps"]):
+        e = STEP_EXPONENTS[t]
+        z = torch.randn(shape, generator=g, dtype=torch.float32)
+        u = torch.rand(shape, generator=g, dtype=torch.float32)
+        if e is None:
+            gt = torch.zeros(shape, dtype=torch.float32)
+        else:
+            mag = torch.pow(10.0, (u * 2.0 - 1.0) * ELEM_SPREAD)
+            gt = (z * mag * (10.0 ** e)).to(torch.float32)
+        if c["grad_mask"]:
+            flat = gt.view(-1)
+            for lo, hi in c["grad_mask"]:
+                flat[lo:hi] = 0.0
+        grads.append(gt)
+    grads = torch.stack(grads)
+    n = 1
+    for s in shape:
+        n *= s
+    if n >= BF16_GRADS_MIN_NUMEL:
+        stored = grads.to(torch.bfloat16)   # round to nearest even
+        grads = stored.to(torch.float32)    # the optimizer sees exactly the widened BF16 values
+    else:
+        stored = grads
+    return init, grads, stored
+
+
+def make_optimizer(torch, transformers, bnb, name, params, hp):
+    if name == "adamw_torch":
+        kw = dict(hp)
+        kw["betas"] = tuple(kw["betas"])
+        return torch.optim.AdamW(params, **kw)
+    if name == "adafactor":
+        kw = dict(hp)
+        kw["eps"] = tuple(kw["eps"])
+        return transformers.optimization.Adafactor(params, **kw)
+    if name == "adafactor_torch":
+        kw = dict(hp)
+        kw["eps"] = tuple(kw["eps"])
+        return torch.optim.Adafactor(params, **kw)
+    if name == "adamw_bnb_8bit":
+        kw = dict(hp)
+        kw["betas"] = tuple(kw["betas"])
+        return bnb.optim.AdamW8bit(params, **kw)
+    raise ValueError(name)
+
+
+def snapshot_state(torch, state):
+    out = {}
+    for key, v in state.items():
+        if torch.is_tensor(v):
+            out[key] = v.detach().clone().contiguous()
+        elif isinstance(v, bool):
+            raise TypeError(f"unexpected bool state entry {key}")
+        elif isinstance(v, int):
+            out[key] = torch.tensor(v, dtype=torch.int64)
+        else:
+            raise TypeError(f"unexpected state entry {key} of type {type(v).__name__}")
+    return out
+
+
+def probe_bnb_path(torch, bnb):
+    """Run one 8-bit step under a profiler hook and report which bitsandbytes code ran."""
+    import bitsandbytes.backends.cpu.ops as cpu_ops
+    calls = []
+    real_lib = cpu_ops.lib
+
+    class LibSpy:
+        def __getattr__(self, attr):
+            calls.append("lib." + attr)
+            return getattr(real_lib, attr)
+    py_calls = set()
+
+    def prof(frame, event, arg):
+        if event == "call" and "bitsandbytes" in frame.f_code.co_filename:
+            py_calls.add(frame.f_code.co_name)
+    p = torch.nn.Parameter(torch.ones(4096))
+    opt = bnb.optim.AdamW8bit([p])
+    p.grad = torch.full((4096,), 0.5)
+    cpu_ops.lib = LibSpy()
+    sys.setprofile(prof)
+    try:
+        opt.step()
+    finally:
+        sys.setprofile(None)
+        cpu_ops.lib = real_lib
+    if "_optimizer_update_8bit_blockwise_cpu" not in py_calls:
+        die("bitsandbytes did not run its CPU 8-bit kernel (_optimizer_update_8bit_blockwise_cpu); "
+            f"python functions seen: {sorted(py_calls)}", code=1)
+    libs = sorted(set(calls))
+    if "lib.cquantize_blockwise_cpu_fp32" not in libs:
+        die(f"bitsandbytes did not quantize through libbitsandbytes_cpu (calls: {libs})", code=1)
+    return ("cpu:lut65536 (backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu in torch "
+            "ops; libbitsandbytes_cpu " + "+".join(c[4:] for c in libs) + ")")
+
+
+def run_case(torch, transformers, bnb, opt_name, c, common_meta):
+    init, grads, stored_grads = make_inputs(torch, c)
+    p = torch.nn.Parameter(init.clone())
+    opt = make_optimizer(torch, transformers, bnb, opt_name, [p], c["hp"])
+    tensors = {"input.param": init, "input.grads": stored_grads}
+    for t in range(1, c["steps"] + 1):
+        p.grad = grads[t - 1].clone()
+        opt.step()
+        if t in c["check"]:
+            tensors[f"expect.step{t}.param"] = p.detach().clone()
+            for key, v in snapshot_state(torch, opt.state[p]).items():
+                tensors[f"expect.step{t}.state.{key}"] = v
+    meta = dict(common_meta[opt_name])
+    flags = c["flags"] + [f for f in sched_flags(c["steps"]) if f not in c["flags"]]
+    meta.update({
+        "case": c["name"],
+        "comment": c["comment"],
+        "flags": ",".join(flags),
+        "optimizer": opt_name,
+        "seed": str(c["seed"]),
+        "steps": str(c["steps"]),
+        "check_steps": ",".join(str(k) for k in c["check"]),
+        "hparams": json.dumps(c["hp"], separators=(",", ":"), sort_keys=True),
+        "shape": "x".join(str(s) for s in c["shape"]),
+        "param_init": f"torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * {c['std']!r}",
+        "grad_schedule": "step t: N(0,1) * 10^U(-%g,%g) per element * 10^e[t], e=%s (null = all-zero step)"
+                         % (ELEM_SPREAD, ELEM_SPREAD,
+                            json.dumps(STEP_EXPONENTS[:c["steps"]], separators=(",", ":"))),
+        "grads_dtype": "BF16 (rounded to nearest even from F32; the optimizer saw the widened values)"
+                       if stored_grads.dtype == torch.bfloat16 else "F32",
+    })
+    if c["grad_mask"]:
+        meta["grad_mask"] = "zero gradient at flat indices " + ",".join(f"[{a},{b})" for a, b in c["grad_mask"])
+    return tensors, meta
+
+
+def library_string(torch, transformers, bnb, opt_name):
+    tv = f"torch {torch.__version__}"
+    if opt_name == "adafactor":
+        return f"transformers {transformers.__version__} / {tv}"
+    if opt_name == "adamw_bnb_8bit":
+        return f"bitsandbytes {bnb.__version__} / {tv}"
+    return tv
+
+
+def read_manifest(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        for line in lines[1:]:
+            if line.strip():
+                rows.append(line.split("\t"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
+    ap.add_argument("--only", default="", help="comma list of optimizer names to generate")
+    ap.add_argument("--check", action="store_true",
+                    help="regenerate in memory and compare with the files on disk (exit 1 on difference)")
+    args = ap.parse_args()
+
+    torch, transformers, bnb = import_libraries()
+    DTYPE_INFO.update({torch.float32: ("F32", 4), torch.bfloat16: ("BF16", 2),
+                       torch.uint8: ("U8", 1), torch.int64: ("I64", 8), torch.float64: ("F64", 8)})
+    torch.set_num_threads(1)   # reductions and elementwise chunking then do not depend on cores
+    torch.manual_seed(0)
+
+    only = [s for s in args.only.split(",") if s]
+    for s in only:
+        if s not in OPTIMIZERS:
+            die(f"--only: unknown optimizer '{s}' (allowed: {', '.join(OPTIMIZERS)})")
+    selected = only or OPTIMIZERS
+
+    with open(os.path.abspath(__file__), "rb") as f:
+        gen_sha = hashlib.sha256(f.read()).hexdigest()
+    generator = f"{GENERATOR_PATH} sha256:{gen_sha[:16]}"
+    quantizer_path = probe_bnb_path(torch, bnb)
+    common_meta = {}
+    for name in OPTIMIZERS:
+        m = {"library": library_string(torch, transformers, bnb, name), "generator": generator,
+             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+             "torch_num_threads": "1", "format": "trainbench-optim-golden-1"}
+        if name == "adamw_bnb_8bit":
+            m["quantizer_path"] = quantizer_path
+            m["blocksize"] = "256"
+        common_meta[name] = m
+
+    out_root = args.out
+    manifest_path = os.path.join(out_root, "MANIFEST.tsv")
+    old_rows = read_manifest(manifest_path)
+    old_by_file = {r[0]: r for r in old_rows}
+    repo_prefix = os.path.relpath(out_root, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    new_rows = {}
+    mismatches = []
+    total = 0
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for opt_name in selected:
+        for c in CASES[opt_name]():
+            tensors, meta = run_case(torch, transformers, bnb, opt_name, c, common_meta)
+            blob = safetensors_bytes(torch, tensors, meta)
+            rel = os.path.join("optim", opt_name, c["name"] + ".safetensors")
+            path = os.path.join(out_root, rel)
+            repo_rel = os.path.normpath(os.path.join(repo_prefix, rel)).replace(os.sep, "/")
+            sha = hashlib.sha256(blob).hexdigest()
+            total += len(blob)
+            if args.check:
+                try:
+                    with open(path, "rb") as f:
+                        same = f.read() == blob
+                except OSError:
+                    same = False
+                if not same:
+                    mismatches.append(repo_rel)
+                print(f"{'same' if same else 'DIFF'} {repo_rel}")
+                continue
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = path + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+            old = old_by_file.get(repo_rel)
+            date = old[5] if old and len(old) > 5 and old[1] == sha else now
+            new_rows[repo_rel] = [repo_rel, sha, generator, meta["library"], meta["seed"], date]
+            print(f"wrote {repo_rel} ({len(blob)} bytes)")
+    print(f"total {total} bytes in {'checked' if args.check else 'written'} files")
+    if args.check:
+        if mismatches:
+            die(f"{len(mismatches)} file(s) differ from a fresh run: " + ", ".join(mismatches), code=1)
+        print("all files identical to a fresh run")
+        return
+    # manifest: keep rows of other generators and of optimizers not regenerated now
+    rows = [r for r in old_rows if r[0] not in new_rows and not (
+        r[0].startswith(os.path.join(repo_prefix, "optim").replace(os.sep, "/") + "/") and
+        r[0].split("/")[-2] in selected)]
+    rows += list(new_rows.values())
+    rows.sort(key=lambda r: r[0])
+    tmp = manifest_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\t".join(MANIFEST_HEADER) + "\n")
+        for r in rows:
+            f.write("\t".join(r) + "\n")
+    os.replace(tmp, manifest_path)
+    print(f"wrote {manifest_path} ({len(rows)} rows)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+// test_memory.c — optimizer-state memory: for every registered optimizer (and, for those with
+// bitsandbytes' min_8bit_size rule, also as HF Trainer configures them) on every small preset,
+// the closed-formula estimate equals the bytes the optimizer really allocated after a real
+// step, exactly; the distilbert-base-cased AdamW figures are the seed's (SPEC.md section 5);
+// and `trainbench memory` prints them, emits valid JSON and refuses bad input with exit 2.
+// Runs the binary next to this test's build folder (BUILD/trainbench), like test_cli.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model.h"
+
+static char g_bin[4096];
+static char g_tmp[256];
+
+// Builds the table, real buffers (HF init, a synthetic N(0, 1e-3) gradient), the state for
+// every tensor, and one real step; returns measured bytes and checks them against the estimate.
+static size_t check_estimate_equals_measured(const ParamTable* t, const Optimizer* o, bool emb32,
+                                             const float* params0, const float* grads, size_t* elems) {
+    OptimConfig cfg;
+    optim_defaults(o, &cfg);
+    float* params = param_table_alloc_buffer(t);
+    memcpy(params, params0, t->alloc_numel * sizeof(float));
+    size_t estimate = model_optim_estimate_bytes(t, o, &cfg, emb32);
+    ModelOptim mo;
+    model_optim_init(&mo, t, o, &cfg, emb32);
+    model_optim_step(&mo, t, params, grads);
+    model_optim_step(&mo, t, params, grads);  // state sizes do not change after the first step
+    size_t measured = model_optim_measured_bytes(&mo);
+    *elems = model_optim_measured_elems(&mo);
+    printf("  %-16s %-5s estimate %zu measured %zu bytes (%zu elements)\n", o->name, emb32 ? "hf" : "plain", estimate,
+           measured, *elems);
+    assert_int_equal(estimate, measured);
+    assert_true(measured > 0);
+    for (size_t i = 0; i < t->numel && i < t->alloc_numel; i++)  // the step left finite parameters
+        assert_true(params[i] == params[i]);
+    model_optim_free(&mo);
+    free(params);
+    return measured;
+}
+
+static void test_estimate_equals_measured_every_optimizer_and_preset(void** s) {
+    (void)s;
+    static const char* const PRESETS[] = {"tiny", "small"};
+    assert_true(optim_count() >= 1);
+    for (size_t p = 0; p < ARRAY_LEN(PRESETS); p++) {
+        ParamTable t;
+        assert_true(status_is_ok(param_table_build(model_config_find(PRESETS[p]), &t)));
+        printf("%s: %zu params in %zu tensors\n", PRESETS[p], t.numel, t.n);
+        float* params = param_table_alloc_buffer(&t);
+        float* grads = param_table_alloc_buffer(&t);
+        param_table_init_weights(&t, params, 42, 0.02f);
+        param_table_fill_normal(&t, grads, 43, 0.0f, 1e-3f);
+        for (size_t i = 0; i < optim_count(); i++) {
+            const Optimizer* o = optim_at(i);
+            size_t elems;
+            size_t plain = check_estimate_equals_measured(&t, o, false, params, grads, &elems);
+            size_t hf = check_estimate_equals_measured(&t, o, true, params, grads, &elems);
+            OptimConfig cfg;
+            optim_defaults(o, &cfg);
+            // Only optimizers with the 8-bit size rule can differ between the two; keeping
+            // embeddings at 32-bit state never makes the state smaller.
+            if (cfg.min_8bit_size == 0) assert_int_equal(plain, hf);
+            else if (t.t[0].numel >= cfg.min_8bit_size) assert_true(hf > plain);  // word embeddings
+            assert_true(hf >= plain);
+        }
+        free(params);
+        free(grads);
+        param_table_free(&t);
+    }
+}
+
+static void test_distilbert_base_cased_adamw_seed_figures(void** s) {
+    (void)s;
+    ParamTable t;
+    assert_true(status_is_ok(param_table_build(model_config_find("distilbert-base-cased"), &t)));
+    const Optimizer* o = optim_find("adamw_torch");
+    assert_non_null(o);
+    OptimConfig cfg;
+    optim_defaults(o, &cfg);
+    size_t estimate = model_optim_estimate_bytes(&t, o, &cfg, false);
+    // SPEC.md section 5 (the seed's figures): 65,783,042 parameters; AdamW estimate 502 MB
+    // (params * 8 bytes); measured state 131,566,188 elements (2 per parameter + one 0-d step
+    // per tensor), 502 MB (bytes / 1024^2, rounded).
+    assert_int_equal(t.numel, 65783042);
+    assert_int_equal((t.numel * 8 + (1 << 19)) >> 20, 502);
+    assert_int_equal(estimate, 65783042ull * 8 + 104 * 4);
+    assert_int_equal((estimate + (1 << 19)) >> 20, 502);
+
+    // One real measured run (~1 GB: params, grads, state; about a second).
+    float* params = param_table_alloc_buffer(&t);
+    float* grads = param_table_alloc_buffer(&t);
+    for (size_t i = 0; i < t.alloc_numel; i++) {
+        params[i] = 0.01f;
+        grads[i] = (float)(i % 7) * 1e-4f - 3e-4f;
+    }
+    ModelOptim mo;
+    model_optim_init(&mo, &t, o, &cfg, false);
+    model_optim_step(&mo, &t, params, grads);
+    assert_int_equal(model_optim_measured_elems(&mo), 131566188);  // SPEC.md section 5
+    assert_int_equal(model_optim_measured_bytes(&mo), estimate);
+    assert_int_equal((model_optim_measured_bytes(&mo) + (1 << 19)) >> 20, 502);  // SPEC.md section 5
+    model_optim_free(&mo);
+    free(params);
+    free(grads);
+    param_table_free(&t);
+}
+
+// ---- CLI ----
+typedef struct {
+    int exit_code;  // -1 if killed by a signal
+    char out[1 << 17];
+} RunResult;
+
+static void run_cmd(RunResult* r, const char* args, bool with_stderr) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s %s", g_bin, args, with_stderr ? "2>&1" : "2>/dev/null");
+    FILE* p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+    r->out[n] = 0;
+    int st = pclose(p);
+    r->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    printf("$ trainbench %s  -> exit %d\n", args, r->exit_code);
+}
+
+static RunResult g_run;
+
+static void test_cli_distilbert_adamw_report(void** s) {
+    (void)s;
+    RunResult* r = &g_run;
+    run_cmd(r, "memory --model distilbert-base-cased --optim adamw_torch", true);
+    printf("%s", r->out);
+    assert_int_equal(r->exit_code, 0);
+    // SPEC.md section 5: the seed's figures.
+    assert_non_null(strstr(r->out, "65,783,042"));
+    assert_non_null(strstr(r->out, "502 MB"));
+    assert_non_null(strstr(r->out, "131,566,188"));
+    assert_non_null(strstr(r->out, "estimate == measured"));
+    assert_non_null(strstr(r->out, "Accelerate"));
+    assert_non_null(strstr(r->out, "activations: not counted here"));
+}
+
+static void test_cli_json_every_optimizer(void** s) {
+    (void)s;
+    RunResult* r = &g_run;
+    run_cmd(r, "memory --model tiny --json --time --threads 1", false);
+    assert_int_equal(r->exit_code, 0);
+    json_error_t err;
+    json_t* root = json_loads(r->out, 0, &err);
+    if (!root) printf("not JSON: %s\n%s\n", err.text, r->out);
+    assert_non_null(root);
+    assert_string_equal(json_string_value(json_object_get(root, "model")), "tiny");
+    assert_int_equal(json_integer_value(json_object_get(root, "tensors")), 40);
+    json_t* rows = json_object_get(root, "optimizers");
+    size_t expect_rows = 0;
+    for (size_t i = 0; i < optim_count(); i++) {
+        OptimConfig cfg;
+        optim_defaults(optim_at(i), &cfg);
+        expect_rows += cfg.min_8bit_size ? 2 : 1;  // + "as HF Trainer configures it"
+    }
+    assert_int_equal(json_array_size(rows), expect_rows);
+    size_t k = 0;
+    for (size_t i = 0; i < optim_count(); i++) {
+        json_t* row = json_array_get(rows, k);
+        assert_string_equal(json_string_value(json_object_get(row, "optimizer")), optim_at(i)->name);
+        k += strcmp(json_string_value(json_object_get(row, "variant")), "plain") == 0 ? 2 : 1;
+    }
+    size_t i;
+    json_t* row;
+    json_array_foreach(rows, i, row) {
+        assert_true(json_is_true(json_object_get(row, "estimate_equals_measured")));
+        assert_int_equal(json_integer_value(json_object_get(row, "estimate_bytes")),
+                         json_integer_value(json_object_get(row, "measured_bytes")));
+        assert_true(json_is_number(json_object_get(row, "step_seconds")));
+        assert_true(json_is_number(json_object_get(row, "effective_gb_per_second")));
+    }
+    json_decref(root);
+
+    run_cmd(r, "memory --model distilbert-base-cased --optim adamw_torch --json", false);
+    assert_int_equal(r->exit_code, 0);
+    root = json_loads(r->out, 0, &err);
+    assert_non_null(root);
+    assert_int_equal(json_integer_value(json_object_get(root, "parameters")), 65783042);
+    row = json_array_get(json_object_get(root, "optimizers"), 0);
+    assert_int_equal(json_integer_value(json_object_get(row, "measured_elements")), 131566188);  // SPEC.md 5
+    assert_int_equal(json_integer_value(json_object_get(row, "measured_mb")), 502);               // SPEC.md 5
+    assert_int_equal(json_integer_value(json_object_get(row, "estimate_mb")), 502);               // SPEC.md 5
+    json_decref(root);
+}
+
+static void expect_exit2(const char* args, const char* needle) {
+    RunResult* r = &g_run;
+    run_cmd(r, args, true);
+    if (r->exit_code != 2 || !strstr(r->out, needle)) printf("output was:\n%s\n", r->out);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->out, needle));
+    assert_null(strstr(r->out, "AddressSanitizer"));
+    assert_null(strstr(r->out, "runtime error"));
+}
+
+static void test_cli_bad_input_exits_2(void** s) {
+    (void)s;
+    char args[1200], path[600];
+    expect_exit2("memory --bogus", "unknown option '--bogus'");
+    expect_exit2("memory --model", "needs a value");
+    expect_exit2("memory --model gpt5", "unknown model 'gpt5' (allowed: tiny, small, distilbert-base-cased");
+    expect_exit2("memory --optim sgd", "unknown optimizer 'sgd' (allowed: all, adamw_torch");
+    expect_exit2("memory --optim=", "non-empty value");
+    expect_exit2("memory --threads 0", "--threads must be an integer");
+    expect_exit2("memory --model tiny --config x.json", "not both");
+    snprintf(path, sizeof path, "%s/nope.json", g_tmp);
+    snprintf(args, sizeof args, "memory --config %s", path);
+    expect_exit2(args, "nope.json");
+    static const struct { const char* name; const char* text; const char* needle; } bad[] = {
+        {"malformed.json", "{\"dim\": ", "not valid JSON"},
+        {"unknown.json", "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                         "\"max_position_embeddings\":32,\"colour\":1}", "unknown key 'colour'"},
+        {"invalid.json", "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":5,\"hidden_dim\":64,"
+                         "\"max_position_embeddings\":32}", "divisible by n_heads"},
+        {"zero.json", "{\"vocab_size\":0,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                      "\"max_position_embeddings\":32}", "vocab_size must be an integer in [1,"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        snprintf(path, sizeof path, "%s/%s", g_tmp, bad[i].name);
+        FILE* f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(bad[i].text, f);
+        fclose(f);
+        snprintf(args, sizeof args, "memory --config %s", path);
+        expect_exit2(args, bad[i].needle);
+    }
+    // a good config file works and is named in the report
+    snprintf(path, sizeof path, "%s/good.json", g_tmp);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"vocab_size\":64,\"dim\":32,\"n_layers\":1,\"n_heads\":4,\"hidden_dim\":64,\"max_position_embeddings\":8,"
+          "\"model_type\":\"distilbert\",\"dropout\":0.1}",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args, "memory --config %s --optim adamw_torch --time", path);
+    run_cmd(&g_run, args, true);
+    assert_int_equal(g_run.exit_code, 0);
+    assert_non_null(strstr(g_run.out, "good.json"));
+    assert_non_null(strstr(g_run.out, "G params/s"));
+    run_cmd(&g_run, "memory --help", true);
+    assert_int_equal(g_run.exit_code, 0);
+    assert_non_null(strstr(g_run.out, "usage: trainbench memory"));
+}
+
+int main(int argc, char** argv) {
+    (void)argc;
+    char self[4096];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    snprintf(g_bin, sizeof g_bin, "%s/../trainbench", dirname(self));
+    if (access(g_bin, X_OK) != 0) {
+        fprintf(stderr, "test_memory: %s not built\n", g_bin);
+        return 1;
+    }
+    snprintf(g_tmp, sizeof g_tmp, "%s/trainbench-memory-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(g_tmp)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_estimate_equals_measured_every_optimizer_and_preset),
+        cmocka_unit_test(test_distilbert_base_cased_adamw_seed_figures),
+        cmocka_unit_test(test_cli_distilbert_adamw_report),
+        cmocka_unit_test(test_cli_json_every_optimizer),
+        cmocka_unit_test(test_cli_bad_input_exits_2),
+    };
+    int rc = cmocka_run_group_tests_name("memory", tests, NULL, NULL);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) fprintf(stderr, "test_memory: could not remove %s\n", g_tmp);
+    return rc;
+}

@@ -1,0 +1,189 @@
+// test_optim.c — optimizer conformance against goldens produced by the real libraries
+// (reference/gen_optim_goldens.py: torch, transformers, bitsandbytes), plus hyperparameter
+// validation and estimate == measured state size. Iterates the optimizer registry: a
+// registered optimizer without goldens FAILS. Tolerances and their justification live in
+// src/conform.c (conform_tolerance) and are printed with every comparison.
+// Two deliberately wrong AdamW variants (eps inside the sqrt; decay after the update) run
+// through the same conformance check and must FAIL it: proof that the check can fail.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conform.h"
+#include "optim.h"
+
+static void run_all_cases(const Optimizer* o, FILE* log, size_t* n_cases, size_t* n_failed_cases, ConformSummary* total) {
+    char** paths;
+    size_t n;
+    assert_true(status_is_ok(conform_list_cases(o->name, &paths, &n)));
+    *n_cases = n;
+    *n_failed_cases = 0;
+    memset(total, 0, sizeof *total);
+    total->min_code_equal = 1.0;
+    for (size_t i = 0; i < n; i++) {
+        ConformSummary s;
+        Status st = conform_run_case(o, paths[i], log, &s);
+        if (!status_is_ok(st)) {
+            printf("optim/%s: FAIL %s\n", o->name, st.msg);
+            (*n_failed_cases)++;
+            continue;
+        }
+        if (s.n_failed) (*n_failed_cases)++;
+        total->n_compared += s.n_compared;
+        total->n_failed += s.n_failed;
+        if (s.worst_used > total->worst_used) total->worst_used = s.worst_used;
+        if (s.worst_ulp_param > total->worst_ulp_param) total->worst_ulp_param = s.worst_ulp_param;
+        if (s.min_code_equal < total->min_code_equal) total->min_code_equal = s.min_code_equal;
+        if (s.max_code_dist > total->max_code_dist) total->max_code_dist = s.max_code_dist;
+    }
+    conform_free_list(paths, n);
+}
+
+static void test_every_optimizer_matches_its_goldens(void** state) {
+    (void)state;
+    size_t failed_optims = 0;
+    for (size_t i = 0; i < optim_count(); i++) {
+        const Optimizer* o = optim_at(i);
+        size_t n_cases, n_failed;
+        ConformSummary t;
+        run_all_cases(o, stdout, &n_cases, &n_failed, &t);
+        if (n_cases == 0) {
+            printf("optim/%s: FAIL no goldens in %s/%s (run `make goldens`)\n", o->name, GOLDEN_OPTIM_DIR, o->name);
+            failed_optims++;
+            continue;
+        }
+        printf("optim/%s: %zu cases, %zu comparisons, %zu failed; max param ulp %u; max tolerance used %.1f%%"
+               "; codes identical >= %.4f%%, max code distance %d\n",
+               o->name, n_cases, t.n_compared, t.n_failed, t.worst_ulp_param, 100 * t.worst_used,
+               100 * t.min_code_equal, t.max_code_dist);
+        if (n_failed) failed_optims++;
+    }
+    assert_int_equal(failed_optims, 0);
+}
+
+// ---- deliberately wrong AdamW variants: same state layout, one formula detail broken ----
+typedef enum { MUTANT_EPS_INSIDE_SQRT, MUTANT_DECAY_AFTER_UPDATE } Mutant;
+static Mutant g_mutant;
+
+static void mutant_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
+    st->step++;
+    *(float*)st->tensors[2].data = (float)st->step;
+    float* m = st->tensors[0].data;
+    float* v = st->tensors[1].data;
+    double t = (double)st->step;
+    double bc1 = 1 - pow(c->beta1, t), bc2 = 1 - pow(c->beta2, t);
+    size_t n = shape_numel(&st->shape);
+    for (size_t i = 0; i < n; i++) {
+        if (g_mutant == MUTANT_EPS_INSIDE_SQRT || c->weight_decay == 0) p[i] *= (float)(1 - c->lr * c->weight_decay);
+        m[i] = fmaf((float)(1 - c->beta1), g[i] - m[i], m[i]);
+        v[i] = v[i] * (float)c->beta2 + (float)(1 - c->beta2) * g[i] * g[i];
+        float denom = g_mutant == MUTANT_EPS_INSIDE_SQRT
+                          ? sqrtf(v[i] / (float)bc2 + (float)c->eps)
+                          : sqrtf(v[i]) / (float)sqrt(bc2) + (float)c->eps;
+        p[i] += (float)(-c->lr / bc1) * (m[i] / denom);
+        if (g_mutant == MUTANT_DECAY_AFTER_UPDATE) p[i] *= (float)(1 - c->lr * c->weight_decay);
+    }
+}
+
+static void check_mutant_fails(Mutant which, const char* label) {
+    g_mutant = which;
+    Optimizer mutant = optim_adamw_torch;  // same name: uses adamw_torch's goldens and tolerances
+    mutant.step = mutant_step;
+    size_t n_cases, n_failed;
+    ConformSummary t;
+    printf("--- mutant AdamW (%s): conformance must fail ---\n", label);
+    run_all_cases(&mutant, NULL, &n_cases, &n_failed, &t);  // per-line output would read like real failures
+    printf("mutant %s: %zu of %zu adamw_torch cases failed (%zu of %zu comparisons)\n", label, n_failed,
+           n_cases, t.n_failed, t.n_compared);
+    assert_true(n_cases > 0);
+    assert_true(n_failed > 0);
+}
+
+static void test_mutant_eps_inside_sqrt_fails(void** s) { (void)s; check_mutant_fails(MUTANT_EPS_INSIDE_SQRT, "eps inside sqrt"); }
+static void test_mutant_decay_after_update_fails(void** s) { (void)s; check_mutant_fails(MUTANT_DECAY_AFTER_UPDATE, "decay after update"); }
+
+// ---- validation and state size ----
+static void expect_invalid(const Optimizer* o, const char* json, const char* field) {
+    json_t* hp = json_loads(json, 0, NULL);
+    assert_non_null(hp);
+    OptimConfig cfg;
+    Status s = optim_config_from_json(o, hp, &cfg);
+    json_decref(hp);
+    printf("%s %s -> %s\n", o->name, json, s.msg);
+    assert_int_equal(s.code, STATUS_INVALID);
+    assert_non_null(strstr(s.msg, field));
+}
+
+static void test_hyperparameters_validated(void** s) {
+    (void)s;
+    for (size_t i = 0; i < optim_count(); i++) {
+        const Optimizer* o = optim_at(i);
+        OptimConfig cfg;
+        optim_defaults(o, &cfg);
+        Status st = o->validate(&cfg);
+        if (!status_is_ok(st)) printf("%s defaults invalid: %s\n", o->name, st.msg);
+        assert_true(status_is_ok(st));  // the library defaults are valid
+        expect_invalid(o, "{\"weight_decay\": -0.1}", "weight_decay");
+        expect_invalid(o, "{\"bogus_knob\": 1}", "bogus_knob");
+    }
+    const Optimizer* a = optim_find("adamw_torch");
+    expect_invalid(a, "{\"lr\": 0}", "lr");
+    expect_invalid(a, "{\"lr\": -1e-3}", "lr");
+    expect_invalid(a, "{\"betas\": [1.0, 0.999]}", "beta1");
+    expect_invalid(a, "{\"betas\": [0.9, -0.1]}", "beta2");
+    expect_invalid(a, "{\"eps\": 0}", "eps");
+    expect_invalid(a, "{\"amsgrad\": true}", "amsgrad");
+    const Optimizer* hf = optim_find("adafactor");
+    expect_invalid(hf, "{\"relative_step\": true, \"lr\": 0.001}", "lr");
+    expect_invalid(hf, "{\"warmup_init\": true}", "warmup_init");
+    expect_invalid(hf, "{\"clip_threshold\": 0}", "clip_threshold");
+    expect_invalid(hf, "{\"beta1\": 1.5}", "beta1");
+    const Optimizer* at = optim_find("adafactor_torch");
+    expect_invalid(at, "{\"beta2_decay\": 0.5}", "beta2_decay");
+    expect_invalid(at, "{\"d\": 0}", "d");
+}
+
+static void test_estimate_equals_measured(void** s) {
+    (void)s;
+    const TensorShape shapes[] = {shape_1d(1), shape_1d(255), shape_1d(4095), shape_1d(4096), shape_1d(4097),
+                                  shape_2d(64, 96), shape_2d(3, 5), {3, {2, 8, 12}}};
+    for (size_t i = 0; i < optim_count(); i++) {
+        const Optimizer* o = optim_at(i);
+        OptimConfig cfg;
+        optim_defaults(o, &cfg);
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            OptimState* st = o->init(&shapes[k], &cfg);
+            size_t n = shape_numel(&shapes[k]);
+            float* p = xaligned_alloc(n * 4);
+            float* g = xaligned_alloc(n * 4);
+            for (size_t j = 0; j < n; j++) {
+                p[j] = 0.01f * (float)(j % 7);
+                g[j] = 0.001f * (float)((int)(j % 5) - 2);
+            }
+            o->step(st, p, g, &cfg);  // measured after one real step, as the seed does
+            size_t est = o->state_bytes(&shapes[k], &cfg), meas = optim_state_measured_bytes(st);
+            if (est != meas) printf("%s shape #%zu: estimate %zu != measured %zu\n", o->name, k, est, meas);
+            assert_int_equal(est, meas);
+            o->free(st);
+            free(p);
+            free(g);
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hyperparameters_validated),
+        cmocka_unit_test(test_estimate_equals_measured),
+        cmocka_unit_test(test_every_optimizer_matches_its_goldens),
+        cmocka_unit_test(test_mutant_eps_inside_sqrt_fails),
+        cmocka_unit_test(test_mutant_decay_after_update_fails),
+    };
+    return cmocka_run_group_tests_name("optim", tests, NULL, NULL);
+}
