@@ -35,7 +35,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit clean
+.PHONY: all deps test test-unit goldens clean
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -71,6 +71,17 @@ test: deps
 # test-unit: the normal build's tests only (quicker while developing)
 test-unit: all
 	@sh tests/run_tests.sh $(BUILD)
+
+# goldens: regenerate reference/golden/ with the real torch/transformers/bitsandbytes from the
+# venv (outside the repo; reference/README.md says how to make it), then replay every golden
+# with the independent NumPy model of reference/OPTIM_SEMANTICS.md. `make test` never needs it.
+VENV ?= $(HOME)/.cache/trainbench-venv
+goldens:
+	@test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
+	  echo '  python3 -m venv $(VENV) && $(VENV)/bin/pip install "torch>=2.5" transformers "bitsandbytes>=0.50" safetensors numpy' >&2; \
+	  echo '  (or pass VENV=/path/to/venv)' >&2; exit 2; }
+	$(VENV)/bin/python reference/gen_optim_goldens.py --out reference/golden
+	$(VENV)/bin/python reference/check_optim_semantics.py --sqrt torch
 
 # clean: remove everything the build made (results/ is never touched)
 clean:

@@ -50,11 +50,11 @@ static OptimState* adamw_init(const TensorShape* shape, const OptimConfig* c) {
     return st;
 }
 
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-static void adamw_kernel(float* restrict p, const float* restrict g, float* restrict m,
-                         float* restrict v, size_t n, float decay, float w1, float b2, float w2,
-                         float bc2_sqrt, float eps, float neg_step_size) {
-#pragma omp parallel for simd schedule(static) if (n >= 65536)
+// Portable kernel: any CPU; torch_sqrtf's table lookup keeps GCC from vectorizing it.
+static void adamw_kernel_portable(float* restrict p, const float* restrict g, float* restrict m,
+                                  float* restrict v, size_t n, float decay, float w1, float b2, float w2,
+                                  float bc2_sqrt, float eps, float neg_step_size) {
+#pragma omp parallel for schedule(static) if (n >= 65536)
     for (size_t i = 0; i < n; i++) {
         float pi = p[i] * decay;  // decay == 1.0f when weight_decay == 0: exact, same as skipping
         float gi = g[i];
@@ -67,6 +67,31 @@ static void adamw_kernel(float* restrict p, const float* restrict g, float* rest
     }
 }
 
+#if defined(__x86_64__)
+// The same operations, 8 lanes at a time, with the CPU's rsqrtps seed for torch's sqrt (used
+// only when torch_sqrt_hw_matches() proved it gives the table's bits). Bit-identical.
+__attribute__((target("avx2,fma"))) static void adamw_kernel_avx2(
+    float* restrict p, const float* restrict g, float* restrict m, float* restrict v, size_t n,
+    float decay, float w1, float b2, float w2, float bc2_sqrt, float eps, float neg_step_size) {
+    const size_t n8 = n / 8 * 8;
+    const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(w1), vb2 = _mm256_set1_ps(b2),
+                 vw2 = _mm256_set1_ps(w2), vbc = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(eps),
+                 vss = _mm256_set1_ps(neg_step_size);
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (size_t i = 0; i < n8; i += 8) {
+        __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
+        __m256 gi = _mm256_loadu_ps(g + i), m0 = _mm256_loadu_ps(m + i);
+        __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), m0);
+        __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(vw2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), vb2));
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi), vbc), veps);
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vss, mi), denom)));
+    }
+    adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, n - n8, decay, w1, b2, w2, bc2_sqrt, eps, neg_step_size);
+}
+#endif
+
 static void adamw_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
     torch_sqrt_init();
     st->step++;
@@ -77,7 +102,12 @@ static void adamw_step(OptimState* st, float* p, const float* g, const OptimConf
     const double bc2 = 1.0 - pow(c->beta2, t);
     const double step_size = c->lr / bc1;
     const double bc2_sqrt = pow(bc2, 0.5);
-    adamw_kernel(p, g, st->tensors[0].data, st->tensors[1].data, shape_numel(&st->shape),
+    void (*kernel)(float* restrict, const float* restrict, float* restrict, float* restrict, size_t, float,
+                   float, float, float, float, float, float) = adamw_kernel_portable;
+#if defined(__x86_64__)
+    if (torch_sqrt_hw_matches()) kernel = adamw_kernel_avx2;
+#endif
+    kernel(p, g, st->tensors[0].data, st->tensors[1].data, shape_numel(&st->shape),
                  (float)(1.0 - c->lr * c->weight_decay), (float)(1.0 - c->beta1), (float)c->beta2,
                  (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size));
 }

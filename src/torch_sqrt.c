@@ -65,3 +65,47 @@ static void rsqrt_tab_fill(void) {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 void torch_sqrt_init(void) { CHECK(pthread_once(&g_once, rsqrt_tab_fill) == 0); }
+
+#if defined(__x86_64__)
+#include "cpu.h"
+
+__attribute__((target("avx2"))) static bool hw_check(void) {
+    // every table entry (x in [1, 4)), at several exponents, and both ends of each bucket
+    static const int shifts[] = {0, 2, -2, 40, -40, 120, -120};
+    for (int i = 0; i < 8192; i += 8) {
+        float xs[8], want[8], got[8];
+        for (size_t k = 0; k < sizeof shifts / sizeof shifts[0]; k++) {
+            for (int low = 0; low < 2; low++) {
+                for (int l = 0; l < 8; l++) {
+                    int idx = i + l;
+                    uint32_t b = ((uint32_t)(127 + (idx >> 12) + shifts[k]) << 23) | ((uint32_t)(idx & 0xFFF) << 11) |
+                                 (low ? 0x7FFu : 0u);
+                    memcpy(&xs[l], &b, 4);
+                    want[l] = torch_sqrtf(xs[l]);
+                }
+                _mm256_storeu_ps(got, torch_sqrt8_avx2(_mm256_loadu_ps(xs)));
+                if (memcmp(got, want, sizeof got) != 0) return false;
+            }
+        }
+    }
+    return true;
+}
+
+static bool g_hw_ok;
+static pthread_once_t g_hw_once = PTHREAD_ONCE_INIT;
+static void hw_init(void) {
+    torch_sqrt_init();
+    g_hw_ok = cpu_features()->avx2 && hw_check();
+}
+
+static bool g_force_portable;
+void torch_sqrt_force_portable(bool on) { g_force_portable = on; }
+
+bool torch_sqrt_hw_matches(void) {
+    CHECK(pthread_once(&g_hw_once, hw_init) == 0);
+    return g_hw_ok && !g_force_portable;
+}
+#else
+void torch_sqrt_force_portable(bool on) { (void)on; }
+bool torch_sqrt_hw_matches(void) { return false; }
+#endif

@@ -24,6 +24,12 @@
 
 extern uint16_t torch_rsqrt_tab[8192];  // 12-bit mantissa of rsqrtps(x), x in [1, 4)
 void torch_sqrt_init(void);             // fills the table once (thread-safe); call before use
+// True when this CPU's own 256-bit rsqrtps gives exactly the table's values (checked once over
+// all 8192 table entries and a spread of exponents): then torch_sqrt8_avx2 below, which uses
+// the instruction, is bit-identical to torch_sqrtf and vectorizes. Else use torch_sqrtf.
+bool torch_sqrt_hw_matches(void);
+// Tests: make torch_sqrt_hw_matches() report false (true) or restore detection (false).
+void torch_sqrt_force_portable(bool on);
 
 // torch_sqrtf in two parts so that the table lookup can sit in its own (scalar) loop while
 // the arithmetic vectorizes.
@@ -51,5 +57,24 @@ static inline float torch_sqrt_finish(float x, uint32_t tab) {
 
 static inline float torch_sqrtf(float x) { return torch_sqrt_finish(x, torch_rsqrt_tab[torch_rsqrt_tab_index(x)]); }
 
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+// 8 lanes of torch_sqrtf with the hardware rsqrtps seed; only valid if torch_sqrt_hw_matches().
+// Every operation is a separate rounded fp32 op (no FMA), as in torch_sqrt_finish.
+__attribute__((target("avx2"))) static inline __m256 torch_sqrt8_avx2(__m256 x) {
+    const __m256 half = _mm256_set1_ps(0.5f);
+    __m256 y = _mm256_rsqrt_ps(x);
+    __m256 s = _mm256_mul_ps(x, y), h = _mm256_mul_ps(y, half);
+    __m256 c = _mm256_sub_ps(half, _mm256_mul_ps(s, h));
+    __m256 s1 = _mm256_add_ps(s, _mm256_mul_ps(s, c)), h1 = _mm256_add_ps(h, _mm256_mul_ps(h, c));
+    __m256 r = _mm256_add_ps(s1, _mm256_mul_ps(_mm256_sub_ps(x, _mm256_mul_ps(s1, s1)), h1));
+    // "rare" lanes (not a positive normal <= 0x7F7FF000) take the correctly rounded sqrt
+    __m256i d = _mm256_sub_epi32(_mm256_castps_si256(x), _mm256_set1_epi32(0x00800000));
+    __m256i rare = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), d),
+                                   _mm256_cmpgt_epi32(d, _mm256_set1_epi32(0x7F7FF000 - 0x00800000)));
+    return _mm256_blendv_ps(r, _mm256_sqrt_ps(x), _mm256_castsi256_ps(rare));
+}
+#endif
 
 #endif

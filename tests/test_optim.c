@@ -17,6 +17,7 @@
 
 #include "conform.h"
 #include "optim.h"
+#include "torch_sqrt.h"
 
 static void run_all_cases(const Optimizer* o, FILE* log, size_t* n_cases, size_t* n_failed_cases, ConformSummary* total) {
     char** paths;
@@ -47,6 +48,8 @@ static void run_all_cases(const Optimizer* o, FILE* log, size_t* n_cases, size_t
 
 static void test_every_optimizer_matches_its_goldens(void** state) {
     (void)state;
+    printf("torch sqrt: %s\n", torch_sqrt_hw_matches() ? "hardware rsqrtps path (verified identical to the table)"
+                                                      : "portable table path");
     size_t failed_optims = 0;
     for (size_t i = 0; i < optim_count(); i++) {
         const Optimizer* o = optim_at(i);
@@ -103,6 +106,15 @@ static void check_mutant_fails(Mutant which, const char* label) {
            n_cases, t.n_failed, t.n_compared);
     assert_true(n_cases > 0);
     assert_true(n_failed > 0);
+}
+
+// The portable kernels (table-based torch sqrt) must conform too: on a CPU whose rsqrtps
+// matches, the run above used the vector path, so force the portable one here.
+static void test_portable_paths_match_goldens(void** s) {
+    (void)s;
+    torch_sqrt_force_portable(true);
+    test_every_optimizer_matches_its_goldens(NULL);
+    torch_sqrt_force_portable(false);
 }
 
 static void test_mutant_eps_inside_sqrt_fails(void** s) { (void)s; check_mutant_fails(MUTANT_EPS_INSIDE_SQRT, "eps inside sqrt"); }
@@ -182,6 +194,7 @@ int main(void) {
         cmocka_unit_test(test_hyperparameters_validated),
         cmocka_unit_test(test_estimate_equals_measured),
         cmocka_unit_test(test_every_optimizer_matches_its_goldens),
+        cmocka_unit_test(test_portable_paths_match_goldens),
         cmocka_unit_test(test_mutant_eps_inside_sqrt_fails),
         cmocka_unit_test(test_mutant_decay_after_update_fails),
     };

@@ -1,0 +1,84 @@
+// test_torch_sqrt.c — torch_sqrtf (our model of torch's CPU float sqrt) against its
+// definition, and the hardware rsqrtps vector path against torch_sqrtf bit for bit.
+// Expected facts: within 1 ulp of the correctly rounded sqrtf everywhere; equal to sqrtf on
+// the "rare" inputs (0, subnormals, top of range, inf, NaN). The bit-exact match with torch
+// itself is established by the adamw_torch / adamw_bnb_8bit goldens (tests/test_optim.c).
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compare.h"
+#include "torch_sqrt.h"
+
+static float f_of(uint32_t b) { float x; memcpy(&x, &b, 4); return x; }
+
+static void test_within_one_ulp_of_sqrtf(void** s) {
+    (void)s;
+    torch_sqrt_init();
+    size_t differ = 0, n = 0;
+    uint32_t worst = 0;
+    for (uint32_t b = 0x3F800000u; b < 0x40800000u; b++, n++) {  // all of [1, 4)
+        float x = f_of(b), a = torch_sqrtf(x), r = sqrtf(x);
+        uint32_t d = ulp_distance_f32(a, r);
+        if (d) differ++;
+        if (d > worst) worst = d;
+    }
+    printf("torch_sqrtf vs sqrtf on all %zu floats in [1,4): %zu differ (%.1f%%), max %u ulp\n", n, differ,
+           100.0 * (double)differ / (double)n, worst);
+    assert_true(worst <= 1);
+    // rare inputs take the correctly rounded path
+    const uint32_t rare[] = {0, 1, 0x007FFFFF, 0x7F7FF001, 0x7F7FFFFF, 0x7F800000, 0x7FC00000, 0x80000000, 0xBF800000};
+    for (size_t i = 0; i < sizeof rare / sizeof rare[0]; i++) {
+        float x = f_of(rare[i]), a = torch_sqrtf(x), r = sqrtf(x);
+        assert_true(memcmp(&a, &r, 4) == 0 || (isnan(a) && isnan(r)));
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static size_t hw_mismatches(size_t* n_out) {
+    uint64_t z = 88172645463325252ull;
+    size_t bad = 0, n = 0;
+    float xs[8], got[8];
+    for (int i = 0; i < 4000000; i++) {  // 32M random bit patterns, all classes of floats
+        for (int l = 0; l < 8; l++) {
+            z ^= z << 13; z ^= z >> 7; z ^= z << 17;
+            uint32_t b = (uint32_t)z;
+            memcpy(&xs[l], &b, 4);
+        }
+        _mm256_storeu_ps(got, torch_sqrt8_avx2(_mm256_loadu_ps(xs)));
+        for (int l = 0; l < 8; l++, n++) {
+            float want = torch_sqrtf(xs[l]);
+            if (memcmp(&got[l], &want, 4) != 0 && !(isnan(got[l]) && isnan(want))) bad++;
+        }
+    }
+    *n_out = n;
+    return bad;
+}
+#endif
+
+static void test_hardware_path_bit_identical(void** s) {
+    (void)s;
+#if defined(__x86_64__)
+    if (!torch_sqrt_hw_matches()) {
+        printf("this CPU's rsqrtps differs from the table (or no AVX2): vector path not used\n");
+        return;
+    }
+    size_t n, bad = hw_mismatches(&n);
+    printf("rsqrtps vector path vs torch_sqrtf: %zu random inputs, %zu mismatches\n", n, bad);
+    assert_int_equal(bad, 0);
+#endif
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_within_one_ulp_of_sqrtf),
+        cmocka_unit_test(test_hardware_path_bit_identical),
+    };
+    return cmocka_run_group_tests_name("torch_sqrt", tests, NULL, NULL);
+}
