@@ -209,30 +209,6 @@ Status optim_config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg) 
     return o->validate(cfg);
 }
 
-// Fixed 64Ki-element chunks summed in order, so the result does not depend on the thread count.
-double optim_sum_sq(const float* x, size_t n) {
-    enum { CHUNK = 65536 };
-    size_t n_chunks = (n + CHUNK - 1) / CHUNK;
-    double stack_parts[64];
-    double* parts = n_chunks <= 64 ? stack_parts : xmalloc(n_chunks * sizeof(double));
-#pragma omp parallel for schedule(static) if (n_chunks > 1)
-    for (size_t c = 0; c < n_chunks; c++) {
-        size_t end = (c + 1) * CHUNK < n ? (c + 1) * CHUNK : n;
-        double s = 0;
-        for (size_t i = c * CHUNK; i < end; i++) s += (double)x[i] * (double)x[i];
-        parts[c] = s;
-    }
-    double total = 0;
-    for (size_t c = 0; c < n_chunks; c++) total += parts[c];
-    if (parts != stack_parts) free(parts);
-    return total;
-}
-
-float optim_rms_f32(const float* x, size_t n) {
-    float norm = (float)sqrt(optim_sum_sq(x, n));
-    return norm / (float)sqrt((double)n);
-}
-
 void shape_as_matrices(const TensorShape* s, size_t* batch, size_t* rows, size_t* cols) {
     CHECK(s->ndim >= 2);
     *rows = (size_t)s->dims[s->ndim - 2];

@@ -121,12 +121,7 @@ extern const Optimizer optim_adafactor_torch;
 extern const Optimizer optim_adamw_bnb_8bit;
 
 
-// Shared numeric helpers for optimizer files. Reductions accumulate in double (PyTorch's
-// vectorized float reductions use another order; the difference is at most ~1 ulp of the
-// float result, the conformance tolerances say so where it matters).
-double optim_sum_sq(const float* x, size_t n);                 // sum of x^2
-// torch's _rms / norm(2)/sqrt(numel) as a float32 0-d tensor: f32(norm) / f32(sqrt(n))
-float optim_rms_f32(const float* x, size_t n);
+// Shared helper for optimizer files.
 // A tensor of ndim >= 2 seen as (batch, rows, cols) over its last two dims.
 void shape_as_matrices(const TensorShape* s, size_t* batch, size_t* rows, size_t* cols);
 

@@ -16,14 +16,17 @@
 //   beta1: m <- m*f32(beta1) + f32(1-beta1)*U ; U = m
 //   wd: p <- p + f32(-wd*lr_t)*p ; then p <- p - U
 // `add_(x, alpha=a)` is a fused multiply-add in PyTorch's vectorized CPU kernel (ufunc add:
-// vec::fmadd(other, alpha, self)); we write fmaf() there. Reductions (norm, mean) are summed
-// in double here and in float with another order by PyTorch: results may differ by ~1 ulp.
+// vec::fmadd(other, alpha, self)); we write fmaf() there. Reductions (norm, mean) are torch's
+// own float32 orders (torch_reduce.h: norm kernel, cascade sums), so the step is bit-exact
+// against the goldens; rsqrt is 1/sqrtf (torch's Vectorized rsqrt, correctly rounded, not MKL).
 // State: exp_avg_sq_row (batch.., R), exp_avg_sq_col (batch.., C) or exp_avg_sq (N), RMS (0-d),
 // exp_avg when beta1 is set; step is a Python int in the library (not a tensor).
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "optim.h"
+#include "torch_reduce.h"
 
 static void afhf_defaults(OptimConfig* c) {
     c->lr = 5e-5;  // TrainingArguments.learning_rate default, passed by the Trainer
@@ -94,13 +97,118 @@ static OptimState* afhf_init(const TensorShape* shape, const OptimConfig* c) {
     return &s->base;
 }
 
+// torch's _rms(x): x.norm(2) (a 0-d fp32 tensor, torch_reduce.h) / (numel ** 0.5)
+static float afhf_rms(const float* x, size_t n) {
+    return torch_norm2_f32(x, n) / (float)pow((double)n, 0.5);
+}
+
+// ---- elementwise kernels ----
+// Each kernel is one C body compiled twice: portable, and for AVX2+FMA (fmaf becomes vfmadd
+// and the loop vectorizes 8 wide). Every operation is a correctly rounded fp32 op, so both
+// builds give the same bits; the caller splits the index range over OpenMP threads, and no
+// kernel reduces, so the result does not depend on the thread count either.
+typedef struct {
+    float *p, *U, *m, *v;      // (n) param, update, exp_avg, exp_avg_sq (1-D)
+    const float* g;            // (n)
+    const float *row, *cf;     // factored: exp_avg_sq_row (R), c_factor (C) of one matrix
+    size_t C;
+    float eps1, keep, add, row_mean, clip, lr, b1, w1, alpha;
+    bool beta1, decay;
+} AfhfArgs;
+
+// u = g*g + eps1 (grad**2 + eps[0]), written into U    over elements [lo, hi)
+static inline __attribute__((always_inline)) void afhf_sq_body(const AfhfArgs* a, size_t lo, size_t hi) {
+    float* restrict U = a->U;
+    const float* restrict g = a->g;
+    const float eps1 = a->eps1;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) U[i] = g[i] * g[i] + eps1;
+}
+
+// _approx_sq_grad(row, col) * g for rows [lo, hi) of one (R, C) matrix: U and g point at it
+static inline __attribute__((always_inline)) void afhf_factor_body(const AfhfArgs* a, size_t lo, size_t hi) {
+    const size_t C = a->C;
+    const float* restrict cf = a->cf;
+    for (size_t i = lo; i < hi; i++) {
+        const float r_factor = 1.0f / sqrtf(a->row[i] / a->row_mean);
+        float* restrict U = a->U + i * C;
+        const float* restrict g = a->g + i * C;
+#pragma omp simd
+        for (size_t j = 0; j < C; j++) U[j] = (r_factor * cf[j]) * g[j];
+    }
+}
+
+// 1-D: v <- fma(u, 1-b2t, v*b2t); U = rsqrt(v) * g    over elements [lo, hi)
+static inline __attribute__((always_inline)) void afhf_vec_body(const AfhfArgs* a, size_t lo, size_t hi) {
+    float* restrict U = a->U;
+    float* restrict v = a->v;
+    const float* restrict g = a->g;
+    const float eps1 = a->eps1, keep = a->keep, add = a->add;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) {
+        const float u = g[i] * g[i] + eps1;
+        v[i] = fmaf(add, u, v[i] * keep);
+        U[i] = (1.0f / sqrtf(v[i])) * g[i];
+    }
+}
+
+// U <- (U / clip) * lr ; [m <- fma(U, 1-b1, m*b1), U = m] ; [p <- fma(alpha, p, p)] ; p <- p - U
+static inline __attribute__((always_inline)) void afhf_apply_body(const AfhfArgs* a, size_t lo, size_t hi) {
+    float* restrict p = a->p;
+    float* restrict m = a->m;
+    const float* restrict U = a->U;
+    const float clip = a->clip, lr = a->lr, b1 = a->b1, w1 = a->w1, alpha = a->alpha;
+    if (a->decay) {  // p.add_(p, alpha=-wd*lr) comes before p.add_(-update) and reads only p
+#pragma omp simd
+        for (size_t i = lo; i < hi; i++) p[i] = fmaf(alpha, p[i], p[i]);
+    }
+    if (a->beta1) {
+#pragma omp simd
+        for (size_t i = lo; i < hi; i++) {
+            m[i] = fmaf(w1, (U[i] / clip) * lr, m[i] * b1);
+            p[i] = p[i] - m[i];
+        }
+    } else {
+#pragma omp simd
+        for (size_t i = lo; i < hi; i++) p[i] = p[i] - (U[i] / clip) * lr;
+    }
+}
+
+typedef void (*AfhfKernel)(const AfhfArgs* a, size_t lo, size_t hi);
+#if defined(__x86_64__)
+#define AFHF_KERNEL(name)                                                                                 \
+    static void name##_portable(const AfhfArgs* a, size_t lo, size_t hi) { name##_body(a, lo, hi); }     \
+    __attribute__((target("avx2,fma"))) static void name##_avx2(const AfhfArgs* a, size_t lo, size_t hi) { \
+        name##_body(a, lo, hi);                                                                           \
+    }
+#define AFHF_PICK(name) (afhf_avx2() ? name##_avx2 : name##_portable)
+static bool afhf_avx2(void) { return cpu_features()->avx2 && cpu_features()->fma; }
+#else
+#define AFHF_KERNEL(name) \
+    static void name##_portable(const AfhfArgs* a, size_t lo, size_t hi) { name##_body(a, lo, hi); }
+#define AFHF_PICK(name) name##_portable
+#endif
+AFHF_KERNEL(afhf_sq)
+AFHF_KERNEL(afhf_factor)
+AFHF_KERNEL(afhf_vec)
+AFHF_KERNEL(afhf_apply)
+
+// Runs k over [0, n) in fixed 16Ki-item chunks, spread over the OpenMP threads; `per_item` is
+// the work of one item (elements per row for row kernels) for the serial cut-off.
+static void afhf_run(AfhfKernel k, const AfhfArgs* a, size_t n, size_t per_item) {
+    const size_t chunk = per_item >= 16384 ? 1 : 16384 / per_item;
+    const size_t n_chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (n * per_item >= 65536)
+    for (size_t c = 0; c < n_chunks; c++) k(a, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
+}
+
 static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
     AdafactorHfState* s = (AdafactorHfState*)st;
     const size_t n = shape_numel(&st->shape);
-    float* U = xaligned_alloc(n * sizeof(float));  // the update; freed after the step, as torch does
+    float* U = xaligned_alloc(n * sizeof(float));  // (n) the update; freed after the step, as torch does
     st->step++;
     const double t = (double)st->step;
-    const float rms = optim_rms_f32(p, n);
+    const float rms = afhf_rms(p, n);
     *s->rms = rms;
 
     double rel = c->lr;
@@ -114,63 +222,55 @@ static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfi
     double lr_t = lr_is_f32 ? (double)lr_f32 : (c->scale_parameter ? c->eps2 : 1.0) * rel;
 
     const double b2t = 1.0 - pow(t, c->decay_rate);
-    const float keep = (float)b2t, add = (float)(1.0 - b2t), eps1 = (float)c->eps1;
+    AfhfArgs a = {.p = p, .U = U, .m = s->m, .v = s->v, .g = g, .eps1 = (float)c->eps1,
+                  .keep = (float)b2t, .add = (float)(1.0 - b2t)};
 
     if (st->shape.ndim >= 2) {
         size_t batch, R, C;
         shape_as_matrices(&st->shape, &batch, &R, &C);
-        double* colsum = xmalloc(C * sizeof(double));
+        float* cbuf = xmalloc(C * sizeof(float));  // (C) column means, then c_factor
+        AfhfArgs am = a;
+        am.C = C;
+        afhf_run(AFHF_PICK(afhf_sq), &a, n, 1);  // U = u = g^2 + eps1, all matrices
         for (size_t b = 0; b < batch; b++) {
-            const float* gb = g + b * R * C;
-            float* row = s->row + b * R;
-            float* col = s->col + b * C;
-            float* Ub = U + b * R * C;
-            for (size_t j = 0; j < C; j++) colsum[j] = 0;
+            const float* ub = U + b * R * C;  // (R, C)
+            float* row = s->row + b * R;      // (R)
+            float* col = s->col + b * C;      // (C)
+            // update.mean(dim=-1) / mean(dim=-2): torch's cascade sums, then one division;
+            // row <- fma(mean, 1-b2t, row*b2t) (mul_(beta2t).add_(mean, alpha=1-beta2t))
+#pragma omp parallel for schedule(static) if (R * C >= 65536)
             for (size_t i = 0; i < R; i++) {
-                double rs = 0;
-                for (size_t j = 0; j < C; j++) {
-                    float u = gb[i * C + j] * gb[i * C + j] + eps1;
-                    rs += u;
-                    colsum[j] += u;
-                }
-                float mean = (float)(rs / (double)C);
-                row[i] = fmaf(add, mean, row[i] * keep);
+                const float mean = torch_sum_f32(ub + i * C, C) / (float)C;
+                row[i] = fmaf(mean, a.add, row[i] * a.keep);
             }
-            for (size_t j = 0; j < C; j++) col[j] = fmaf(add, (float)(colsum[j] / (double)R), col[j] * keep);
-            double rsum = 0;
-            for (size_t i = 0; i < R; i++) rsum += row[i];
-            const float row_mean = (float)(rsum / (double)R);
-            for (size_t j = 0; j < C; j++) colsum[j] = 1.0f / sqrtf(col[j]);  // c_factor, reused buffer
-            for (size_t i = 0; i < R; i++) {
-                float r_factor = 1.0f / sqrtf(row[i] / row_mean);
-                for (size_t j = 0; j < C; j++) Ub[i * C + j] = (r_factor * (float)colsum[j]) * gb[i * C + j];
-            }
+            torch_sum_dim0_f32(cbuf, ub, R, C);
+            for (size_t j = 0; j < C; j++) col[j] = fmaf(cbuf[j] / (float)R, a.add, col[j] * a.keep);
+            // _approx_sq_grad: rsqrt(row / row.mean(-1)) (outer) rsqrt(col), then * g
+            for (size_t j = 0; j < C; j++) cbuf[j] = 1.0f / sqrtf(col[j]);  // c_factor
+            am.row = row;
+            am.cf = cbuf;
+            am.row_mean = torch_sum_f32(row, R) / (float)R;
+            am.U = U + b * R * C;
+            am.g = g + b * R * C;
+            afhf_run(AFHF_PICK(afhf_factor), &am, R, C);
         }
-        free(colsum);
+        free(cbuf);
     } else {
-        float* v = s->v;
-        for (size_t i = 0; i < n; i++) {
-            float u = g[i] * g[i] + eps1;
-            v[i] = fmaf(add, u, v[i] * keep);
-            U[i] = (1.0f / sqrtf(v[i])) * g[i];
-        }
+        afhf_run(AFHF_PICK(afhf_vec), &a, n, 1);
     }
-    float clip = optim_rms_f32(U, n) / (float)c->clip_threshold;
-    if (clip < 1.0f) clip = 1.0f;
-    for (size_t i = 0; i < n; i++) U[i] = (U[i] / clip) * lr_f32;
+    float clip = afhf_rms(U, n) / (float)c->clip_threshold;
+    if (clip < 1.0f) clip = 1.0f;  // clamp_(min=1.0): NaN stays NaN
+    a.clip = clip;
+    a.lr = lr_f32;  // exact when lr_t is the fp32 tensor, else f32(lr_t) as mul_(lr) rounds it
+    a.beta1 = c->has_beta1;
     if (c->has_beta1) {
-        const float b1 = (float)c->beta1, w1 = (float)(1.0 - c->beta1);
-        for (size_t i = 0; i < n; i++) {
-            s->m[i] = fmaf(w1, U[i], s->m[i] * b1);
-            U[i] = s->m[i];
-        }
+        a.b1 = (float)c->beta1;
+        a.w1 = (float)(1.0 - c->beta1);
     }
-    if (c->weight_decay != 0) {
-        // alpha = -wd * lr: a double, or fp32 when lr is the fp32 tensor
-        float alpha = lr_is_f32 ? (float)(-c->weight_decay) * lr_f32 : (float)(-c->weight_decay * lr_t);
-        for (size_t i = 0; i < n; i++) p[i] = fmaf(alpha, p[i], p[i]);
-    }
-    for (size_t i = 0; i < n; i++) p[i] = p[i] - U[i];
+    a.decay = c->weight_decay != 0;
+    // p.add_(p, alpha=-wd*lr): alpha a double, or fp32 when lr is the fp32 tensor
+    a.alpha = lr_is_f32 ? (float)(-c->weight_decay) * lr_f32 : (float)(-c->weight_decay * lr_t);
+    afhf_run(AFHF_PICK(afhf_apply), &a, n, 1);
     free(U);
 }
 
