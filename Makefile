@@ -82,6 +82,7 @@ goldens:
 	  echo '  (or pass VENV=/path/to/venv)' >&2; exit 2; }
 	$(VENV)/bin/python reference/gen_optim_goldens.py --out reference/golden
 	$(VENV)/bin/python reference/check_optim_semantics.py --sqrt torch
+	$(VENV)/bin/python reference/gen_model_goldens.py --out reference/golden
 
 # clean: remove everything the build made (results/ is never touched)
 clean:

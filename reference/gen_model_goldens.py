@@ -1,0 +1,1034 @@
+#!/usr/bin/env python3
+"""Model goldens for trainbench: the REAL transformers DistilBertForSequenceClassification on CPU.
+
+    ~/.cache/trainbench-venv/bin/python reference/gen_model_goldens.py --out reference/golden
+
+Writes one safetensors file per case to <out>/model/<case>.safetensors and rewrites
+<out>/MANIFEST.tsv (rows of other generators are kept).  reference/MODEL_SEMANTICS.md is the
+contract these files check: what PyTorch computes, op by op, in each precision mode.
+
+Model: the "tiny" preset, DistilBertConfig(vocab_size=64, dim=32, n_layers=2, n_heads=2,
+hidden_dim=64, max_position_embeddings=32, dropout=0, attention_dropout=0, seq_classif_dropout=0,
+activation="gelu", attn_implementation="eager"), weights = the Hugging Face init after
+torch.manual_seed(MODEL_SEED), model.train().  Precision modes (SPEC.md section 2):
+  fp32          no autocast
+  bf16          torch.autocast("cpu", dtype=torch.bfloat16)
+  fp16          torch.autocast("cpu", dtype=torch.float16) (+ torch.amp.GradScaler("cpu") in train_*)
+  fp16-noscale  torch.autocast("cpu", dtype=torch.float16), no scaler (train_* only)
+
+Cases:
+  grads_<mode>          one forward+backward: logits, loss, every parameter's .grad
+  grads_fp32_labels3    the same with num_labels=3 (the loss over 3 classes)
+  grads_<mode>_nopad    a batch without padding: transformers then passes NO mask (see
+                        MODEL_SEMANTICS.md: the softmax then runs in the low dtype)
+  train_<mode>          20 AdamW steps on a fixed sequence of batches (per-step loss, scale,
+                        skipped, underflow counters; final parameters)
+
+File format (reference/README.md has the full description):
+  param.<name>                 F32  the initial parameters (exact state_dict names)
+  input.input_ids / .attention_mask / .labels   I64  (B,T) (B,T) (B)  or (S,B,T) ... for train_*
+  expect.*                     see README.md (logits, loss, grad.<name>, per-step vectors, ...)
+  __metadata__                 case, comment, flags, library, generator, seed, mode, autocast, ...
+
+Deterministic: no clocks or host names go into the .safetensors files, torch runs single-threaded,
+and the safetensors writer below emits a canonical header (sorted keys, tensors ordered by dtype
+size then name).  `--check` regenerates into memory and compares with the files on disk.
+
+Installs nothing.  Needs torch >= 2.5, transformers >= 4.48 (attn_implementation, eager attention
+interface) and numpy (exit 2 otherwise).  `--facts` prints the measurements quoted in
+MODEL_SEMANTICS.md (op dtypes under CPU autocast, rounding points) and writes nothing.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import struct
+import sys
+
+GENERATOR_PATH = "reference/gen_model_goldens.py"
+MANIFEST_HEADER = ["file", "sha256", "generator", "library_versions", "seed", "date_utc"]
+FORMAT = "trainbench-model-golden-1"
+
+MODEL_SEED = 1234        # torch.manual_seed before constructing the model (HF init)
+GRADS_DATA_SEED = 77     # torch.Generator seed of the grads_* batch
+TRAIN_DATA_SEED = 78     # torch.Generator seed of the train_* batches
+BATCH, SEQ = 4, 16
+GRADS_LENGTHS = [16, 11, 7, 3]      # valid tokens per sequence of the grads_* batch (pad id 0)
+TRAIN_STEPS = 20
+TRAIN_NOPAD_STEP = 10                # 1-based: this train batch has no padding at all
+CLS_ID, PAD_ID = 1, 0                # position 0 holds token 1 (a [CLS]-like first token)
+
+TINY = dict(vocab_size=64, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+            max_position_embeddings=32, num_labels=2, dropout=0.0, attention_dropout=0.0,
+            seq_classif_dropout=0.0, activation="gelu")
+ADAMW = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
+             maximize=False, foreach=False, capturable=False, differentiable=False, fused=False)
+# GradScaler for train_fp16: torch defaults except init_scale (large, so that the first steps
+# overflow and are skipped) and growth_interval (small, so that growth happens within 20 steps)
+SCALER = dict(init_scale=2.0 ** 24, growth_factor=2.0, backoff_factor=0.5, growth_interval=4,
+              enabled=True)
+MODES = ["fp32", "bf16", "fp16", "fp16-noscale"]
+
+
+def die(msg, code=2):
+    sys.stderr.write("gen_model_goldens: " + msg + "\n")
+    sys.exit(code)
+
+
+def _version_tuple(v):
+    out = []
+    for part in v.split("+")[0].split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def import_libraries():
+    """Import the reference libraries or exit 2 with a clear message. Installs nothing."""
+    missing = []
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - report any import failure
+        missing.append(f"torch >= 2.5 ({e})")
+        torch = None
+    try:
+        import numpy  # noqa: F401 - torch.Tensor.numpy() needs it
+    except Exception as e:  # noqa: BLE001
+        missing.append(f"numpy ({e})")
+    try:
+        import transformers
+        from transformers import DistilBertConfig, DistilBertForSequenceClassification  # noqa: F401
+    except Exception as e:  # noqa: BLE001
+        missing.append(f"transformers ({e})")
+        transformers = None
+    if missing:
+        die("missing reference libraries: " + "; ".join(missing) +
+            "\n  create the venv described in reference/README.md, e.g.\n"
+            "  python3 -m venv ~/.cache/trainbench-venv && ~/.cache/trainbench-venv/bin/pip install"
+            " \"torch>=2.5\" transformers \"bitsandbytes>=0.50\" safetensors numpy")
+    if _version_tuple(torch.__version__) < (2, 5):
+        die(f"torch >= 2.5 is required (CPU autocast fp16, GradScaler('cpu')); found {torch.__version__}")
+    if _version_tuple(transformers.__version__) < (4, 48):
+        die(f"transformers >= 4.48 is required (attention interface); found {transformers.__version__}")
+    try:
+        with torch.autocast("cpu", dtype=torch.float16):
+            y = torch.nn.functional.linear(torch.ones(2, 2), torch.ones(2, 2))
+        if y.dtype != torch.float16:
+            raise RuntimeError(f"linear gave {y.dtype}")
+        torch.amp.GradScaler("cpu")
+    except Exception as e:  # noqa: BLE001
+        die(f"this torch has no CPU fp16 autocast or no GradScaler('cpu'): {e}")
+    return torch, transformers
+
+
+# ----------------------------------------------------------------------------------------------
+# safetensors writer (canonical: sorted header keys, tensors ordered by (dtype size desc, name));
+# the same layout as reference/gen_optim_goldens.py
+# ----------------------------------------------------------------------------------------------
+DTYPE_INFO = {}  # torch dtype -> (safetensors name, element size); filled in main()
+
+
+def tensor_bytes(torch, t):
+    t = t.detach().contiguous().cpu()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        return t.view(torch.int16).numpy().tobytes()
+    return t.numpy().tobytes()  # numpy writes little-endian on every supported host
+
+
+def safetensors_bytes(torch, tensors, metadata):
+    """tensors: dict name -> torch.Tensor; metadata: dict str -> str."""
+    if sys.byteorder != "little":
+        die("big-endian hosts are not supported by this writer")
+    entries = []
+    for name, t in tensors.items():
+        dname, size = DTYPE_INFO[t.dtype]
+        entries.append((-size, name, dname, list(t.shape), tensor_bytes(torch, t)))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    header = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}}
+    offset = 0
+    for _, name, dname, shape, data in entries:
+        header[name] = {"dtype": dname, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    hjson = json.dumps(header, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    hjson += b" " * ((8 - len(hjson) % 8) % 8)  # pad the header to a multiple of 8 bytes
+    return struct.pack("<Q", len(hjson)) + hjson + b"".join(e[4] for e in entries)
+
+
+# ----------------------------------------------------------------------------------------------
+# model, data, precision modes
+# ----------------------------------------------------------------------------------------------
+def low_dtype(torch, mode):
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16,
+            "fp16-noscale": torch.float16}[mode]
+
+
+def dname(torch, dt):
+    return {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
+            torch.int64: "i64", torch.bool: "bool", torch.int32: "i32"}.get(dt, str(dt))
+
+
+def autocast_string(mode):
+    return {"fp32": "none",
+            "bf16": "torch.autocast('cpu', dtype=torch.bfloat16)",
+            "fp16": "torch.autocast('cpu', dtype=torch.float16)",
+            "fp16-noscale": "torch.autocast('cpu', dtype=torch.float16)"}[mode]
+
+
+def autocast_ctx(torch, mode):
+    import contextlib
+    dt = low_dtype(torch, mode)
+    if dt is None:
+        return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=dt)
+
+
+def make_config(transformers, num_labels):
+    cfg = transformers.DistilBertConfig(**dict(TINY, num_labels=num_labels),
+                                        attn_implementation="eager")
+    return cfg
+
+
+def build_model(torch, transformers, num_labels):
+    torch.manual_seed(MODEL_SEED)
+    model = transformers.DistilBertForSequenceClassification(make_config(transformers, num_labels))
+    model.train()
+    if model.config._attn_implementation != "eager":
+        die(f"attention implementation is {model.config._attn_implementation!r}, not 'eager'", 1)
+    w0 = model.distilbert.embeddings.word_embeddings.weight
+    if not bool((w0[PAD_ID] == 0).all()):
+        die("HF init did not zero the padding row of word_embeddings", 1)
+    return model
+
+
+def param_names(model):
+    return [n for n, _ in model.named_parameters()]
+
+
+def make_batch(torch, g, lengths, num_labels):
+    """input_ids (B,T) with token CLS_ID at position 0, random ids 2..vocab-1 after it, PAD_ID
+    beyond the length; attention_mask 1/0; labels from the content so the task is learnable:
+    count of tokens with id >= vocab/2 (positions 1..L-1), 2 labels: majority, 3 labels: mod 3."""
+    v = TINY["vocab_size"]
+    ids = torch.randint(2, v, (BATCH, SEQ), generator=g, dtype=torch.int64)
+    ids[:, 0] = CLS_ID
+    mask = torch.zeros(BATCH, SEQ, dtype=torch.int64)
+    labels = torch.zeros(BATCH, dtype=torch.int64)
+    for b, n in enumerate(lengths):
+        ids[b, n:] = PAD_ID
+        mask[b, :n] = 1
+        hi = int((ids[b, 1:n] >= v // 2).sum())
+        labels[b] = (1 if 2 * hi > (n - 1) else 0) if num_labels == 2 else hi % num_labels
+    return ids, mask, labels
+
+
+def grads_batch(torch, num_labels, nopad=False):
+    g = torch.Generator(device="cpu")
+    g.manual_seed(GRADS_DATA_SEED)
+    return make_batch(torch, g, [SEQ] * BATCH if nopad else GRADS_LENGTHS, num_labels)
+
+
+def train_batches(torch):
+    g = torch.Generator(device="cpu")
+    g.manual_seed(TRAIN_DATA_SEED)
+    ids, masks, labels = [], [], []
+    for s in range(1, TRAIN_STEPS + 1):
+        lens = torch.randint(3, SEQ + 1, (BATCH,), generator=g).tolist()
+        if s == TRAIN_NOPAD_STEP:
+            lens = [SEQ] * BATCH
+        elif all(n == SEQ for n in lens):
+            lens[-1] = SEQ // 2          # every other batch has padding (a mask is materialized)
+        i, m, lab = make_batch(torch, g, lens, TINY["num_labels"])
+        ids.append(i)
+        masks.append(m)
+        labels.append(lab)
+    return torch.stack(ids), torch.stack(masks), torch.stack(labels)
+
+
+# ----------------------------------------------------------------------------------------------
+# op trace (TorchDispatchMode sees the aten ops below autograd and autocast: the real dtypes)
+# ----------------------------------------------------------------------------------------------
+VIEW_OPS = {"view", "_unsafe_view", "t", "transpose", "expand", "clone", "detach", "select",
+            "slice", "unsqueeze", "arange", "new_ones", "ge", "bitwise_and", "index", "all",
+            "_local_scalar_dense", "zeros", "scalar_tensor", "ones_like", "where"}
+
+
+def make_tracer(torch):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def sig(x):
+        if isinstance(x, torch.Tensor):
+            return dname(torch, x.dtype) + "[" + ",".join(str(s) for s in x.shape) + "]"
+        if isinstance(x, (list, tuple)):
+            parts = [sig(y) for y in x]
+            return "(" + ",".join(p for p in parts if p) + ")" if any(parts) else ""
+        if isinstance(x, float):
+            return repr(x)
+        return ""
+
+    class Tracer(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.rows = []   # (opname, in signature, out signature, args, out)
+            self.masks = []  # (value tensor of the additive mask)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = func.__name__.split(".")[0]
+            if name == "where" and isinstance(out, torch.Tensor) and out.is_floating_point():
+                self.masks.append(out.detach().clone())
+            if name not in VIEW_OPS:
+                ins = ",".join(s for s in (sig(a) for a in args) if s)
+                self.rows.append((name, ins, sig(out)))
+            return out
+
+    return Tracer
+
+
+def summarize_trace(rows):
+    """Full ordered trace and an op -> unique dtype signatures map (dtypes only)."""
+    import re
+    full = ";".join(f"{n}({i})->{o}" for n, i, o in rows)
+    by_op = {}
+    for n, i, o in rows:
+        di = re.sub(r"\[[0-9,]*\]", "", i)
+        do = re.sub(r"\[[0-9,]*\]", "", o)
+        by_op.setdefault(n, set()).add(f"{di}->{do}")
+    return full, json.dumps({k: sorted(v) for k, v in sorted(by_op.items())},
+                            separators=(",", ":"), sort_keys=True)
+
+
+def make_counter(torch):
+    """Backward-pass counters at the rounding points of CPU autocast (src/amp.h's definition).
+
+    activation points: every aten._to_copy fp32 -> low in the backward (autograd handing an fp32
+      gradient to a low-dtype tensor: the logits cast, the residual adds, the scores + mask add).
+      Measured exactly: values = finite nonzero inputs, underflow = those whose output is +-0,
+      overflow = those whose output is +-inf.
+    parameter points: the low-dtype mm (weight gradient) or sum (bias gradient) whose result
+      becomes a parameter's .grad (found through the _to_copy low -> fp32 that autograd then
+      stores as .grad).  torch rounds inside the kernel, so the fp32 value before rounding is
+      recomputed from torch's own low-dtype inputs: exactly in float64, then rounded to fp32.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    A = torch.ops.aten
+    LOW = (torch.bfloat16, torch.float16)
+
+    def ptr(t):
+        return t.untyped_storage().data_ptr()
+
+    class Counter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.act = [0, 0, 0]        # values, underflow, overflow
+            self.produced = {}          # storage ptr of a low mm/sum output -> (func, args, out)
+            self.widened = {}           # storage ptr of a _to_copy low->f32 output -> source ptr
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            # a new tensor may reuse the memory of a freed one: forget stale widenings (views
+            # share their input's storage and keep it)
+            ins = set()
+            for a in args:
+                for t in (a if isinstance(a, (tuple, list)) else (a,)):
+                    if isinstance(t, torch.Tensor):
+                        ins.add(ptr(t))
+            for o in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(o, torch.Tensor) and ptr(o) not in ins:
+                    self.widened.pop(ptr(o), None)
+            if func in (A.mm.default, A.sum.dim_IntList) and out.dtype in LOW:
+                self.produced[ptr(out)] = (func, args, out)
+            elif func is A._to_copy.default and isinstance(args[0], torch.Tensor):
+                src = args[0]
+                if src.dtype == torch.float32 and out.dtype in LOW:
+                    fin = torch.isfinite(src) & (src != 0)
+                    self.act[0] += int(fin.sum())
+                    self.act[1] += int((fin & (out == 0)).sum())
+                    self.act[2] += int((fin & torch.isinf(out)).sum())
+                elif src.dtype in LOW and out.dtype == torch.float32:
+                    self.widened[ptr(out)] = ptr(src)
+            return out
+
+        def param_counts(self, params):
+            """(values, underflow, overflow, number of parameters matched) over params' .grad"""
+            D = torch.float64
+            vals = under = over = matched = 0
+            for p in params:
+                src = self.widened.get(ptr(p.grad))
+                rec = self.produced.get(src) if src is not None else None
+                if rec is None:
+                    continue
+                func, a, out = rec
+                if func is A.mm.default:
+                    v = (a[0].to(D) @ a[1].to(D)).float()
+                else:
+                    v = a[0].to(D).sum(a[1], keepdim=a[2] if len(a) > 2 else False).float()
+                r = v.to(out.dtype)
+                g = p.grad if p.grad.dim() != 2 or p.grad.shape == out.shape else p.grad.t()
+                g, o = g.reshape(out.shape), out.float()
+                if not bool(((g == o) | (torch.isnan(g) & torch.isnan(o))).all()):
+                    raise RuntimeError("a .grad does not hold the low-dtype result it was traced to")
+                fin = torch.isfinite(v) & (v != 0)
+                vals += int(fin.sum())
+                under += int((fin & (r == 0)).sum())
+                over += int((fin & torch.isinf(r)).sum())
+                matched += 1
+            return vals, under, over, matched
+
+    return Counter
+
+
+def expected_low_grad_params(names):
+    """Linear weights and biases: the parameters whose gradient torch computes in the low dtype."""
+    return [n for n in names if not ("embeddings" in n or "layer_norm" in n or "LayerNorm" in n)]
+
+
+# ----------------------------------------------------------------------------------------------
+# cases
+# ----------------------------------------------------------------------------------------------
+def lib_meta(torch, transformers):
+    return {
+        "library": f"transformers {transformers.__version__} / torch {torch.__version__}",
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_num_threads": "1",
+        "mkldnn_bf16_supported": str(bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())).lower(),
+        "mkldnn_fp16_supported": str(bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())).lower(),
+        "format": FORMAT,
+    }
+
+
+def model_meta(model, num_labels):
+    cfg = dict(TINY, num_labels=num_labels)
+    return {
+        "model": "transformers.DistilBertForSequenceClassification",
+        "config": json.dumps(cfg, separators=(",", ":"), sort_keys=True),
+        "attn_implementation": model.config._attn_implementation +
+        " (config._attn_implementation; the dispatch trace has no scaled_dot_product_attention op)",
+        "param_init": f"Hugging Face init (_init_weights: Linear/Embedding N(0, 0.02), biases 0, "
+                      f"LayerNorm 1/0, word_embeddings row {PAD_ID} (padding_idx) = 0) after "
+                      f"torch.manual_seed({MODEL_SEED})",
+        "param_names": json.dumps(param_names(model), separators=(",", ":")),
+        "model_mode": "train (model.train(); every dropout p = 0)",
+        "pad_id": str(PAD_ID),
+    }
+
+
+def grads_case_list():
+    cs = []
+    for mode in ["fp32", "bf16", "fp16"]:
+        cs.append(dict(name=f"grads_{mode}", kind="grads", mode=mode, labels=2, nopad=False,
+                       flags=["padding", "forward_backward"] + ([] if mode == "fp32" else ["autocast"]),
+                       comment=f"one forward+backward of the tiny model, {mode}"
+                               + ("" if mode == "fp32" else f" ({autocast_string(mode)}, no scaler)")
+                               + ", batch 4x16 with padding"))
+    cs.append(dict(name="grads_fp32_labels3", kind="grads", mode="fp32", labels=3, nopad=False,
+                   flags=["padding", "forward_backward", "labels3"],
+                   comment="one forward+backward, fp32, num_labels=3 (3-class cross-entropy)"))
+    for mode in ["bf16", "fp16"]:
+        cs.append(dict(name=f"grads_{mode}_nopad", kind="grads", mode=mode, labels=2, nopad=True,
+                       flags=["no_padding_batch", "forward_backward", "autocast", "mask_none"],
+                       comment=f"one forward+backward, {mode}, a batch without padding: transformers "
+                               "passes no mask, so the attention softmax runs in the low dtype"))
+    return cs
+
+
+def train_case_list():
+    cs = []
+    for mode in MODES:
+        flags = ["padding", "no_padding_batch", "adamw_torch", "trajectory"]
+        if mode != "fp32":
+            flags.append("autocast")
+        if mode == "fp16":
+            flags += ["grad_scaler", "overflow_skip", "scale_growth", "scale_backoff"]
+        if mode == "fp16-noscale":
+            flags.append("no_scaler")
+        comment = {"fp32": "20 AdamW steps, fp32",
+                   "bf16": "20 AdamW steps under bf16 CPU autocast",
+                   "fp16": "20 AdamW steps under fp16 CPU autocast with GradScaler('cpu') "
+                           "(init_scale 2^24, growth_interval 4): skipped steps, backoff and growth",
+                   "fp16-noscale": "20 AdamW steps under fp16 CPU autocast without loss scaling"}[mode]
+        cs.append(dict(name=f"train_{mode}", kind="train", mode=mode, labels=2, nopad=False,
+                       flags=flags, comment=comment))
+    return cs
+
+
+def all_cases():
+    return grads_case_list() + train_case_list()
+
+
+def forward(torch, model, mode, ids, mask, labels, **kw):
+    with autocast_ctx(torch, mode):
+        return model(input_ids=ids, attention_mask=mask, labels=labels, **kw)
+
+
+def run_grads(torch, transformers, c, base_meta):
+    model = build_model(torch, transformers, c["labels"])
+    names = param_names(model)
+    init = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids, mask, labels = grads_batch(torch, c["labels"], c["nopad"])
+
+    out = forward(torch, model, c["mode"], ids, mask, labels)
+    logits_dtype = out.logits.dtype
+    out.loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    for n in names:
+        if grads[n].dtype != torch.float32:
+            die(f"{c['name']}: .grad of {n} is {grads[n].dtype}", 1)
+
+    # second pass under the op tracer (and with hidden states / attention probabilities returned):
+    # the same numbers must come out, so the trace describes the stored run
+    model.zero_grad(set_to_none=True)
+    Tracer = make_tracer(torch)
+    tf, tb = Tracer(), Tracer()
+    counter = make_counter(torch)()
+    with tf:
+        out2 = forward(torch, model, c["mode"], ids, mask, labels, output_hidden_states=True,
+                       output_attentions=True)
+    with counter, tb:
+        out2.loss.backward()
+    if not (torch.equal(out2.logits, out.logits) and torch.equal(out2.loss, out.loss) and
+            all(torch.equal(p.grad, grads[n]) for n, p in model.named_parameters())):
+        die(f"{c['name']}: the traced pass differs from the plain pass", 1)
+    if any(r[0].startswith("_scaled_dot_product") or r[0] == "scaled_dot_product_attention"
+           for r in tf.rows):
+        die(f"{c['name']}: an SDPA kernel ran; expected the eager attention path", 1)
+    check_attention_trace(torch, c, tf.rows, tf.masks)
+
+    tensors = {}
+    for n in names:
+        tensors[f"param.{n}"] = init[n]
+        tensors[f"expect.grad.{n}"] = grads[n]
+    tensors["input.input_ids"] = ids
+    tensors["input.attention_mask"] = mask
+    tensors["input.labels"] = labels
+    tensors["expect.logits"] = out.logits.detach().float()
+    tensors["expect.loss"] = out.loss.detach().float().reshape(())
+    for i, h in enumerate(out2.hidden_states):
+        tensors[f"expect.hidden_state.{i}"] = h.detach().float()
+    for i, a in enumerate(out2.attentions):
+        tensors[f"expect.attention.{i}"] = a.detach().float()
+    if low_dtype(torch, c["mode"]) is not None:
+        pv, pu, po, matched = counter.param_counts([p for _, p in model.named_parameters()])
+        if matched != len(expected_low_grad_params(names)):
+            die(f"{c['name']}: {matched} parameter-gradient rounding points found, expected "
+                f"{len(expected_low_grad_params(names))}", 1)
+        for k, v in (("param_values", pv), ("underflow", pu), ("overflow", po),
+                     ("act_values", counter.act[0]), ("act_underflow", counter.act[1]),
+                     ("act_overflow", counter.act[2])):
+            tensors[f"expect.{k}"] = torch.tensor(v, dtype=torch.int64)
+
+    fwd_full, fwd_by_op = summarize_trace(tf.rows)
+    bwd_full, bwd_by_op = summarize_trace(tb.rows)
+    meta = dict(base_meta)
+    meta.update(model_meta(model, c["labels"]))
+    meta.update({
+        "case": c["name"], "comment": c["comment"], "flags": ",".join(c["flags"]),
+        "seed": str(MODEL_SEED), "data_seed": str(GRADS_DATA_SEED),
+        "mode": c["mode"], "autocast": autocast_string(c["mode"]),
+        "logits_dtype": dname(torch, logits_dtype) +
+        " (expect.logits holds them widened exactly to F32)",
+        "loss_dtype": dname(torch, out.loss.dtype),
+        "lengths": ",".join(str(int(x)) for x in mask.sum(1)),
+        "attention_mask_additive": mask_description(torch, tf.masks),
+        "attention_scaling": "scores = matmul(q, k^T) * 0.25 (head_dim**-0.5 applied to the "
+                             "matmul output, before the mask is added)",
+        "op_dtypes_forward": fwd_by_op, "op_dtypes_backward": bwd_by_op,
+        "op_trace_forward": fwd_full, "op_trace_backward": bwd_full,
+        "batch": f"input_ids[b,0]={CLS_ID}, ids 2..{TINY['vocab_size'] - 1} at 1..L-1, {PAD_ID} "
+                 "beyond L; labels from the content (make_batch in the generator)",
+        "extras": "expect.hidden_state.<i> (embeddings output and each layer's output) and "
+                  "expect.attention.<layer> (softmax probabilities, (B,heads,T,T)) come from "
+                  "output_hidden_states/output_attentions; all F32 as returned",
+    })
+    if low_dtype(torch, c["mode"]) is not None:
+        meta["counters"] = COUNTERS_DOC
+        meta["low_grad_params"] = "Linear weights and biases (gradients rounded to the low dtype); " \
+                                  "embeddings and LayerNorm gradients are fp32"
+    return tensors, meta
+
+
+def check_attention_trace(torch, c, rows, masks):
+    """The scaling is a mul by 0.25 right after the QK^T bmm; the mask add follows it."""
+    names = [r[0] for r in rows]
+    for i, n in enumerate(names):
+        if n == "bmm" and i + 1 < len(names) and names[i + 1] == "mul":
+            if "0.25" not in rows[i + 1][1]:
+                die(f"{c['name']}: unexpected attention scaling {rows[i + 1]}", 1)
+            break
+    else:
+        die(f"{c['name']}: no bmm followed by mul (scaling) in the forward trace", 1)
+    if c["nopad"] and masks:
+        die(f"{c['name']}: a mask was materialized for a batch without padding", 1)
+    if not c["nopad"] and not masks:
+        die(f"{c['name']}: no additive mask was materialized", 1)
+
+
+def mask_description(torch, masks):
+    if not masks:
+        return "none (no padding in the batch: transformers skips the mask; scores go to softmax unchanged)"
+    m = masks[0]
+    lo = float(m.min())
+    if lo != float(torch.finfo(torch.float32).min) or m.dtype != torch.float32:
+        die(f"unexpected mask value {lo} dtype {m.dtype}", 1)
+    return (f"{lo!r} = torch.finfo(torch.float32).min (-FLT_MAX) at padded keys, 0 elsewhere; "
+            f"dtype {dname(torch, m.dtype)} (the dtype of the embeddings output, fp32 in every mode); "
+            f"shape ({m.shape[0]},1,{m.shape[2]},{m.shape[3]}) broadcast over heads")
+
+
+def run_train(torch, transformers, c, base_meta):
+    mode = c["mode"]
+    low = low_dtype(torch, mode)
+    model = build_model(torch, transformers, c["labels"])
+    names = param_names(model)
+    params = [p for _, p in model.named_parameters()]
+    init = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids, masks, labels = train_batches(torch)
+    hp = dict(ADAMW)
+    hp["betas"] = tuple(hp["betas"])
+    opt = torch.optim.AdamW(params, **hp)
+    scaler = torch.amp.GradScaler("cpu", **SCALER) if mode == "fp16" else None
+
+    S = TRAIN_STEPS
+    loss_v, scale_v, skipped_v, grad_norm_v = [], [], [], []
+    nonfinite_v, zero_v, grad_under_v = [], [], []
+    counts = {k: [] for k in ("param_values", "underflow", "overflow", "act_values",
+                              "act_underflow", "act_overflow")}
+    Counter = make_counter(torch)
+    for s in range(S):
+        opt.zero_grad(set_to_none=True)
+        out = forward(torch, model, mode, ids[s], masks[s], labels[s])
+        loss = out.loss
+        if loss.dtype != torch.float32:
+            die(f"{c['name']}: loss dtype {loss.dtype}", 1)
+        loss_v.append(float(loss.detach()))
+        steps_before = [float(opt.state[p]["step"]) if p in opt.state else 0.0 for p in params]
+        counter = Counter()
+        if scaler is not None:
+            scale = scaler.get_scale()
+            with counter:
+                scaler.scale(loss).backward()
+        else:
+            scale = 1.0
+            with counter:
+                loss.backward()
+        held = [p.grad.detach().clone() for p in params]          # as backward left them (scaled)
+        if low is not None:
+            pv, pu, po, matched = counter.param_counts(params)
+            if matched != len(expected_low_grad_params(names)):
+                die(f"{c['name']}: step {s + 1}: {matched} parameter-gradient rounding points found", 1)
+            for k, v in (("param_values", pv), ("underflow", pu), ("overflow", po),
+                         ("act_values", counter.act[0]), ("act_underflow", counter.act[1]),
+                         ("act_overflow", counter.act[2])):
+                counts[k].append(v)
+        del counter
+        if scaler is not None:
+            scaler.unscale_(opt)
+        grads = [p.grad.detach() for p in params]                 # what the optimizer sees
+        scale_v.append(scale)
+        nonfinite_v.append(sum(int((~torch.isfinite(g)).sum()) for g in held))
+        zero_v.append(sum(int((g == 0).sum()) for g in grads))
+        grad_norm_v.append(math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads)))
+        if low is not None:
+            grad_under_v.append(sum(count_underflow(torch, g, low) for g in grads))
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        steps_after = [float(opt.state[p]["step"]) if p in opt.state else 0.0 for p in params]
+        advanced = [a != b for a, b in zip(steps_after, steps_before)]
+        if any(advanced) != all(advanced):
+            die(f"{c['name']}: step {s + 1}: some parameters stepped and some did not", 1)
+        skipped = not advanced[0]
+        if scaler is not None:
+            inf_seen = nonfinite_v[-1] > 0
+            if skipped != inf_seen or (skipped and not scaler.get_scale() < scale):
+                die(f"{c['name']}: step {s + 1}: skip bookkeeping disagrees with GradScaler", 1)
+        elif skipped:
+            die(f"{c['name']}: step {s + 1} skipped without a scaler", 1)
+        skipped_v.append(1 if skipped else 0)
+
+    tensors = {f"param.{n}": init[n] for n in names}
+    for n, p in model.named_parameters():
+        tensors[f"expect.final.param.{n}"] = p.detach().clone()
+    tensors["input.input_ids"] = ids
+    tensors["input.attention_mask"] = masks
+    tensors["input.labels"] = labels
+    tensors["expect.loss"] = torch.tensor(loss_v, dtype=torch.float32)
+    tensors["expect.scale"] = torch.tensor(scale_v, dtype=torch.float32)
+    tensors["expect.skipped"] = torch.tensor(skipped_v, dtype=torch.uint8)
+    tensors["expect.nonfinite"] = torch.tensor(nonfinite_v, dtype=torch.int64)
+    tensors["expect.zero_grads"] = torch.tensor(zero_v, dtype=torch.int64)
+    tensors["expect.grad_norm"] = torch.tensor(grad_norm_v, dtype=torch.float64).float()
+    if low is not None:
+        for k, v in counts.items():
+            tensors[f"expect.{k}"] = torch.tensor(v, dtype=torch.int64)
+        tensors["expect.grad_underflow"] = torch.tensor(grad_under_v, dtype=torch.int64)
+
+    meta = dict(base_meta)
+    meta.update(model_meta(model, c["labels"]))
+    meta.update({
+        "case": c["name"], "comment": c["comment"], "flags": ",".join(c["flags"]),
+        "seed": str(MODEL_SEED), "data_seed": str(TRAIN_DATA_SEED),
+        "mode": mode, "autocast": autocast_string(mode),
+        "steps": str(S), "nopad_step": str(TRAIN_NOPAD_STEP),
+        "optimizer": "adamw_torch",
+        "hparams": json.dumps(ADAMW, separators=(",", ":"), sort_keys=True),
+        "param_groups": "one group with every parameter (weight decay on all, unlike HF Trainer, "
+                        "which exempts biases and LayerNorm weights)",
+        "grad_scaler": json.dumps(SCALER, separators=(",", ":"), sort_keys=True)
+        if scaler is not None else "none",
+        "step_protocol": STEP_PROTOCOL_SCALER if scaler is not None else STEP_PROTOCOL,
+        "counters": COUNTERS_DOC,
+        "final_scale": repr(scaler.get_scale()) if scaler is not None else "none",
+        "skipped_steps": ",".join(str(i + 1) for i, k in enumerate(skipped_v) if k) or "none",
+        "lengths": ";".join(",".join(str(int(x)) for x in masks[s].sum(1)) for s in range(S)),
+    })
+    return tensors, meta
+
+
+STEP_PROTOCOL = ("for s in 1..20: opt.zero_grad(set_to_none=True); with autocast: out = "
+                 "model(input_ids[s-1], attention_mask[s-1], labels=labels[s-1]); out.loss.backward(); "
+                 "opt.step()")
+STEP_PROTOCOL_SCALER = ("for s in 1..20: opt.zero_grad(set_to_none=True); scale[s] = scaler.get_scale(); "
+                        "with autocast: out = model(...batch s...); scaler.scale(out.loss).backward(); "
+                        "scaler.unscale_(opt); scaler.step(opt); scaler.update()")
+COUNTERS_DOC = ("backward of loss*scale (src/amp.h): param_values/underflow/overflow = at the parameter-"
+                "gradient rounding points (the fp32 value of each Linear weight/bias gradient before "
+                "torch rounds it to the low dtype, recomputed in float64 from torch's own low-dtype "
+                "GEMM/sum inputs and rounded to fp32): finite nonzero values / those that round to +-0 "
+                "/ to +-inf; act_values/act_underflow/act_overflow = the same, measured exactly, at "
+                "every fp32 -> low cast of a gradient in the backward (logits, residual branches, "
+                "scores + mask). Train cases also: nonfinite = inf/NaN values in .grad right after "
+                "backward (what GradScaler tests); grad_underflow = values g of the fp32 .grad the "
+                "optimizer sees (after unscale_) with g != 0 and g.to(low) == 0 (what loss scaling "
+                "kept alive); zero_grads = values == 0 in that .grad; grad_norm = sqrt(sum g^2) of "
+                "that .grad in float64, stored F32. All summed over all parameters.")
+
+
+def count_underflow(torch, g, low):
+    return int(((g != 0) & (g.to(low) == 0)).sum())
+
+
+# ----------------------------------------------------------------------------------------------
+# --facts: the measurements behind MODEL_SEMANTICS.md (printed, nothing written)
+# ----------------------------------------------------------------------------------------------
+def facts(torch, transformers):
+    from torch.utils._python_dispatch import TorchDispatchMode
+    A = torch.ops.aten
+    D = torch.float64
+
+    def bits(t):
+        return t.view(torch.int32 if t.dtype == torch.float32 else torch.int16).long()
+
+    def exact_frac(out, ref):
+        return float((bits(out) == bits(ref)).float().mean())
+
+    for mode, nopad in [("fp32", False), ("bf16", False), ("fp16", False), ("bf16", True),
+                        ("fp16", True)]:
+        stats = {}
+
+        def add(key, out, ref):
+            n, s = stats.get(key, (0, 0.0))
+            stats[key] = (n + out.numel(), s + exact_frac(out, ref) * out.numel())
+
+        class Cap(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                r = lambda x, dt: x.to(torch.float32).to(dt)  # noqa: E731 (fp64 -> fp32 -> dt)
+                if func is A.addmm.default:
+                    b, x, w = args
+                    add(f"addmm {dname(torch, out.dtype)}: round(b + x@w) (one rounding, bias in fp32)",
+                        out, r(b.to(D) + x.to(D) @ w.to(D), out.dtype))
+                elif func in (A.mm.default, A.bmm.default):
+                    add(f"{func.__name__.split('.')[0]} {dname(torch, out.dtype)}: round(exact)",
+                        out, r(args[0].to(D) @ args[1].to(D), out.dtype))
+                elif func is A.sum.dim_IntList and out.is_floating_point():
+                    add(f"sum {dname(torch, out.dtype)}: round(exact)", out,
+                        r(args[0].to(D).sum(args[1], keepdim=args[2]), out.dtype))
+                elif func is A.gelu.default:
+                    x = args[0].to(D)
+                    add(f"gelu {dname(torch, out.dtype)}: round(0.5x(1+erf(x/sqrt2)))", out,
+                        r(0.5 * x * (1 + torch.erf(x / math.sqrt(2))), out.dtype))
+                elif func is A.gelu_backward.default:
+                    g, x = args[0].to(D), args[1].to(D)
+                    ref = g * (0.5 * (1 + torch.erf(x / math.sqrt(2))) +
+                               x * torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))
+                    add(f"gelu_backward {dname(torch, out.dtype)}: round(exact)", out, r(ref, out.dtype))
+                elif func is A._softmax.default:
+                    add(f"softmax {dname(torch, out.dtype)}: round(exact)", out,
+                        r(torch.softmax(args[0].to(D), -1), out.dtype))
+                elif func is A._softmax_backward_data.default:
+                    g, y = args[0].to(D), args[1].to(D)
+                    add(f"softmax_backward {dname(torch, out.dtype)}: round(y*(g - sum(g*y)))", out,
+                        r(y * (g - (g * y).sum(-1, keepdim=True)), out.dtype))
+                elif func is A.native_layer_norm.default:
+                    x, _, w, b, _ = args
+                    y, mu, rs = out
+                    ref = ((x - mu) * rs).double() * w.double() + b.double()   # fma((x-mu)*rstd, w, b)
+                    add("layer_norm y == fma((x-mean)*rstd, w, b) given torch's mean/rstd", y, ref.float())
+                elif func is A.mul.Tensor and isinstance(args[1], float):
+                    add(f"mul by {args[1]} {dname(torch, out.dtype)}: exact", out,
+                        r(args[0].to(D) * args[1], out.dtype))
+                return out
+
+        model = build_model(torch, transformers, 2)
+        ids, mask, labels = grads_batch(torch, 2, nopad)
+        # non-zero biases and LayerNorm affine so the bias paths are exercised
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(5)
+            for n, p in model.named_parameters():
+                if n.endswith("bias") or "LayerNorm" in n or "layer_norm" in n:
+                    p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+        with Cap():
+            out = forward(torch, model, mode, ids, mask, labels)
+            out.loss.backward()
+        print(f"== {mode}{' no padding' if nopad else ''}: share of elements bit-identical "
+              "to the formula (inputs as torch saw them; exact in fp64, then rounded)")
+        for k in sorted(stats):
+            n, s = stats[k]
+            print(f"  {k:70s} {s / n:.5f} of {n}")
+
+    # the forward contract of MODEL_SEMANTICS.md section 3, re-implemented with float64 math and
+    # explicit roundings, against the real model
+    for mode, nopad in [("fp32", False), ("bf16", False), ("fp16", False), ("bf16", True),
+                        ("fp16", True)]:
+        model = build_model(torch, transformers, 2)
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(5)
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+        ids, mask, labels = grads_batch(torch, 2, nopad)
+        with torch.no_grad():
+            out = forward(torch, model, mode, ids, mask, labels, output_hidden_states=True)
+            ref = contract_forward(torch, model, low_dtype(torch, mode), ids, mask, labels)
+        same = [float((bits(a.float()) == bits(b.float())).float().mean())
+                for a, b in zip(list(out.hidden_states) + [out.logits, out.loss], ref)]
+        diff = max(float((a.float() - b.float()).abs().max())
+                   for a, b in zip(list(out.hidden_states) + [out.logits, out.loss], ref))
+        lo = low_dtype(torch, mode) or torch.float32
+        ulp = int((bits(out.logits.to(lo)) - bits(ref[-2].float().to(lo))).abs().max())
+        print(f"== contract forward vs torch, {mode}{' no padding' if nopad else ''}: bit-identical "
+              f"share of hidden_state.0/1/2, logits, loss = {', '.join(f'{x:.3f}' for x in same)}; "
+              f"max |diff| {diff:.3g}; logits differ by at most {ulp} ulp of {dname(torch, lo)}")
+
+    # backward accumulation order into a tensor used by several ops
+    model = build_model(torch, transformers, 2)
+    ids, mask, labels = grads_batch(torch, 2)
+    order = []
+    for n, mod in model.named_modules():
+        if isinstance(mod, (torch.nn.Linear, torch.nn.LayerNorm)):
+            mod.register_full_backward_hook(lambda m, gi, go, n=n: order.append(n))
+    out = forward(torch, model, "fp32", ids, mask, labels)
+    out.loss.backward()
+    print("== backward order of Linear/LayerNorm modules:")
+    print("  " + ", ".join(n.replace("distilbert.transformer.", "") for n in order))
+    # accumulation order of the gradient of a block's input (residual + three projections)
+    ids, mask, labels = grads_batch(torch, 2)
+    for mode in ["fp32", "bf16", "fp16"]:
+        model = build_model(torch, transformers, 2)
+        got = {}
+        blk = model.distilbert.transformer.layer[1]
+        for nm in ["q_lin", "k_lin", "v_lin"]:
+            getattr(blk.attention, nm).register_full_backward_hook(
+                lambda m, gi, go, nm=nm: got.__setitem__(nm, gi[0].clone()))
+        blk.sa_layer_norm.register_full_backward_hook(lambda m, gi, go: got.__setitem__("res", gi[0].clone()))
+        blk.register_full_backward_hook(lambda m, gi, go: got.__setitem__("total", gi[0].clone()))
+        forward(torch, model, mode, ids, mask, labels).loss.backward()
+        r, v, k, q = got["res"], got["v_lin"], got["k_lin"], got["q_lin"]
+        print(f"== {mode}: d(block input) == ((d_residual + d_v) + d_k) + d_q in fp32:",
+              torch.equal(got["total"], ((r + v) + k) + q), "| ((d_res + d_q) + d_k) + d_v:",
+              torch.equal(got["total"], ((r + q) + k) + v))
+    # embedding backward
+    g = torch.randn(BATCH, SEQ, 32, generator=torch.Generator().manual_seed(3))
+    W = torch.nn.Parameter(torch.zeros(64, 32))
+    torch.nn.functional.embedding(ids, W, padding_idx=PAD_ID).backward(g)
+    seq = torch.zeros(64, 32)
+    for b in range(BATCH):
+        for t in range(SEQ):
+            i = int(ids[b, t])
+            if i != PAD_ID:
+                seq[i] += g[b, t]
+    print("== word-embedding grad == fp32 accumulation in (b, t) order, padding row untouched:",
+          torch.equal(seq, W.grad))
+    P = torch.nn.Parameter(torch.zeros(32, 32))
+    x = torch.zeros(BATCH, SEQ, 32, requires_grad=True)
+    (x + torch.nn.functional.embedding(torch.arange(SEQ)[None], P)).backward(g)
+    s = g[0].clone()
+    for b in range(1, BATCH):
+        s = s + g[b]
+    print("== position-embedding grad rows == ((g[0]+g[1])+g[2])+g[3]:", torch.equal(P.grad[:SEQ], s))
+    # the additive mask saturates to -FLT_MAX
+    fmin = torch.finfo(torch.float32).min
+    sc = torch.tensor([0.0, 1e30, -1e30, 2.0 ** 103], dtype=torch.float32)
+    print("== score + finfo(f32).min for scores 0, 1e30, -1e30, 2^103:", (sc + fmin).tolist())
+
+
+def contract_forward(torch, model, low, ids, mask, labels):
+    """MODEL_SEMANTICS.md section 3 in float64 with explicit roundings: F = round to fp32,
+    R = round to the low dtype (fp32 mode: F). Returns hidden states 0..L, logits, loss."""
+    D = torch.float64
+    F = lambda x: x.float().double()                                          # noqa: E731
+    R = (lambda x: x.float().to(low).double()) if low is not None else F      # noqa: E731
+    P = {n: p.detach().double() for n, p in model.named_parameters()}
+    cfg = model.config
+    B, T = ids.shape
+    H, dh = cfg.n_heads, cfg.dim // cfg.n_heads
+
+    def lin(x, name):                    # addmm: one rounding of the fp32 accumulation
+        return R(R(P[name + ".bias"]) + R(x) @ R(P[name + ".weight"]).t())
+
+    def ln(x, name):                     # fp32 LayerNorm, eps 1e-12, biased variance
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return F((x - mu) / torch.sqrt(var + 1e-12) * P[name + ".weight"] + P[name + ".bias"])
+
+    e = F(P["distilbert.embeddings.word_embeddings.weight"][ids] +
+          P["distilbert.embeddings.position_embeddings.weight"][:T][None])
+    h = ln(e, "distilbert.embeddings.LayerNorm")
+    hs = [h]
+    padded = bool((mask == 0).any())
+    add_mask = torch.where(mask[:, None, None, :] == 1, 0.0, float(torch.finfo(torch.float32).min)).to(D)
+    for i in range(cfg.n_layers):
+        pre = f"distilbert.transformer.layer.{i}."
+        q, k, v = (lin(h, pre + f"attention.{n}_lin").view(B, T, H, dh).transpose(1, 2) for n in "qkv")
+        s = R(R(q @ k.transpose(2, 3)) * dh ** -0.5)        # bmm rounded, then * 0.25 in low
+        if padded:
+            s = F(s + add_mask)                               # promotes to fp32
+            p = F(torch.softmax(s, -1))
+        else:
+            p = R(torch.softmax(s, -1))                       # softmax in the scores' dtype
+        ctx = R(R(p) @ v).transpose(1, 2).reshape(B, T, cfg.dim)
+        h = ln(F(lin(ctx, pre + "attention.out_lin") + h), pre + "sa_layer_norm")
+        a = lin(h, pre + "ffn.lin1")
+        g = R(0.5 * a * (1 + torch.erf(a / math.sqrt(2))))
+        h = ln(F(lin(g, pre + "ffn.lin2") + h), pre + "output_layer_norm")
+        hs.append(h)
+    x = R(torch.relu(lin(h[:, 0], "pre_classifier")))
+    logits = lin(x, "classifier")
+    logp = F(torch.log_softmax(logits, -1))                   # fp32 (widened logits)
+    loss = F(-logp[torch.arange(B), labels].mean())
+    return hs + [logits, loss]
+
+
+# ----------------------------------------------------------------------------------------------
+# main
+# ----------------------------------------------------------------------------------------------
+def read_manifest(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        for line in lines[1:]:
+            if line.strip():
+                rows.append(line.split("\t"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
+    ap.add_argument("--only", default="", help="comma list of case names (or prefixes: grads, train)")
+    ap.add_argument("--check", action="store_true",
+                    help="regenerate in memory and compare with the files on disk (exit 1 on difference)")
+    ap.add_argument("--facts", action="store_true",
+                    help="print the measurements quoted in MODEL_SEMANTICS.md; write nothing")
+    args = ap.parse_args()
+
+    torch, transformers = import_libraries()
+    DTYPE_INFO.update({torch.float64: ("F64", 8), torch.int64: ("I64", 8),
+                       torch.float32: ("F32", 4), torch.bfloat16: ("BF16", 2),
+                       torch.float16: ("F16", 2), torch.uint8: ("U8", 1)})
+    torch.set_num_threads(1)   # reductions and GEMM blocking then do not depend on cores
+    transformers.logging.set_verbosity_error()
+    if args.facts:
+        facts(torch, transformers)
+        return
+
+    cases = all_cases()
+    only = [s for s in args.only.split(",") if s]
+    if only:
+        known = {c["name"] for c in cases}
+        for s in only:
+            if s not in known and s not in ("grads", "train"):
+                die(f"--only: unknown case '{s}' (allowed: grads, train, {', '.join(sorted(known))})")
+        cases = [c for c in cases if c["name"] in only or c["kind"] in only]
+
+    with open(os.path.abspath(__file__), "rb") as f:
+        gen_sha = hashlib.sha256(f.read()).hexdigest()
+    generator = f"{GENERATOR_PATH} sha256:{gen_sha[:16]}"
+    base_meta = dict(lib_meta(torch, transformers), generator=generator)
+
+    out_root = args.out
+    manifest_path = os.path.join(out_root, "MANIFEST.tsv")
+    old_rows = read_manifest(manifest_path)
+    old_by_file = {r[0]: r for r in old_rows}
+    repo_prefix = os.path.relpath(out_root, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    new_rows = {}
+    mismatches = []
+    total = 0
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for c in cases:
+        run = run_grads if c["kind"] == "grads" else run_train
+        tensors, meta = run(torch, transformers, c, base_meta)
+        blob = safetensors_bytes(torch, tensors, meta)
+        rel = os.path.join("model", c["name"] + ".safetensors")
+        path = os.path.join(out_root, rel)
+        repo_rel = os.path.normpath(os.path.join(repo_prefix, rel)).replace(os.sep, "/")
+        sha = hashlib.sha256(blob).hexdigest()
+        total += len(blob)
+        if c["kind"] == "train":
+            t = tensors
+            print(f"  {c['name']}: loss {t['expect.loss'][0]:.6f} -> {t['expect.loss'][-1]:.6f}; "
+                  f"skipped {meta['skipped_steps']}; scale {[float(x) for x in t['expect.scale']]}")
+            if "expect.underflow" in t:
+                print(f"    underflow {t['expect.underflow'].tolist()}")
+        if args.check:
+            try:
+                with open(path, "rb") as f:
+                    same = f.read() == blob
+            except OSError:
+                same = False
+            if not same:
+                mismatches.append(repo_rel)
+            print(f"{'same' if same else 'DIFF'} {repo_rel}")
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+        old = old_by_file.get(repo_rel)
+        date = old[5] if old and len(old) > 5 and old[1] == sha else now
+        new_rows[repo_rel] = [repo_rel, sha, generator, meta["library"], meta["seed"], date]
+        print(f"wrote {repo_rel} ({len(blob)} bytes)")
+    print(f"total {total} bytes in {'checked' if args.check else 'written'} files")
+    if args.check:
+        if mismatches:
+            die(f"{len(mismatches)} file(s) differ from a fresh run: " + ", ".join(mismatches), code=1)
+        print("all files identical to a fresh run")
+        return
+    # manifest: keep rows of other generators and of model cases not regenerated now; drop rows
+    # of model files this generator no longer makes
+    model_dir = os.path.join(repo_prefix, "model").replace(os.sep, "/") + "/"
+    current = {os.path.normpath(os.path.join(repo_prefix, "model", c["name"] + ".safetensors"))
+               .replace(os.sep, "/") for c in all_cases()}
+    rows = [r for r in old_rows if r[0] not in new_rows and
+            not (r[0].startswith(model_dir) and r[0] not in current)]
+    rows += list(new_rows.values())
+    rows.sort(key=lambda r: r[0])
+    tmp = manifest_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\t".join(MANIFEST_HEADER) + "\n")
+        for r in rows:
+            f.write("\t".join(r) + "\n")
+    os.replace(tmp, manifest_path)
+    print(f"wrote {manifest_path} ({len(rows)} rows)")
+
+
+if __name__ == "__main__":
+    main()
