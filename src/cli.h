@@ -17,6 +17,7 @@ typedef struct {
 // One file per command exports its Command.
 extern const Command cmd_info;
 extern const Command cmd_inspect;
+extern const Command cmd_train;
 extern const Command cmd_memory;
 
 // Flag helpers. Each returns false after printing "trainbench CMD: ..." and the usage hint;

@@ -11,6 +11,7 @@ static const Command* const COMMANDS[] = {
     &cmd_info,
     &cmd_inspect,
     &cmd_memory,
+    &cmd_train,
 };
 
 static void print_help(FILE* f) {

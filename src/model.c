@@ -1,12 +1,15 @@
 // model.c — DistilBERT-architecture configuration (presets, HF config.json, validation), the
-// parameter table with Hugging Face names, weight initialisation, and per-tensor optimizer
-// state over the table (see model.h). Not here: forward/backward (the trainer's issue).
+// parameter table with Hugging Face names, weight initialisation, per-tensor optimizer
+// state over the table, and the forward/backward pass (see model.h; the op-by-op semantics are
+// written out above model_forward). Not here: the layers' arithmetic (layers.c), datasets.
 #include "model.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers.h"
 #include "rng.h"
 
 // To add a preset: add one line here (registry name, one-line description, the sizes in
@@ -397,4 +400,401 @@ void model_optim_free(ModelOptim* mo) {
         if (mo->states && mo->states[i]) mo->optim->free(mo->states[i]);
     free(mo->states);
     memset(mo, 0, sizeof *mo);
+}
+
+// ==== forward / backward ====
+//
+// DistilBertForSequenceClassification (transformers, attn_implementation="eager", dropout
+// inactive) under torch.autocast("cpu", dtype=low) for the mixed modes. R(.) rounds to the
+// mode's low dtype (identity in fp32); everything else is fp32. N = B*T tokens.
+//   e   = Wtok[ids] + Wpos[t]                          fp32 (embedding is in no autocast list)
+//   h0  = LayerNorm_emb(e)                              fp32
+//   key mask: materialized only when some attention_mask value is 0 (transformers'
+//   create_bidirectional_mask returns None otherwise): 0 / finfo(float32).min per key, fp32.
+//   per layer, x = h_{l}:
+//     q, k, v = R(R(x) R(W)^T + R(b))                   addmm, one rounding
+//     S   = R(R(q_h k_h^T) * float(dh^-0.5))            bmm, then mul in the scores' dtype
+//     P   = softmax(S + mask) fp32   | R(softmax(S)) when no mask
+//     ctx = R(R(P) v_h) ; ao = R(R(ctx) R(Wo)^T + R(bo))
+//     r1  = ao + x                                      fp32 (mixed add promotes)
+//     h1  = LayerNorm_sa(r1)                            fp32
+//     f1  = R(R(h1) R(W1)^T + R(b1)) ; g = R(gelu(f1))  gelu runs in the dtype it receives
+//     r2  = R(g R(W2)^T + R(b2)) + h1                   fp32
+//     h2  = LayerNorm_out(r2)                           fp32
+//   pooled = h_L[:, 0] ; pre = R(R(pooled) R(Wpre)^T + R(bpre)) ; act = relu(pre)
+//   logits = R(act R(Wcls)^T + R(bcls)) ; loss = cross_entropy(float(logits)) fp32
+// Backward (each op in its forward dtype; layers.h gives each op's formulas):
+//   dlogits fp32 from cross-entropy, then R (logits were low)          [activation point]
+//   at r2 and r1: the fp32 gradient goes on unrounded to the fp32 input and rounded to the
+//   low branch (f2, ao)                                                [activation points]
+//   with a mask, dS from the fp32 softmax backward is rounded for the low scores
+//                                                                      [activation point]
+//   weight/bias gradients of every linear: R(...) then added to the fp32 grads
+//                                                                      [parameter points]
+//   the three q/k/v input gradients and the residual gradient are summed in fp32;
+//   LayerNorm and embedding gradients are fp32; the word-embedding row MODEL_PAD_TOKEN_ID
+//   gets no gradient (padding_idx).
+
+typedef struct {
+    size_t Wq, bq, Wk, bk, Wv, bv, Wo, bo;
+    size_t ln1_w, ln1_b;  // sa_layer_norm
+    size_t W1, b1, W2, b2;
+    size_t ln2_w, ln2_b;  // output_layer_norm
+} LayerOffsets;
+
+typedef struct {
+    AttentionActs att;     // q, k, v (N, D), p (B, H, T, T), ctx (N, D)
+    float* r1;             // (N, D) ao + x: sa_layer_norm input
+    float *mean1, *rstd1;  // (N)
+    float* h1;             // (N, D) sa_layer_norm output
+    float* f1;             // (N, Hd) lin1 output (low)
+    float* g;              // (N, Hd) gelu(f1) (low)
+    float* r2;             // (N, D) f2 + h1: output_layer_norm input
+    float *mean2, *rstd2;  // (N)
+    float* h2;             // (N, D) the layer's output
+} LayerActs;
+
+struct ModelWorkspace {
+    ModelConfig cfg;
+    int max_B, max_T;
+    // parameter offsets (floats into a table buffer)
+    size_t wte, wpe, lne_w, lne_b, Wpre, bpre, Wcls, bcls;
+    LayerOffsets* lo;  // (n_layers)
+    // activations (carved from one arena, sized for max_B x max_T)
+    float* arena;
+    size_t arena_floats;
+    float* emb;                  // (N, D) word + position embeddings
+    float *emb_mean, *emb_rstd;  // (N)
+    float* h0;                   // (N, D) embeddings LayerNorm output
+    LayerActs* la;               // (n_layers)
+    ClassifierActs cls;          // pooled, pre, act (B, D)
+    float* logits;               // (B, L)
+    float* logp;                 // (B, L)
+    float* key_mask;             // (B, T) additive mask (used only when has_mask)
+    // gradient buffers of the backward
+    float* dh;        // (N, D) gradient of the current hidden state (fp32)
+    float* dr;        // (N, D) gradient of a LayerNorm input (fp32)
+    float* dlow;      // (N, D) its copy rounded for the low branch
+    float* dh1;       // (N, D)
+    float* dg;        // (N, Hd)
+    float* df1;       // (N, Hd)
+    float* att_work;  // attention_work_floats(B, T, D)
+    float* cls_work;  // (2 * B * D)
+    float* dlogits;   // (B, L)
+    // the batch of the last forward (copied)
+    int64_t* ids;     // (B, T)
+    int32_t* labels;  // (B)
+    int B, T;
+    bool has_mask;
+    const PrecisionMode* mode;  // of the last forward; NULL before the first
+    LayerCtx ctx;
+    bool ctx_ready;
+};
+
+static size_t must_find(const ParamTable* t, const char* name) {
+    const ParamTensor* p = param_table_find(t, name);
+    CHECK(p != NULL, "parameter table has no tensor %s", name);
+    return p->offset;
+}
+
+Status model_workspace_new(const ParamTable* t, int max_B, int max_T, ModelWorkspace** out) {
+    *out = NULL;
+    const ModelConfig* c = &t->cfg;
+    if (max_B < 1) return status_make(STATUS_INVALID, "batch size must be >= 1 (got %d)", max_B);
+    if (max_T < 1 || max_T > c->max_positions)
+        return status_make(STATUS_INVALID, "sequence length must be in [1, %lld] (max_position_embeddings) (got %d)",
+                           (long long)c->max_positions, max_T);
+    CHECK(c->dim <= INT32_MAX && c->hidden_dim <= INT32_MAX && c->n_heads <= INT32_MAX && c->n_labels <= INT32_MAX);
+    ModelWorkspace* ws = xcalloc(1, sizeof *ws);
+    ws->cfg = *c;
+    ws->max_B = max_B;
+    ws->max_T = max_T;
+    ws->wte = must_find(t, "distilbert.embeddings.word_embeddings.weight");
+    ws->wpe = must_find(t, "distilbert.embeddings.position_embeddings.weight");
+    ws->lne_w = must_find(t, "distilbert.embeddings.LayerNorm.weight");
+    ws->lne_b = must_find(t, "distilbert.embeddings.LayerNorm.bias");
+    ws->Wpre = must_find(t, "pre_classifier.weight");
+    ws->bpre = must_find(t, "pre_classifier.bias");
+    ws->Wcls = must_find(t, "classifier.weight");
+    ws->bcls = must_find(t, "classifier.bias");
+    const size_t Ly = (size_t)c->n_layers;
+    ws->lo = xcalloc(Ly, sizeof *ws->lo);
+    ws->la = xcalloc(Ly, sizeof *ws->la);
+    for (size_t l = 0; l < Ly; l++) {
+        char n[160];
+        LayerOffsets* o = &ws->lo[l];
+#define OFF(field, suffix)                                                             \
+    snprintf(n, sizeof n, "distilbert.transformer.layer.%zu.%s", l, suffix);            \
+    o->field = must_find(t, n)
+        OFF(Wq, "attention.q_lin.weight"); OFF(bq, "attention.q_lin.bias");
+        OFF(Wk, "attention.k_lin.weight"); OFF(bk, "attention.k_lin.bias");
+        OFF(Wv, "attention.v_lin.weight"); OFF(bv, "attention.v_lin.bias");
+        OFF(Wo, "attention.out_lin.weight"); OFF(bo, "attention.out_lin.bias");
+        OFF(ln1_w, "sa_layer_norm.weight"); OFF(ln1_b, "sa_layer_norm.bias");
+        OFF(W1, "ffn.lin1.weight"); OFF(b1, "ffn.lin1.bias");
+        OFF(W2, "ffn.lin2.weight"); OFF(b2, "ffn.lin2.bias");
+        OFF(ln2_w, "output_layer_norm.weight"); OFF(ln2_b, "output_layer_norm.bias");
+#undef OFF
+    }
+
+    // Sizes; every piece starts on a 64-byte boundary. Two passes: count, then carve.
+    const size_t B = (size_t)max_B, T = (size_t)max_T, N = B * T, D = (size_t)c->dim, Hd = (size_t)c->hidden_dim,
+                 H = (size_t)c->n_heads, L = (size_t)c->n_labels;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t used = 0;
+#define CARVE(ptr, count)                                                                      \
+    do {                                                                                       \
+        size_t cnt_ = (count);                                                                 \
+        if (pass == 1) (ptr) = ws->arena + used;                                               \
+        CHECK(size_add_ok(used, (cnt_ + 15) / 16 * 16, &used), "workspace size overflows");    \
+    } while (0)
+        CARVE(ws->emb, N * D);
+        CARVE(ws->emb_mean, N);
+        CARVE(ws->emb_rstd, N);
+        CARVE(ws->h0, N * D);
+        for (size_t l = 0; l < Ly; l++) {
+            LayerActs* a = &ws->la[l];
+            CARVE(a->att.q, N * D);
+            CARVE(a->att.k, N * D);
+            CARVE(a->att.v, N * D);
+            CARVE(a->att.p, B * H * T * T);
+            CARVE(a->att.ctx, N * D);
+            CARVE(a->r1, N * D);
+            CARVE(a->mean1, N);
+            CARVE(a->rstd1, N);
+            CARVE(a->h1, N * D);
+            CARVE(a->f1, N * Hd);
+            CARVE(a->g, N * Hd);
+            CARVE(a->r2, N * D);
+            CARVE(a->mean2, N);
+            CARVE(a->rstd2, N);
+            CARVE(a->h2, N * D);
+        }
+        CARVE(ws->cls.pooled, B * D);
+        CARVE(ws->cls.pre, B * D);
+        CARVE(ws->cls.act, B * D);
+        CARVE(ws->logits, B * L);
+        CARVE(ws->logp, B * L);
+        CARVE(ws->key_mask, N);
+        CARVE(ws->dh, N * D);
+        CARVE(ws->dr, N * D);
+        CARVE(ws->dlow, N * D);
+        CARVE(ws->dh1, N * D);
+        CARVE(ws->dg, N * Hd);
+        CARVE(ws->df1, N * Hd);
+        CARVE(ws->att_work, attention_work_floats(max_B, max_T, (int)D));
+        CARVE(ws->cls_work, 2 * B * D);
+        CARVE(ws->dlogits, B * L);
+#undef CARVE
+        if (pass == 0) {
+            size_t bytes;
+            CHECK(size_mul_ok(used, sizeof(float), &bytes), "workspace size overflows");
+            ws->arena = xaligned_alloc(bytes);
+            ws->arena_floats = used;
+        }
+    }
+    ws->ids = xmalloc(N * sizeof(int64_t));
+    ws->labels = xmalloc(B * sizeof(int32_t));
+    *out = ws;
+    return status_ok();
+}
+
+void model_workspace_free(ModelWorkspace* ws) {
+    if (!ws) return;
+    if (ws->ctx_ready) layer_ctx_free(&ws->ctx);
+    free(ws->arena);
+    free(ws->lo);
+    free(ws->la);
+    free(ws->ids);
+    free(ws->labels);
+    free(ws);
+}
+
+size_t model_workspace_bytes(const ModelWorkspace* ws) {
+    return ws->arena_floats * sizeof(float) + (ws->ctx_ready ? layer_ctx_scratch_bytes(&ws->ctx) : 0) +
+           (size_t)ws->max_B * (size_t)ws->max_T * sizeof(int64_t) + (size_t)ws->max_B * sizeof(int32_t);
+}
+
+void model_zero_grad(const ParamTable* t, float* grads) {
+    const size_t n = t->alloc_numel;
+#pragma omp parallel for schedule(static) if (n > (1u << 20))
+    for (size_t i0 = 0; i0 < n; i0 += 1u << 16) {
+        size_t m = n - i0 < (1u << 16) ? n - i0 : (1u << 16);
+        memset(grads + i0, 0, m * sizeof(float));
+    }
+}
+
+// Points the layer context at this step's backend, dtype and counters (the scratch is kept).
+static void ws_ctx(ModelWorkspace* ws, Gemm* gemm, DType low, AmpCounters* counters) {
+    if (!ws->ctx_ready) {
+        layer_ctx_init(&ws->ctx, gemm, low, counters);
+        ws->ctx_ready = true;
+    }
+    ws->ctx.gemm = gemm;
+    ws->ctx.low = low;
+    ws->ctx.counters = counters;
+}
+
+static AttentionParams attention_params(const ModelWorkspace* ws, const float* p, size_t l) {
+    const LayerOffsets* o = &ws->lo[l];
+    AttentionParams a = {p + o->Wq, p + o->bq, p + o->Wk, p + o->bk, p + o->Wv, p + o->bv, p + o->Wo, p + o->bo};
+    return a;
+}
+
+static ClassifierParams classifier_params(const ModelWorkspace* ws, const float* p) {
+    ClassifierParams c = {p + ws->Wpre, p + ws->bpre, p + ws->Wcls, p + ws->bcls};
+    return c;
+}
+
+static Status validate_batch(const ModelWorkspace* ws, const ModelBatch* b) {
+    if (b->B < 1 || b->B > ws->max_B)
+        return status_make(STATUS_INVALID, "batch size must be in [1, %d] (the workspace's) (got %d)", ws->max_B, b->B);
+    if (b->T < 1 || b->T > ws->max_T)
+        return status_make(STATUS_INVALID, "sequence length must be in [1, %d] (the workspace's) (got %d)", ws->max_T,
+                           b->T);
+    CHECK(b->input_ids && b->labels, "batch without input_ids or labels");
+    const size_t n = (size_t)b->B * (size_t)b->T;
+    for (size_t i = 0; i < n; i++) {
+        if (b->input_ids[i] < 0 || b->input_ids[i] >= ws->cfg.vocab_size)
+            return status_make(STATUS_INVALID, "input_ids[%zu][%zu] = %lld is outside [0, %lld) (vocab_size)",
+                               i / (size_t)b->T, i % (size_t)b->T, (long long)b->input_ids[i],
+                               (long long)ws->cfg.vocab_size);
+        if (b->attention_mask && b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
+            return status_make(STATUS_INVALID, "attention_mask[%zu][%zu] = %lld (allowed: 0, 1)", i / (size_t)b->T,
+                               i % (size_t)b->T, (long long)b->attention_mask[i]);
+    }
+    for (int i = 0; i < b->B; i++)
+        if (b->labels[i] < 0 || b->labels[i] >= ws->cfg.n_labels)
+            return status_make(STATUS_INVALID, "labels[%d] = %d is outside [0, %lld) (num_labels)", i, b->labels[i],
+                               (long long)ws->cfg.n_labels);
+    return status_ok();
+}
+
+static void add_rows(float* dst, const float* src, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* batch, const PrecisionMode* mode,
+                     Gemm* gemm, float* loss, float* logits) {
+    CHECK(ws && params && batch && mode && gemm && gemm->backend && loss);
+    ws->mode = NULL;  // no valid forward until this one completes
+    Status s = amp_check_backend(mode, gemm->backend);
+    if (!status_is_ok(s)) return s;
+    if (!status_is_ok(s = validate_batch(ws, batch))) return s;
+    const int B = batch->B, T = batch->T, N = B * T;
+    const int D = (int)ws->cfg.dim, Hd = (int)ws->cfg.hidden_dim, H = (int)ws->cfg.n_heads, L = (int)ws->cfg.n_labels;
+    const DType low = mode->low;
+    ws->B = B;
+    ws->T = T;
+    memcpy(ws->ids, batch->input_ids, (size_t)N * sizeof(int64_t));
+    memcpy(ws->labels, batch->labels, (size_t)B * sizeof(int32_t));
+    ws->has_mask = false;
+    if (batch->attention_mask)
+        for (int i = 0; i < N; i++) ws->has_mask |= batch->attention_mask[i] == 0;
+    if (ws->has_mask)
+        for (int i = 0; i < N; i++) ws->key_mask[i] = batch->attention_mask[i] ? 0.0f : -FLT_MAX;
+    const float* mask = ws->has_mask ? ws->key_mask : NULL;
+    ws_ctx(ws, gemm, low, NULL);
+    LayerCtx* c = &ws->ctx;
+    const float* p = params;
+
+    embedding_forward(ws->emb, ws->ids, p + ws->wte, p + ws->wpe, B, T, D, ws->cfg.vocab_size);
+    layernorm_forward(ws->h0, ws->emb_mean, ws->emb_rstd, ws->emb, p + ws->lne_w, p + ws->lne_b, N, D, LAYERNORM_EPS);
+    const float* x = ws->h0;  // (N, D)
+    for (size_t l = 0; l < (size_t)ws->cfg.n_layers; l++) {
+        LayerActs* a = &ws->la[l];
+        const LayerOffsets* o = &ws->lo[l];
+        AttentionParams ap = attention_params(ws, p, l);
+        if (!status_is_ok(s = attention_forward(c, a->r1, &a->att, x, &ap, mask, B, T, D, H))) return s;
+        add_rows(a->r1, x, (size_t)N * (size_t)D);  // r1 = ao + x
+        layernorm_forward(a->h1, a->mean1, a->rstd1, a->r1, p + o->ln1_w, p + o->ln1_b, N, D, LAYERNORM_EPS);
+        if (!status_is_ok(s = linear_forward(c, a->f1, a->h1, p + o->W1, p + o->b1, N, D, Hd))) return s;
+        gelu_forward(a->g, a->f1, (size_t)N * (size_t)Hd, low);
+        if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
+        add_rows(a->r2, a->h1, (size_t)N * (size_t)D);  // r2 = f2 + h1
+        layernorm_forward(a->h2, a->mean2, a->rstd2, a->r2, p + o->ln2_w, p + o->ln2_b, N, D, LAYERNORM_EPS);
+        x = a->h2;
+    }
+    ClassifierParams cp = classifier_params(ws, p);
+    if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
+    *loss = cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
+    if (logits) memcpy(logits, ws->logits, (size_t)B * (size_t)L * sizeof(float));
+    ws->mode = mode;
+    return status_ok();
+}
+
+Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale, Gemm* gemm, float* grads,
+                      AmpCounters* counters) {
+    CHECK(ws && params && gemm && gemm->backend && grads);
+    CHECK(ws->mode != NULL, "model_backward without a successful model_forward");
+    const PrecisionMode* mode = ws->mode;
+    Status s = amp_check_backend(mode, gemm->backend);
+    if (!status_is_ok(s)) return s;
+    const int B = ws->B, T = ws->T, N = B * T;
+    const int D = (int)ws->cfg.dim, Hd = (int)ws->cfg.hidden_dim, H = (int)ws->cfg.n_heads, L = (int)ws->cfg.n_labels;
+    const size_t nd = (size_t)N * (size_t)D, nh = (size_t)N * (size_t)Hd;
+    const DType low = mode->low;
+    const float* mask = ws->has_mask ? ws->key_mask : NULL;
+    ws_ctx(ws, gemm, low, counters);
+    LayerCtx* c = &ws->ctx;
+    const float* p = params;
+    float* g = grads;
+
+    // loss -> logits (fp32), then the cast back to the logits' low dtype
+    memset(ws->dlogits, 0, (size_t)B * (size_t)L * sizeof(float));
+    cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
+    amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);
+    memset(ws->dh, 0, nd * sizeof(float));
+    ClassifierParams cp = classifier_params(ws, p);
+    ClassifierGrads cg = {g + ws->Wpre, g + ws->bpre, g + ws->Wcls, g + ws->bcls};
+    s = classifier_backward(c, ws->dh, &cg, ws->dlogits, &ws->cls, &cp, ws->cls_work, B, T, D, L);
+    if (!status_is_ok(s)) return s;
+
+    for (size_t l = (size_t)ws->cfg.n_layers; l-- > 0;) {
+        LayerActs* a = &ws->la[l];
+        const LayerOffsets* o = &ws->lo[l];
+        const float* x = l ? ws->la[l - 1].h2 : ws->h0;  // the layer's input (N, D)
+        // output_layer_norm; r2 = f2 + h1
+        memset(ws->dr, 0, nd * sizeof(float));
+        layernorm_backward(ws->dr, g + o->ln2_w, g + o->ln2_b, ws->dh, a->r2, a->mean2, a->rstd2, p + o->ln2_w, N, D);
+        memcpy(ws->dh1, ws->dr, nd * sizeof(float));
+        memcpy(ws->dlow, ws->dr, nd * sizeof(float));
+        amp_round_act_grad(ws->dlow, nd, low, counters);
+        // ffn: lin2, gelu, lin1 (its input gradient adds into dh1)
+        memset(ws->dg, 0, nh * sizeof(float));
+        if (!status_is_ok(s = linear_backward(c, ws->dg, g + o->W2, g + o->b2, ws->dlow, a->g, p + o->W2, N, Hd, D)))
+            return s;
+        memset(ws->df1, 0, nh * sizeof(float));
+        gelu_backward(ws->df1, ws->dg, a->f1, nh, low);
+        if (!status_is_ok(s = linear_backward(c, ws->dh1, g + o->W1, g + o->b1, ws->df1, a->h1, p + o->W1, N, D, Hd)))
+            return s;
+        // sa_layer_norm; r1 = ao + x
+        memset(ws->dr, 0, nd * sizeof(float));
+        layernorm_backward(ws->dr, g + o->ln1_w, g + o->ln1_b, ws->dh1, a->r1, a->mean1, a->rstd1, p + o->ln1_w, N, D);
+        memcpy(ws->dh, ws->dr, nd * sizeof(float));  // the residual's fp32 share of dx
+        memcpy(ws->dlow, ws->dr, nd * sizeof(float));
+        amp_round_act_grad(ws->dlow, nd, low, counters);
+        AttentionParams ap = attention_params(ws, p, l);
+        AttentionGrads ag = {g + o->Wq, g + o->bq, g + o->Wk, g + o->bk, g + o->Wv, g + o->bv, g + o->Wo, g + o->bo};
+        s = attention_backward(c, ws->dh, &ag, ws->dlow, &a->att, x, &ap, mask, ws->att_work, B, T, D, H);
+        if (!status_is_ok(s)) return s;
+    }
+    memset(ws->dr, 0, nd * sizeof(float));
+    layernorm_backward(ws->dr, g + ws->lne_w, g + ws->lne_b, ws->dh, ws->emb, ws->emb_mean, ws->emb_rstd,
+                       p + ws->lne_w, N, D);
+    embedding_backward(g + ws->wte, g + ws->wpe, ws->dr, ws->ids, B, T, D, ws->cfg.vocab_size, MODEL_PAD_TOKEN_ID);
+    return status_ok();
+}
+
+const float* model_workspace_hidden_state(const ModelWorkspace* ws, int i) {
+    CHECK(ws->mode != NULL, "no forward has run");
+    CHECK(i >= 0 && i <= ws->cfg.n_layers, "hidden state %d of %lld", i, (long long)ws->cfg.n_layers + 1);
+    return i == 0 ? ws->h0 : ws->la[i - 1].h2;
+}
+
+const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer) {
+    CHECK(ws->mode != NULL, "no forward has run");
+    CHECK(layer >= 0 && layer < ws->cfg.n_layers, "layer %d of %lld", layer, (long long)ws->cfg.n_layers);
+    return ws->la[layer].att.p;
 }

@@ -3,11 +3,15 @@
 // into one contiguous fp32 buffer) and per-tensor optimizer state over that table.
 // Everything that touches parameters derives from the table: allocation, gradients, golden
 // loading, checkpoints, optimizer iteration and the memory report.
-// Not here (yet): forward/backward (the trainer adds them on this table), datasets, AMP.
+// Also here: the forward and backward pass over that table (ModelWorkspace, model_forward,
+// model_backward, model_zero_grad; layers in layers.h, precision modes in amp.h).
+// Not here: datasets (data.h), the optimizer loop and loss scaling policy (amp.h, train).
 #ifndef TRAINBENCH_MODEL_H
 #define TRAINBENCH_MODEL_H
 
+#include "amp.h"
 #include "common.h"
+#include "gemm.h"
 #include "optim.h"
 
 // Field names follow transformers' DistilBertConfig; config.json keys in the comments.
@@ -126,5 +130,59 @@ size_t model_optim_measured_bytes(const ModelOptim* mo);
 size_t model_optim_shared_bytes(const ModelOptim* mo);
 size_t model_optim_measured_elems(const ModelOptim* mo);  // per-tensor state elements only
 void model_optim_free(ModelOptim* mo);
+
+// ---- forward / backward (DistilBertForSequenceClassification, train mode with dropout 0) ----
+// The computation, op by op, with the rounding points of each precision mode, is written out
+// at the top of model.c; reference/MODEL_SEMANTICS.md records what torch/transformers compute.
+
+// DistilBertConfig.pad_token_id (default 0): the word embedding's padding_idx, whose row never
+// receives a gradient (nn.Embedding(padding_idx=0)). The presets and config.json files leave it
+// at the default (config.json's pad_token_id is accepted and ignored; a value other than 0 is
+// not modelled).
+#define MODEL_PAD_TOKEN_ID 0
+
+// One batch as the model reads it (views; data.h's Batch converts field by field).
+typedef struct {
+    const int64_t* input_ids;       // (B, T) in [0, vocab_size)
+    const int64_t* attention_mask;  // (B, T) 1 = real token, 0 = padding; NULL = all ones
+    const int32_t* labels;          // (B) in [0, n_labels)
+    int B, T;                       // 1 <= B <= the workspace's max_B, 1 <= T <= max_T
+} ModelBatch;
+
+// Every activation of one forward/backward for batches of up to max_B x max_T tokens, allocated
+// once (sizes from the config), plus the layers' GEMM scratch (grown on the first step, then
+// kept). Not thread-safe: one step at a time.
+typedef struct ModelWorkspace ModelWorkspace;
+
+// STATUS_INVALID when max_B < 1, max_T < 1 or max_T > max_position_embeddings.
+Status model_workspace_new(const ParamTable* table, int max_B, int max_T, ModelWorkspace** out);
+void model_workspace_free(ModelWorkspace* ws);  // NULL is fine
+// Bytes held: the activation arena plus the GEMM scratch currently allocated.
+size_t model_workspace_bytes(const ModelWorkspace* ws);
+
+// Forward pass and loss (mean cross-entropy over the batch, fp32). params: a table buffer
+// (param_table_alloc_buffer layout). logits (B, n_labels) receives the classifier's output as
+// fp32 (the low-dtype values in a mixed mode), or NULL. Errors: STATUS_UNSUPPORTED when the
+// backend cannot run the mode's dtype (e.g. onednn + fp16; amp_check_backend), STATUS_INVALID
+// for a batch outside the workspace, an id outside the vocabulary, a label outside
+// [0, n_labels) or a mask value other than 0/1. Saves what model_backward needs.
+Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* batch, const PrecisionMode* mode,
+                     Gemm* gemm, float* loss, float* logits);
+// Backward of the last model_forward (same params, same mode): d(loss * loss_scale) with
+// respect to every parameter, ACCUMULATED (+=) into grads (a table buffer: call
+// model_zero_grad first, once per step). loss_scale is 1, or the GradScaler's scale.
+// counters (may be NULL) are incremented at the rounding points (amp.h says what is counted).
+// gemm: an open backend (normally the one the forward used).
+Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale, Gemm* gemm, float* grads,
+                      AmpCounters* counters);
+// grads[0 .. alloc_numel) = 0
+void model_zero_grad(const ParamTable* table, float* grads);
+
+// Saved activations of the last successful model_forward (tests, inspection), as transformers'
+// output_hidden_states / output_attentions return them: hidden state i (B, T, D), i = 0 the
+// embeddings' LayerNorm output, i = l + 1 the output of layer l; layer l's attention
+// probabilities (B, n_heads, T, T) (fp32 with padding; low-dtype values without).
+const float* model_workspace_hidden_state(const ModelWorkspace* ws, int i);
+const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer);
 
 #endif

@@ -1,0 +1,167 @@
+// test_trajectory.c — 20 training steps of the tiny model against PyTorch's own trajectories
+// (reference/golden/model/train_<mode>.safetensors, made by reference/gen_model_goldens.py with
+// transformers' DistilBertForSequenceClassification, torch.optim.AdamW (for-loop) and, for
+// fp16, torch.amp.GradScaler("cpu")). Same initial weights, same 20 batches, the same
+// hyperparameters; our steps run through train_step() (the function `trainbench train` uses)
+// on the naive backend. Compared per step: loss, loss scale and skipped flag; and the final
+// parameters. A missing golden FAILS (it is not skipped).
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare.h"
+#include "safetensors.h"
+#include "train.h"
+
+typedef struct {
+    const char* mode;
+    // loss: |ours - torch| <= loss_atol. fp32: our forward differs from torch only in the
+    // summation order of reductions and GEMMs (a few fp32 ulp per activation); the loss
+    // (~0.69) moves by ~1e-7 (measured 6e-8): 1e-6. Low-dtype modes round activations to
+    // bf16/fp16 at the same points as torch (reference/MODEL_SEMANTICS.md); another fp32
+    // accumulation order can still flip one rounding by one low-dtype ulp. The logits are
+    // ~1e-2 at this init, so one flipped ulp moves a logit by <= 1e-2 * 2^-8 = 4e-5 and the
+    // loss by about half that: 1e-4 allows a few such flips (measured <= 7.5e-6).
+    double loss_atol;
+    // final params: |ours - torch| <= param_atol. AdamW's update is ~lr per element per step
+    // whatever the gradient's size, so where a gradient is ~0 a rounding difference can flip
+    // the update's direction: up to ~lr per step for that element. fp32 (measured 1.4e-6):
+    // 2e-5. Mixed modes (measured up to 9.1e-4, about one flipped step at lr 1e-3): 2 lr.
+    double param_atol;
+} ModeTol;
+
+static const ModeTol TOLS[] = {
+    {"fp32", 1e-6, 2e-5},
+    {"bf16", 1e-4, 2e-3},
+    {"fp16", 1e-4, 2e-3},
+    {"fp16-noscale", 1e-4, 2e-3},
+};
+
+static void run_case(const ModeTol* tol) {
+    char path[512];
+    snprintf(path, sizeof path, "reference/golden/model/train_%s.safetensors", tol->mode);
+    SafeTensors st;
+    Status s = st_read(path, &st);
+    if (!status_is_ok(s)) printf("FAIL %s (run `make goldens`)\n", s.msg);
+    assert_true(status_is_ok(s));
+    assert_string_equal(st_meta(&st, "mode"), tol->mode);
+
+    const ModelConfig* cfg = model_config_find("tiny");
+    ParamTable table;
+    assert_true(status_is_ok(param_table_build(cfg, &table)));
+    float* params = param_table_alloc_buffer(&table);
+    float* grads = param_table_alloc_buffer(&table);
+    for (size_t i = 0; i < table.n; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "param.%s", table.t[i].name);
+        const StTensor* t = st_find(&st, name);
+        assert_non_null(t);
+        assert_int_equal(t->numel, table.t[i].numel);
+        memcpy(params + table.t[i].offset, t->data, t->numel * sizeof(float));
+    }
+    const Optimizer* o = optim_find(st_meta(&st, "optimizer"));
+    assert_non_null(o);
+    json_t* hp = json_loads(st_meta(&st, "hparams"), 0, NULL);
+    OptimConfig ocfg;
+    assert_true(status_is_ok(optim_config_from_json(o, hp, &ocfg)));
+    json_decref(hp);
+    const PrecisionMode* mode = amp_mode_find(tol->mode);
+    assert_non_null(mode);
+    GradScalerConfig gcfg = grad_scaler_defaults();
+    json_t* gs = json_loads(st_meta(&st, "grad_scaler") ? st_meta(&st, "grad_scaler") : "null", JSON_DECODE_ANY, NULL);
+    if (json_is_object(gs)) {
+        gcfg.init_scale = json_number_value(json_object_get(gs, "init_scale"));
+        gcfg.growth_factor = json_number_value(json_object_get(gs, "growth_factor"));
+        gcfg.backoff_factor = json_number_value(json_object_get(gs, "backoff_factor"));
+        gcfg.growth_interval = json_integer_value(json_object_get(gs, "growth_interval"));
+    }
+    json_decref(gs);
+    gcfg.enabled = mode->loss_scaling;
+    GradScaler scaler;
+    grad_scaler_init(&scaler, &gcfg);
+    ModelOptim mo;
+    model_optim_init(&mo, &table, o, &ocfg, false);
+    Gemm gemm;
+    assert_true(status_is_ok(gemm_open(&gemm, gemm_find("naive"), 1)));
+
+    const StTensor* ids = st_find(&st, "input.input_ids");
+    const StTensor* mask = st_find(&st, "input.attention_mask");
+    const StTensor* labels = st_find(&st, "input.labels");
+    const StTensor* e_loss = st_find(&st, "expect.loss");
+    const StTensor* e_scale = st_find(&st, "expect.scale");
+    const StTensor* e_skip = st_find(&st, "expect.skipped");
+    assert_true(ids && mask && labels && e_loss && e_scale && e_skip);
+    const int S = (int)ids->shape[0], B = (int)ids->shape[1], T = (int)ids->shape[2];
+    ModelWorkspace* ws;
+    assert_true(status_is_ok(model_workspace_new(&table, B, T, &ws)));
+    int32_t* lab = malloc(sizeof(int32_t) * (size_t)B);
+    TrainStep ts = {&table, ws, &gemm, mode, &mo, &scaler, params, grads};
+    double max_loss_err = 0;
+    int skip_mismatch = 0, scale_mismatch = 0;
+    for (int k = 0; k < S; k++) {
+        for (int b = 0; b < B; b++) lab[b] = (int32_t)((const int64_t*)labels->data)[k * B + b];
+        ModelBatch mb = {(const int64_t*)ids->data + (size_t)k * B * T, (const int64_t*)mask->data + (size_t)k * B * T,
+                         lab, B, T};
+        TrainStepResult r;
+        assert_true(status_is_ok(train_step(&ts, &mb, &r)));
+        float want_loss = ((const float*)e_loss->data)[k], want_scale = ((const float*)e_scale->data)[k];
+        bool want_skip = ((const uint8_t*)e_skip->data)[k] != 0;
+        double err = fabs((double)r.loss - (double)want_loss);
+        if (err > max_loss_err) max_loss_err = err;
+        if (r.skipped != want_skip) skip_mismatch++;
+        if (r.scale != want_scale) scale_mismatch++;
+        printf("train/tiny/%s step %2d: loss %.7f torch %.7f |diff| %.2e  scale %g torch %g  skipped %d torch %d%s\n",
+               tol->mode, k + 1, r.loss, want_loss, err, (double)r.scale, (double)want_scale, r.skipped, want_skip,
+               (err > tol->loss_atol || r.skipped != want_skip || r.scale != want_scale) ? "  <-- FAIL" : "");
+    }
+    double max_param_err = 0;
+    size_t n_params = 0, n_exact = 0;
+    for (size_t i = 0; i < table.n; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "expect.final.param.%s", table.t[i].name);
+        const StTensor* t = st_find(&st, name);
+        assert_non_null(t);
+        CompareF32 c = compare_f32(params + table.t[i].offset, t->data, t->numel, tol->param_atol, 0);
+        if (c.max_abs > max_param_err) max_param_err = c.max_abs;
+        n_params += c.n;
+        n_exact += c.n_exact;
+    }
+    printf("train/tiny/%s: max |loss diff| %.3g (tol %.3g), skipped mismatches %d, scale mismatches %d, "
+           "final params max |diff| %.3g (tol %.3g), bit-exact %.1f%%\n",
+           tol->mode, max_loss_err, tol->loss_atol, skip_mismatch, scale_mismatch, max_param_err, tol->param_atol,
+           100.0 * (double)n_exact / (double)n_params);
+    assert_int_equal(skip_mismatch, 0);
+    assert_int_equal(scale_mismatch, 0);
+    assert_true(max_loss_err <= tol->loss_atol);
+    assert_true(max_param_err <= tol->param_atol);
+    free(lab);
+    model_workspace_free(ws);
+    gemm_close(&gemm);
+    model_optim_free(&mo);
+    free(params);
+    free(grads);
+    param_table_free(&table);
+    st_free(&st);
+}
+
+static void test_fp32(void** s) { (void)s; run_case(&TOLS[0]); }
+static void test_bf16(void** s) { (void)s; run_case(&TOLS[1]); }
+static void test_fp16_grad_scaler(void** s) { (void)s; run_case(&TOLS[2]); }
+static void test_fp16_noscale(void** s) { (void)s; run_case(&TOLS[3]); }
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fp32),
+        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_fp16_grad_scaler),
+        cmocka_unit_test(test_fp16_noscale),
+    };
+    return cmocka_run_group_tests_name("trajectory", tests, NULL, NULL);
+}
