@@ -61,7 +61,8 @@ typedef struct {
     bool skipped;
     AmpCounters counters;
     double step_time_s;
-    int64_t tokens;
+    int64_t tokens;         // positions processed: B x T (padding included, as tokens/s elsewhere)
+    int64_t real_tokens;    // positions with attention_mask 1
 } StepRecord;
 
 typedef struct {
@@ -135,6 +136,7 @@ static json_t* records_steps_json(const Records* r) {
         json_object_set_new(o, "act_grad_overflow", json_integer((json_int_t)s->counters.act_overflow));
         json_object_set_new(o, "step_time_s", json_real(s->step_time_s));
         json_object_set_new(o, "tokens", json_integer(s->tokens));
+        json_object_set_new(o, "real_tokens", json_integer(s->real_tokens));
         json_array_append_new(a, o);
     }
     return a;
@@ -175,6 +177,7 @@ static Status records_from_json(Records* r, json_t* steps, json_t* evals) {
         s.counters.act_overflow = (uint64_t)json_integer_value(json_object_get(o, "act_grad_overflow"));
         s.step_time_s = json_number_value(json_object_get(o, "step_time_s"));
         s.tokens = json_integer_value(json_object_get(o, "tokens"));
+        s.real_tokens = json_integer_value(json_object_get(o, "real_tokens"));
         records_add_step(r, &s);
     }
     json_array_foreach(evals, i, o) {
@@ -806,8 +809,9 @@ static int train_loop(Run* r) {
             r->stop_reason = "non-finite loss";
             return 1;
         }
+        rec.tokens = (int64_t)mb.B * mb.T;
         for (int b = 0; b < mb.B; b++)
-            for (int t = 0; t < mb.T; t++) rec.tokens += mb.attention_mask ? mb.attention_mask[b * mb.T + t] : 1;
+            for (int t = 0; t < mb.T; t++) rec.real_tokens += mb.attention_mask ? mb.attention_mask[b * mb.T + t] : 1;
         rec.step_time_s = now_seconds() - t0;
         records_add_step(&r->rec, &rec);
         r->step++;
