@@ -4,6 +4,7 @@
 #include "gemm.h"
 
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 // To add a backend: write src/gemm_<name>.c exporting `const GemmBackend gemm_backend_<name>`
@@ -191,4 +192,15 @@ void gemm_store_result(const GemmArgs* a, const float* acc /* (M, N) packed */) 
             dtype_from_f32_row(crow + j0 * es, a->c_dtype, tmp, n);
         }
     }
+}
+
+float* gemm_scratch_grow(float** buf, size_t* cap, size_t n) {
+    if (n > *cap) {
+        free(*buf);
+        size_t bytes;
+        CHECK(size_mul_ok(n, sizeof(float), &bytes));
+        *buf = xaligned_alloc(bytes);
+        *cap = n;
+    }
+    return *buf;
 }

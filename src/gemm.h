@@ -90,6 +90,9 @@ bool gemm_dtypes_valid(DType ab_dtype, DType c_dtype);
 // Helpers shared by backends that compute in fp32: widen a (rows, cols) matrix with leading
 // dimension ld into a packed fp32 (rows, cols) buffer, and store an fp32 result into C's dtype.
 void gemm_widen_matrix(float* dst, const void* src, DType dt, int rows, int cols, int ld);
+// Scratch that grows to the largest request and is then reused (no allocation per call):
+// returns *buf with room for n floats (64-byte aligned), reallocating only when n > *cap.
+float* gemm_scratch_grow(float** buf, size_t* cap, size_t n);
 // C = alpha*acc + beta*C, rounding to C's dtype once; beta == 0 does not read C.
 void gemm_store_result(const GemmArgs* a, const float* acc /* (M, N) packed */);
 

@@ -45,17 +45,6 @@ static void naive_free(void* ctx) {
     free(c);
 }
 
-static float* grow(float** buf, size_t* cap, size_t n) {
-    if (n > *cap) {
-        free(*buf);
-        size_t bytes;
-        CHECK(size_mul_ok(n, sizeof(float), &bytes));
-        *buf = xmalloc(bytes);
-        *cap = n;
-    }
-    return *buf;
-}
-
 static inline float load_f32(const void* src, DType dt, size_t idx) {
     switch (dt) {
         case DTYPE_F32: return ((const float*)src)[idx];
@@ -81,9 +70,9 @@ static void widen_op(float* dst, const void* src, DType dt, bool trans, int rows
 static Status naive_run(void* ctx, const GemmArgs* g) {
     NaiveCtx* c = ctx;
     const int M = g->M, N = g->N, K = g->K;
-    float* a = grow(&c->a, &c->a_cap, (size_t)M * (size_t)K);        // (M, K)
-    float* b = grow(&c->b, &c->b_cap, (size_t)K * (size_t)N);        // (K, N)
-    float* acc = grow(&c->acc, &c->acc_cap, (size_t)M * (size_t)N);  // (M, N)
+    float* a = gemm_scratch_grow(&c->a, &c->a_cap, (size_t)M * (size_t)K);        // (M, K)
+    float* b = gemm_scratch_grow(&c->b, &c->b_cap, (size_t)K * (size_t)N);        // (K, N)
+    float* acc = gemm_scratch_grow(&c->acc, &c->acc_cap, (size_t)M * (size_t)N);  // (M, N)
     widen_op(a, g->A, g->ab_dtype, g->trans_a, M, K, g->lda);
     widen_op(b, g->B, g->ab_dtype, g->trans_b, K, N, g->ldb);
 

@@ -118,18 +118,6 @@ static void openblas_free(void* ctx) {
     free(c);
 }
 
-// Scratch grows to the largest request and is then reused: no allocation per call.
-static float* grow(float** buf, size_t* cap, size_t n) {
-    if (n > *cap) {
-        free(*buf);
-        size_t bytes;
-        CHECK(size_mul_ok(n, sizeof(float), &bytes));
-        *buf = xaligned_alloc(bytes);
-        *cap = n;
-    }
-    return *buf;
-}
-
 // C (M, N) with leading dimension ldc := 0. With beta == 0 BLAS must not read C, and
 // OpenBLAS 0.3.21 does honour that here (checked on the Haswell, SkylakeX, Cooperlake and
 // Sandybridge cores), but individual kernels have multiplied C by zero in the past (OpenBLAS
@@ -150,7 +138,7 @@ static Status openblas_run(void* ctx, const GemmArgs* g) {
     // Where the fp32 result goes: straight into an f32 C (OpenBLAS applies alpha and beta),
     // or into scratch (alpha 1, beta 0) that gemm_store_result scales and rounds once.
     const bool direct = g->c_dtype == DTYPE_F32;
-    float* out = direct ? (float*)g->C : grow(&c->c, &c->c_cap, (size_t)M * (size_t)N);
+    float* out = direct ? (float*)g->C : gemm_scratch_grow(&c->c, &c->c_cap, (size_t)M * (size_t)N);
     const int ldo = direct ? g->ldc : N;
     const float alpha = direct ? g->alpha : 1.0f;
     const float beta = direct ? g->beta : 0.0f;
@@ -166,8 +154,8 @@ static Status openblas_run(void* ctx, const GemmArgs* g) {
         // Exact widening of the stored matrices (transposes stay with sgemm).
         const int a_rows = g->trans_a ? K : M, a_cols = g->trans_a ? M : K;  // stored A
         const int b_rows = g->trans_b ? N : K, b_cols = g->trans_b ? K : N;  // stored B
-        float* a = grow(&c->a, &c->a_cap, (size_t)a_rows * (size_t)a_cols);
-        float* b = grow(&c->b, &c->b_cap, (size_t)b_rows * (size_t)b_cols);
+        float* a = gemm_scratch_grow(&c->a, &c->a_cap, (size_t)a_rows * (size_t)a_cols);
+        float* b = gemm_scratch_grow(&c->b, &c->b_cap, (size_t)b_rows * (size_t)b_cols);
         gemm_widen_matrix(a, g->A, g->ab_dtype, a_rows, a_cols, g->lda);
         gemm_widen_matrix(b, g->B, g->ab_dtype, b_rows, b_cols, g->ldb);
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, a, a_cols, b, b_cols, beta, out,

@@ -18,9 +18,8 @@
 
 #include "gemm.h"
 #include "safetensors.h"
+#include "cli_harness.h"
 
-static char g_bin[4096];
-static char g_tmp[256];
 
 typedef struct {
     int exit_code;   // -1 if killed by a signal
@@ -165,15 +164,7 @@ static void test_inspect_valid_and_malformed(void** s) {
 
 int main(int argc, char** argv) {
     (void)argc;
-    char self[4096];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    snprintf(g_bin, sizeof g_bin, "%s/../trainbench", dirname(self));
-    if (access(g_bin, X_OK) != 0) {
-        fprintf(stderr, "test_cli: %s not built\n", g_bin);
-        return 1;
-    }
-    snprintf(g_tmp, sizeof g_tmp, "%s/trainbench-cli-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(g_tmp)) return 1;
+    if (cli_harness_setup(argv[0], "cli") != 0) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_command_lines),
         cmocka_unit_test(test_help_and_version),
@@ -181,8 +172,6 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_inspect_valid_and_malformed),
     };
     int rc = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "test_cli: could not remove %s\n", g_tmp);
+    cli_harness_cleanup("cli");
     return rc;
 }

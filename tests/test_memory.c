@@ -19,9 +19,8 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "cli_harness.h"
 
-static char g_bin[4096];
-static char g_tmp[256];
 
 // Builds the table, real buffers (HF init, a synthetic N(0, 1e-3) gradient), the state for
 // every tensor, and one real step; returns measured bytes and checks them against the estimate.
@@ -260,15 +259,7 @@ static void test_cli_bad_input_exits_2(void** s) {
 
 int main(int argc, char** argv) {
     (void)argc;
-    char self[4096];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    snprintf(g_bin, sizeof g_bin, "%s/../trainbench", dirname(self));
-    if (access(g_bin, X_OK) != 0) {
-        fprintf(stderr, "test_memory: %s not built\n", g_bin);
-        return 1;
-    }
-    snprintf(g_tmp, sizeof g_tmp, "%s/trainbench-memory-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(g_tmp)) return 1;
+    if (cli_harness_setup(argv[0], "memory") != 0) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_estimate_equals_measured_every_optimizer_and_preset),
         cmocka_unit_test(test_distilbert_base_cased_adamw_seed_figures),
@@ -277,8 +268,6 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_cli_bad_input_exits_2),
     };
     int rc = cmocka_run_group_tests_name("memory", tests, NULL, NULL);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "test_memory: could not remove %s\n", g_tmp);
+    cli_harness_cleanup("memory");
     return rc;
 }

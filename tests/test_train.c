@@ -22,9 +22,8 @@
 
 #include "optim.h"
 #include "safetensors.h"
+#include "cli_harness.h"
 
-static char g_bin[4096];
-static char g_tmp[256];
 
 static int run(const char* args, char* out, size_t out_len) {
     char cmd[8192];
@@ -234,15 +233,7 @@ static void test_bad_input(void** s) {
 
 int main(int argc, char** argv) {
     (void)argc;
-    char self[4096];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    snprintf(g_bin, sizeof g_bin, "%s/../trainbench", dirname(self));
-    if (access(g_bin, X_OK) != 0) {
-        fprintf(stderr, "test_train: %s not built\n", g_bin);
-        return 1;
-    }
-    snprintf(g_tmp, sizeof g_tmp, "%s/trainbench-train-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(g_tmp)) return 1;
+    if (cli_harness_setup(argv[0], "train") != 0) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_writes_complete_results),
         cmocka_unit_test(test_resume_is_bit_identical),
@@ -252,8 +243,6 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_bad_input),
     };
     int rc = cmocka_run_group_tests_name("train", tests, NULL, NULL);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "test_train: could not remove %s\n", g_tmp);
+    cli_harness_cleanup("train");
     return rc;
 }

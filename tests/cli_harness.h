@@ -1,0 +1,38 @@
+// cli_harness.h — shared by the tests that run the `trainbench` binary (test_cli, test_memory,
+// test_train): finds BUILD/trainbench next to the test binary (so the ASan build's tests run
+// the ASan binary), makes a private temp folder, and removes it at the end.
+#ifndef TRAINBENCH_CLI_HARNESS_H
+#define TRAINBENCH_CLI_HARNESS_H
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char g_bin[4096];  // path of the trainbench binary under test
+static char g_tmp[256];   // this test's temp folder
+
+// Returns 0, or prints why and returns 1 (binary not built, no temp folder).
+static int cli_harness_setup(const char* argv0, const char* test_name) {
+    char self[4096];
+    snprintf(self, sizeof self, "%s", argv0);
+    snprintf(g_bin, sizeof g_bin, "%s/../trainbench", dirname(self));
+    if (access(g_bin, X_OK) != 0) {
+        fprintf(stderr, "%s: %s not built\n", test_name, g_bin);
+        return 1;
+    }
+    snprintf(g_tmp, sizeof g_tmp, "%s/trainbench-%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", test_name);
+    if (!mkdtemp(g_tmp)) {
+        fprintf(stderr, "%s: cannot create a temp folder under %s\n", test_name, g_tmp);
+        return 1;
+    }
+    return 0;
+}
+
+static void cli_harness_cleanup(const char* test_name) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) fprintf(stderr, "%s: could not remove %s\n", test_name, g_tmp);
+}
+
+#endif
