@@ -3,9 +3,12 @@
 // every reference/golden/model/grads_*.safetensors: load its parameters and batch, run
 // model_forward/model_backward with the naive backend in the golden's precision mode, and compare
 // logits, loss, every hidden state and attention map, every parameter gradient and (mixed modes)
-// the underflow/overflow counters. Missing goldens FAIL (a golden test that passes without
-// goldens would be a defect); every precision mode of the registry must be covered.
-// Tolerances are derived beside `tolerance_for` below and printed with every comparison.
+// the underflow/overflow counters. Then every train_<mode>.safetensors is replayed at the model
+// level (model_forward/backward + GradScaler + adamw_torch, no train.c): per-step loss, loss
+// scale, skipped steps, counters, and the final parameters. Missing goldens FAIL (a golden test
+// that passes without goldens would be a defect); every precision mode of the registry must be
+// covered. Tolerances are derived beside `tolerance_for` and above `run_train_golden`, and the
+// measured errors are printed (TRAINBENCH_VERBOSE=1 prints every tensor and every step).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
