@@ -41,7 +41,7 @@ typedef struct {
 } GenParams;
 
 // Writes one example row (T ids and T mask values) of the given label, drawing from r.
-// scratch holds 4 * max_seg int64 values.
+// scratch holds 2 * max_seg int64 values.
 typedef void (*MakeExampleFn)(const GenParams* g, Rng* r, int label, int64_t* ids, int64_t* mask,
                               int64_t* scratch);
 
@@ -51,20 +51,6 @@ typedef struct {
     int64_t min_labels, max_labels;
     MakeExampleFn make;
 } DataTask;
-
-static int cmp_i64(const void* pa, const void* pb) {
-    int64_t a = *(const int64_t*)pa, b = *(const int64_t*)pb;
-    return (a > b) - (a < b);
-}
-
-// same multiset? (tmp holds 2L values)
-static bool same_multiset(const int64_t* a, const int64_t* b, int64_t L, int64_t* tmp) {
-    memcpy(tmp, a, (size_t)L * sizeof(int64_t));
-    memcpy(tmp + L, b, (size_t)L * sizeof(int64_t));
-    qsort(tmp, (size_t)L, sizeof(int64_t), cmp_i64);
-    qsort(tmp + L, (size_t)L, sizeof(int64_t), cmp_i64);
-    return memcmp(tmp, tmp + L, (size_t)L * sizeof(int64_t)) == 0;
-}
 
 static void shuffle_i64(Rng* r, int64_t* x, int64_t n) {
     for (int64_t i = n - 1; i > 0; i--) {
@@ -88,35 +74,23 @@ static void paraphrase_make(const GenParams* g, Rng* r, int label, int64_t* ids,
     const int64_t L = g->min_seg + (int64_t)rng_below(r, (uint32_t)(g->max_seg - g->min_seg + 1));
     int64_t* A = scratch;               // (L)
     int64_t* B = scratch + g->max_seg;  // (L)
-    int64_t* tmp = scratch + 2 * g->max_seg;  // (2L)
     for (int64_t i = 0; i < L; i++) A[i] = DATA_FIRST_CONTENT_ID + (int64_t)rng_below(r, C);
 
-    // classes: "same" is label K-1 (1 of 2, 2 of 3); "near" is label K-2; "disjoint" is 0 of 3
-    if (label == g->K - 1) {
-        memcpy(B, A, (size_t)L * sizeof(int64_t));
-        shuffle_i64(r, B, L);
-    } else if (label == g->K - 2) {
-        do {
-            memcpy(B, A, (size_t)L * sizeof(int64_t));
-            shuffle_i64(r, B, L);
-            const int64_t kmax = (g->K == 2 && getenv("KMAX_ALL")) ? L : (L >= 2 ? 2 : 1);
-            int64_t k = 1 + (int64_t)rng_below(r, (uint32_t)kmax);
-            // the first k positions of B (B is already a random permutation)
-            for (int64_t s = 0; s < k; s++) {
-                int64_t x = B[s];
-                int64_t y = DATA_FIRST_CONTENT_ID + (int64_t)rng_below(r, C - 1);  // != x
-                if (y >= x) y++;
-                B[s] = y;
-            }
-        } while (same_multiset(A, B, L, tmp));
-    } else {
-        CHECK(label == 0 && g->K == 3, "label %d of %" PRId64, label, g->K);
-        for (int64_t i = 0; i < L; i++) {
-            int64_t y;
-            do y = DATA_FIRST_CONTENT_ID + (int64_t)rng_below(r, C);
-            while (contains_i64(A, L, y));
-            B[i] = y;
-        }
+    // k positions of B (a random permutation of A) get tokens absent from A, so d = k:
+    // "same" (label K-1): k = 0; "not" (label 0 of 2): k uniform in 1..L;
+    // "near" (label 1 of 3): k uniform in 1..2; "disjoint" (label 0 of 3): k = L
+    int64_t k;
+    if (label == g->K - 1) k = 0;
+    else if (g->K == 2) k = 1 + (int64_t)rng_below(r, (uint32_t)L);
+    else if (label == 1) k = 1 + (int64_t)rng_below(r, 2);
+    else k = L;
+    memcpy(B, A, (size_t)L * sizeof(int64_t));
+    shuffle_i64(r, B, L);
+    for (int64_t s = 0; s < k; s++) {  // the first k slots of a random permutation are k
+        int64_t y;                     // random positions
+        do y = DATA_FIRST_CONTENT_ID + (int64_t)rng_below(r, C);
+        while (contains_i64(A, L, y));
+        B[s] = y;
     }
 
     const int64_t len = 2 * L + 3;
@@ -204,14 +178,14 @@ static Status resolve_config(const DataConfig* cfg, const DataTask** task_out, G
                            DATA_FIRST_CONTENT_ID + 2, (int64_t)MODEL_MAX_VOCAB, cfg->vocab_size);
     const int64_t T = cfg->seq_len, fit = (T - 3) / 2;
     int64_t max_seg = cfg->max_segment;
-    if (max_seg == 0) max_seg = fit < 16 ? fit : 16;
+    if (max_seg == 0) max_seg = fit < 8 ? fit : 8;
     if (max_seg < floor_seg || max_seg > fit)
         return status_make(STATUS_INVALID, "max_segment must be %" PRId64 "..%" PRId64 " (two "
                            "segments plus [CLS] and two [SEP] fit seq_len %" PRId64 "; got %"
                            PRId64 ")", floor_seg, fit, T, cfg->max_segment);
     int64_t min_seg = cfg->min_segment;
     if (min_seg == 0) {
-        min_seg = max_seg / 4 > 2 ? max_seg / 4 : 2;
+        min_seg = 2;
         if (min_seg < floor_seg) min_seg = floor_seg;
         if (min_seg > max_seg) min_seg = max_seg;
     }
@@ -219,10 +193,11 @@ static Status resolve_config(const DataConfig* cfg, const DataTask** task_out, G
         return status_make(STATUS_INVALID, "min_segment must be %" PRId64 "..%" PRId64
                            " (max_segment) for %" PRId64 " labels (got %" PRId64 ")", floor_seg,
                            max_seg, K, cfg->min_segment);
-    if (K == 3 && cfg->vocab_size - DATA_FIRST_CONTENT_ID < max_seg + 1)
-        return status_make(STATUS_INVALID, "vocab_size %" PRId64 " too small for 3 labels with "
-                           "max_segment %" PRId64 ": a disjoint segment needs vocab_size >= %"
-                           PRId64, cfg->vocab_size, max_seg, max_seg + 1 + DATA_FIRST_CONTENT_ID);
+    if (cfg->vocab_size - DATA_FIRST_CONTENT_ID < max_seg + 1)
+        return status_make(STATUS_INVALID, "vocab_size %" PRId64 " too small for max_segment %"
+                           PRId64 ": replacement tokens are drawn from content tokens absent "
+                           "from segment A, so vocab_size must be >= %" PRId64, cfg->vocab_size,
+                           max_seg, max_seg + 1 + DATA_FIRST_CONTENT_ID);
     size_t cells = 0;
     size_t n_max = (size_t)(cfg->n_train > cfg->n_eval ? cfg->n_train : cfg->n_eval);
     if (!size_mul_ok(n_max, (size_t)T, &cells) || !size_mul_ok(cells, sizeof(int64_t), &cells))
@@ -328,7 +303,7 @@ Status dataset_synthetic(const DataConfig* cfg, Dataset* out) {
     SplitData* tr = &out->split[SPLIT_TRAIN];
     #pragma omp parallel
     {
-        int64_t* scratch = xmalloc((size_t)(4 * g.max_seg) * sizeof(int64_t));
+        int64_t* scratch = xmalloc((size_t)(2 * g.max_seg) * sizeof(int64_t));
         #pragma omp for schedule(static)
         for (size_t i = 0; i < tr->n; i++) {
             tr->labels[i] = example_label(cfg->seed, SPLIT_TRAIN, i, g.K);
@@ -346,7 +321,7 @@ Status dataset_synthetic(const DataConfig* cfg, Dataset* out) {
         size_t first_failed = SIZE_MAX;
         #pragma omp parallel reduction(min : first_failed)
         {
-            int64_t* scratch = xmalloc((size_t)(4 * g.max_seg) * sizeof(int64_t));
+            int64_t* scratch = xmalloc((size_t)(2 * g.max_seg) * sizeof(int64_t));
             #pragma omp for schedule(static)
             for (size_t i = 0; i < ev->n; i++) {
                 ev->labels[i] = example_label(cfg->seed, SPLIT_EVAL, i, g.K);
