@@ -19,6 +19,7 @@ extern const Command cmd_info;
 extern const Command cmd_inspect;
 extern const Command cmd_train;
 extern const Command cmd_memory;
+extern const Command cmd_gate;
 
 // Flag helpers. Each returns false after printing "trainbench CMD: ..." and the usage hint;
 // the caller then returns 2.

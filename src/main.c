@@ -12,6 +12,7 @@ static const Command* const COMMANDS[] = {
     &cmd_inspect,
     &cmd_memory,
     &cmd_train,
+    &cmd_gate,
 };
 
 static void print_help(FILE* f) {

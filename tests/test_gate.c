@@ -1,0 +1,312 @@
+// test_gate.c — end-to-end tests of `trainbench gate` on constructed result folders (bench.json
+// in Google Benchmark's JSON format, with repetitions and aggregates, written into a temp dir):
+// identical runs pass, a 20% slowdown fails naming the benchmark, noisy equal distributions
+// pass, a 3% change passes under the 5% default, conformance failures and memory mismatches
+// fail, and unusable input (different benchmark sets, malformed JSON, bad flags) exits 2.
+// Runs the binary next to this test's build folder (BUILD/trainbench), like test_cli.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "cli_harness.h"
+
+typedef struct {
+    int exit_code;
+    char out[65536];
+} RunResult;
+
+static RunResult g_run;
+
+static void run_gate(RunResult* r, const char* args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s gate %s 2>&1", g_bin, args);
+    FILE* p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+    r->out[n] = 0;
+    int st = pclose(p);
+    r->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    printf("$ trainbench gate %s  -> exit %d\n", args, r->exit_code);
+}
+
+static void expect(const char* args, int code, const char* needle) {
+    run_gate(&g_run, args);
+    if (g_run.exit_code != code || (needle && !strstr(g_run.out, needle))) printf("output was:\n%s\n", g_run.out);
+    assert_int_equal(g_run.exit_code, code);
+    if (needle) assert_non_null(strstr(g_run.out, needle));
+}
+
+// Deterministic noise in [-1, 1): a small LCG seeded per folder, so "different draws" differ.
+static double noise(uint64_t* s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+typedef struct {
+    const char* name;
+    double time_ns;  // centre of the distribution
+    double scale;    // multiplies the times (1.2 = 20% slower)
+} Spec;
+
+#define REPS 10
+
+// Writes DIR/bench.json: per benchmark REPS iteration entries time*scale*(1 + amp*noise) in
+// "us" or "ns", then the mean/median/stddev aggregates the gate must ignore.
+static void write_bench(const char* dir, const Spec* specs, size_t n, double amp, uint64_t seed, const char* err_name) {
+    mkdir(dir, 0755);
+    json_t* arr = json_array();
+    for (size_t b = 0; b < n; b++) {
+        bool us = b % 2;  // mix units
+        for (int r = 0; r < REPS; r++) {
+            double t = specs[b].time_ns * specs[b].scale * (1.0 + amp * noise(&seed));
+            json_t* e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:s, s:f}", "name", specs[b].name, "run_name",
+                                  specs[b].name, "run_type", "iteration", "repetitions", REPS, "repetition_index", r,
+                                  "threads", 1, "real_time", us ? t / 1000 : t, "cpu_time", us ? t / 1000 : t,
+                                  "time_unit", us ? "us" : "ns", "GFLOP/s", 12.5);
+            if (err_name && !strcmp(err_name, specs[b].name)) {
+                json_object_set_new(e, "error_occurred", json_true());
+                json_object_set_new(e, "error_message", json_string("result differs from naive"));
+            }
+            json_array_append_new(arr, e);
+        }
+        static const char* const AGG[] = {"mean", "median", "stddev", "cv"};
+        for (int a = 0; a < 4; a++) {
+            char nm[256];
+            snprintf(nm, sizeof nm, "%s_%s", specs[b].name, AGG[a]);
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:f, s:f, s:s}", "name", nm, "run_name",
+                                                 specs[b].name, "run_type", "aggregate", "aggregate_name", AGG[a],
+                                                 "real_time", 1e9, "cpu_time", 1e9, "time_unit", "ns"));
+        }
+    }
+    json_t* root = json_pack("{s:{s:s, s:i}, s:o}", "context", "date", "2026-11-29T00:00:00+00:00", "num_cpus", 2,
+                             "benchmarks", arr);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bench.json", dir);
+    assert_int_equal(json_dump_file(root, path, JSON_INDENT(1)), 0);
+    json_decref(root);
+}
+
+static void write_text(const char* dir, const char* file, const char* text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static const Spec BASE[] = {
+    {"gemm/naive/f32/nn/64x64x64", 250000, 1.0},
+    {"optim/adamw_torch/10000", 8000, 1.0},
+    {"convert/bf16/1000000", 400000, 1.0},
+};
+
+static char g_base[512];
+
+// folder name under the temp dir
+static const char* dir_of(char* buf, size_t n, const char* leaf) {
+    snprintf(buf, n, "%s/%s", g_tmp, leaf);
+    return buf;
+}
+
+static void gate_args(char* args, size_t n, const char* cand, const char* extra) {
+    snprintf(args, n, "--baseline %s --candidate %s %s", g_base, cand, extra ? extra : "");
+}
+
+static int setup_base(void** s) {
+    (void)s;
+    dir_of(g_base, sizeof g_base, "base");
+    write_bench(g_base, BASE, 3, 0.01, 1, NULL);
+    return 0;
+}
+
+static void test_identical_runs_pass(void** s) {
+    (void)s;
+    char args[2048];
+    gate_args(args, sizeof args, g_base, NULL);
+    expect(args, 0, "PASS");
+    assert_non_null(strstr(g_run.out, "optim/adamw_torch/10000"));
+    assert_non_null(strstr(g_run.out, "no significant change"));
+    gate_args(args, sizeof args, g_base, "--json");
+    expect(args, 0, NULL);
+    json_error_t err;
+    json_t* root = json_loads(g_run.out, 0, &err);
+    if (!root) printf("not JSON: %s\n%s\n", err.text, g_run.out);
+    assert_non_null(root);
+    assert_string_equal(json_string_value(json_object_get(root, "result")), "PASS");
+    json_t* b = json_object_get(root, "benchmarks");
+    assert_int_equal(json_array_size(b), 3);
+    json_t* row = json_array_get(b, 1);
+    assert_string_equal(json_string_value(json_object_get(row, "name")), "optim/adamw_torch/10000");
+    assert_int_equal(json_integer_value(json_object_get(row, "candidate_repetitions")), REPS);  // aggregates ignored
+    assert_true(json_real_value(json_object_get(row, "p")) == 1.0);
+    json_decref(root);
+}
+
+static void test_20pct_slowdown_fails_naming_it(void** s) {
+    (void)s;
+    char dir[512], args[2048];
+    Spec c[3];
+    memcpy(c, BASE, sizeof c);
+    c[1].scale = 1.2;
+    write_bench(dir_of(dir, sizeof dir, "slow"), c, 3, 0.01, 2, NULL);
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 1, "FAIL");
+    assert_non_null(strstr(g_run.out, "regression in optim/adamw_torch/10000"));
+    assert_null(strstr(g_run.out, "regression in gemm"));
+    assert_null(strstr(g_run.out, "regression in convert"));
+    gate_args(args, sizeof args, dir, "--json");
+    expect(args, 1, "\"REGRESSION\"");
+}
+
+static void test_noisy_equal_distributions_pass(void** s) {
+    (void)s;
+    char dir[512], args[2048];
+    write_bench(dir_of(dir, sizeof dir, "noisy"), BASE, 3, 0.01, 12345, NULL);  // same distribution, new draws
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 0, "PASS");
+}
+
+static void test_3pct_change_passes_under_default(void** s) {
+    (void)s;
+    char dir[512], args[2048];
+    Spec c[3];
+    memcpy(c, BASE, sizeof c);
+    c[0].scale = 1.03;
+    write_bench(dir_of(dir, sizeof dir, "three"), c, 3, 0.002, 7, NULL);  // small noise: significant
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 0, "change below min effect");
+    assert_non_null(strstr(g_run.out, "PASS"));
+    gate_args(args, sizeof args, dir, "--min-effect 0.01");  // a stricter gate catches it
+    expect(args, 1, "regression in gemm/naive/f32/nn/64x64x64");
+    gate_args(args, sizeof args, dir, "--min-effect=0.01 --alpha=1e-9");  // but not at an impossible alpha
+    expect(args, 0, "PASS");
+}
+
+static void test_failed_candidate_benchmark_fails(void** s) {
+    (void)s;
+    char dir[512], args[2048];
+    write_bench(dir_of(dir, sizeof dir, "err"), BASE, 3, 0.01, 3, "convert/bf16/1000000");
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 1, "convert/bf16/1000000 failed in the candidate: result differs from naive");
+}
+
+static void test_conformance_failure_fails(void** s) {
+    (void)s;
+    char dir[512], args[2048];
+    write_bench(dir_of(dir, sizeof dir, "conf"), BASE, 3, 0.01, 4, NULL);
+    write_text(dir, "conform.json",
+               "{\"cases\": [{\"id\": \"optim/adamw_torch/step1\", \"ok\": true, \"detail\": \"\"},"
+               " {\"id\": \"optim/adafactor/block_boundary\", \"ok\": false, \"detail\": \"max rel err 3e-3 > tol\"}]}");
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 1, "conformance case optim/adafactor/block_boundary failed: max rel err 3e-3 > tol");
+    write_text(dir, "conform.json", "{\"cases\": [{\"id\": \"a\", \"ok\": true}]}");
+    expect(args, 0, "1 conformance cases, none failed");
+    write_text(dir, "conform.json", "{\"failures\": 2}");
+    expect(args, 1, "2 failures reported");
+    write_text(dir, "conform.json", "{\"cases\": [{\"ok\": true}]}");
+    expect(args, 2, "needs \"id\"");
+}
+
+static void test_memory_mismatch_fails(void** s) {
+    (void)s;
+    char dir[512], args[2048], cmd[8192];
+    write_bench(dir_of(dir, sizeof dir, "mem"), BASE, 3, 0.01, 5, NULL);
+    // the real `trainbench memory --json` output passes ...
+    snprintf(cmd, sizeof cmd, "%s memory --json --model tiny > %s/memory.json 2>/dev/null", g_bin, dir);
+    assert_int_equal(system(cmd), 0);
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 0, "memory rows, estimate == measured");
+    // ... and one row changed fails, naming it
+    write_text(dir, "memory.json",
+               "{\"model\": \"tiny\", \"optimizers\": ["
+               "{\"optimizer\": \"adamw_torch\", \"variant\": \"default\", \"estimate_bytes\": 170928, \"measured_bytes\": 170928},"
+               "{\"optimizer\": \"adafactor\", \"variant\": \"default\", \"estimate_bytes\": 7984, \"measured_bytes\": 8000}]}");
+    expect(args, 1, "memory tiny adafactor/default: estimate 7984 != measured 8000 bytes");
+}
+
+static void test_unusable_input_exits_2(void** s) {
+    (void)s;
+    char dir[512], args[2048];
+    // different benchmark sets: name the one missing
+    write_bench(dir_of(dir, sizeof dir, "fewer"), BASE, 2, 0.01, 6, NULL);
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 2, "only in baseline");
+    assert_non_null(strstr(g_run.out, "convert/bf16/1000000"));
+    // malformed JSON: file and jansson's message
+    dir_of(dir, sizeof dir, "broken");
+    mkdir(dir, 0755);
+    write_text(dir, "bench.json", "{\"benchmarks\": [ {\"name\": \"x\", ");
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 2, "bench.json: malformed JSON");
+    write_text(dir, "bench.json", "{\"context\": {}}");
+    expect(args, 2, "no \"benchmarks\" array");
+    write_text(dir, "bench.json", "{\"benchmarks\": [{\"name\": \"x\", \"real_time\": 1, \"time_unit\": \"fortnight\"}]}");
+    expect(args, 2, "\"time_unit\" must be one of ns, us, ms, s");
+    // missing folder / bench.json
+    gate_args(args, sizeof args, "/nonexistent/trainbench-dir", NULL);
+    expect(args, 2, "does not exist");
+    dir_of(dir, sizeof dir, "empty");
+    mkdir(dir, 0755);
+    gate_args(args, sizeof args, dir, NULL);
+    expect(args, 2, "bench.json: missing");
+    // flags
+    gate_args(args, sizeof args, g_base, "--alpha 0");
+    expect(args, 2, "--alpha must be in (0, 1)");
+    gate_args(args, sizeof args, g_base, "--alpha 1.5");
+    expect(args, 2, "--alpha must be in (0, 1)");
+    gate_args(args, sizeof args, g_base, "--alpha abc");
+    expect(args, 2, "--alpha must be a finite number");
+    gate_args(args, sizeof args, g_base, "--min-effect -0.1");
+    expect(args, 2, "--min-effect must be a number >= 0");
+    gate_args(args, sizeof args, g_base, "--bogus");
+    expect(args, 2, "unknown option '--bogus'");
+    expect("--baseline x", 2, "missing --candidate DIR");
+    expect("", 2, "missing --baseline DIR");
+}
+
+static void test_too_few_repetitions_not_gated(void** s) {
+    (void)s;
+    char dir[512], args[2048];
+    dir_of(dir, sizeof dir, "one");
+    mkdir(dir, 0755);
+    write_text(dir, "bench.json",
+               "{\"benchmarks\": [{\"name\": \"a\", \"run_type\": \"iteration\", \"real_time\": 5, \"time_unit\": \"ms\"}]}");
+    char dir2[512];
+    dir_of(dir2, sizeof dir2, "one_slow");
+    mkdir(dir2, 0755);
+    write_text(dir2, "bench.json",
+               "{\"benchmarks\": [{\"name\": \"a\", \"run_type\": \"iteration\", \"real_time\": 9, \"time_unit\": \"ms\"}]}");
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", dir, dir2);
+    expect(args, 0, "too few repetitions");
+}
+
+int main(int argc, char** argv) {
+    (void)argc;
+    if (cli_harness_setup(argv[0], "gate") != 0) return 1;
+    setup_base(NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_identical_runs_pass),
+        cmocka_unit_test(test_20pct_slowdown_fails_naming_it),
+        cmocka_unit_test(test_noisy_equal_distributions_pass),
+        cmocka_unit_test(test_3pct_change_passes_under_default),
+        cmocka_unit_test(test_failed_candidate_benchmark_fails),
+        cmocka_unit_test(test_conformance_failure_fails),
+        cmocka_unit_test(test_memory_mismatch_fails),
+        cmocka_unit_test(test_unusable_input_exits_2),
+        cmocka_unit_test(test_too_few_repetitions_not_gated),
+    };
+    int rc = cmocka_run_group_tests_name("gate", tests, NULL, NULL);
+    cli_harness_cleanup("gate");
+    return rc;
+}
