@@ -35,7 +35,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit goldens clean
+.PHONY: all deps test test-unit goldens clean bench bench-build gate
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -63,7 +63,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainbench.a
 # test: install deps, build, run every test binary normally and under ASan+UBSan;
 # ends with one line "tests: N passed, N failed"
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all bench-build
 	@$(MAKE) --no-print-directory all BUILD=build/asan OPT=-O1 \
 	    SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 	@sh tests/run_tests.sh $(BUILD) build/asan
@@ -84,8 +84,50 @@ goldens:
 	$(VENV)/bin/python reference/check_optim_semantics.py --sqrt torch
 	$(VENV)/bin/python reference/gen_model_goldens.py --out reference/golden
 
+# bench: build and run the Google Benchmark binary (bench/, README "Benchmarks"): roofline
+# probes, convert/, gemm/, optim/ with repetitions; JSON (tools/compare.py of
+# libbenchmark-tools reads it) to $(BENCH_OUT), console table to stdout. FULL=1: large matrix.
+# `make test` never runs it; `make bench-build` only builds $(BENCH_BIN).
+BENCH_OUT   ?= $(BUILD)/bench.json
+BENCH_ARGS  ?= --benchmark_min_time=0.05 --benchmark_repetitions=3
+BENCH_BIN    = $(BUILD)/bench/trainbench-bench
+BENCH_SRCS   = $(wildcard bench/*.c)
+BENCH_OBJS   = $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/obj/%.o) $(BUILD)/bench/obj/gbench_shim.o
+BENCH_LIBS   = -lbenchmark -lpthread
+CXXFLAGS_BENCH = -std=c++17 -O2 -g -Wall -Wextra -Ibench -MMD -MP $(CXXFLAGS)
+
+bench: deps bench-build
+	@mkdir -p $(dir $(BENCH_OUT))
+	$(BENCH_BIN) $(BENCH_ARGS) --benchmark_out=$(BENCH_OUT).tmp --benchmark_out_format=json
+	@mv $(BENCH_OUT).tmp $(BENCH_OUT) && echo "bench: wrote $(BENCH_OUT)"
+
+bench-build: deps
+	@echo '#include <benchmark/benchmark.h>' | $(CXX) -x c++ -fsyntax-only - 2>/dev/null || { \
+	  echo "trainbench: Google Benchmark is missing; install it with:" >&2; \
+	  echo "  apt-get install libbenchmark-dev   (and libbenchmark-tools for compare.py)" >&2; exit 2; }
+	@$(MAKE) --no-print-directory $(BENCH_BIN)
+
+$(BUILD)/bench/obj/%.o: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Ibench -c $< -o $@
+
+$(BUILD)/bench/obj/gbench_shim.o: bench/gbench_shim.cc bench/gbench_shim.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_BENCH) -c $< -o $@
+
+$(BENCH_BIN): $(BENCH_OBJS) $(BUILD)/libtrainbench.a
+	$(CXX) $(LDFLAGS_ALL) $(BENCH_OBJS) $(BUILD)/libtrainbench.a $(BENCH_LIBS) $(LIBS) -o $@
+
+# gate: compare a candidate result folder with a baseline (README "trainbench gate");
+# exit 1 on a regression, conformance failure or memory mismatch, 2 on unusable input
+gate: all
+	@test -n "$(BASELINE)" && test -n "$(CANDIDATE)" || { \
+	  echo "usage: make gate BASELINE=DIR CANDIDATE=DIR  (folders holding bench.json)" >&2; exit 2; }
+	$(BUILD)/trainbench gate --baseline $(BASELINE) --candidate $(CANDIDATE)
+
 # clean: remove everything the build made (results/ is never touched)
 clean:
 	rm -rf build $(BUILD)
 
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/bench/obj/*.d)

@@ -1,0 +1,47 @@
+// bench.h — what the benchmark files (bench_*.c) share: registration entry points, the
+// roofline values measured in this process, and small helpers. Benchmark ids follow DESIGN.md:
+//   roofline/<probe>, convert/<dtype>/<n>, gemm/<backend>/<dtype>/<ta><tb>/<M>x<N>x<K>,
+//   optim/<name>/<n>.
+// Every benchmark checks its result once (first run) before it is timed; a failing check is
+// reported with bench_skip_with_error("failed: ...") and an unsupported combination with
+// "unsupported: <reason>", never timed and never silently replaced by another path.
+// Not here: the Google Benchmark C++ (gbench_shim.cc), result folders and reports.
+#ifndef TRAINBENCH_BENCH_H
+#define TRAINBENCH_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gbench_shim.h"
+
+// Set from the environment by bench_main.c: FULL=1 registers the large matrix (1e8 params,
+// more GEMM shapes).
+extern bool bench_full;
+
+// ---- roofline probes (bench_roofline.c) ----
+typedef enum {
+    ROOF_FMA_F32 = 0,  // peak fp32 FMA rate, FLOP/s (2 flops per FMA lane), all OpenMP threads
+    ROOF_DOT_BF16,     // peak bf16 dot-product rate (vdpbf16ps), FLOP/s; 0 without avx512_bf16
+    ROOF_TRIAD,        // STREAM triad bandwidth, bytes/s (3 x 4 bytes per element moved)
+    ROOF_COUNT
+} Roofline;
+// The best value measured so far in this process; if its benchmark has not run yet (e.g.
+// filtered out with --benchmark_filter), a short probe measures it first. 0 = unsupported.
+double roofline_get(Roofline r);
+const char* roofline_name(Roofline r);  // "fma_f32", "dot_bf16", "triad"
+void bench_register_roofline(void);
+
+void bench_register_convert(void);
+void bench_register_gemm(void);
+void bench_register_optim(void);
+void bench_register_train(void);
+
+// Seconds from a monotonic clock.
+double bench_now(void);
+// Registers fn under a printf-formatted name.
+void bench_registerf(BenchFn fn, void* arg, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+// "failed: <msg>" / "unsupported: <msg>" error reports (formatted).
+void bench_fail(BenchState* st, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void bench_unsupported(BenchState* st, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,151 @@
+// bench_train.c — train_step/<model>/<backend>/<precision>/<optim>: one full training step
+// (train.h train_step: zero_grad, forward, backward of loss*scale, GradScaler, optimizer) on a
+// model preset with synthetic tokens: tiny at batch 8 x seq 32 and small at 8 x 128, for every
+// backend x precision mode, with adamw_torch. Counter: tokens/s (B*T per step).
+// Checked once before timing: the first step's loss must be finite and agree with the naive
+// backend's first step from the same parameters and batch within a sanity bound (1e-4
+// relative for fp32, 2e-2 for 16-bit modes: different GEMM summation orders, rounded to
+// 8- or 11-bit mantissas; the conformance tests, not this, pin the numerics).
+// amp_check_backend() says no (onednn + fp16) -> "unsupported: <reason>".
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "rng.h"
+#include "train.h"
+
+typedef struct {
+    const char* model;
+    const GemmBackend* backend;
+    const PrecisionMode* mode;
+    const Optimizer* optim;
+    int B, T;
+    bool checked, ok;
+    char why[384];
+} TrainCase;
+
+// Everything one step needs; built fresh per run (deterministic: same seed, same values).
+typedef struct {
+    ParamTable table;
+    ModelWorkspace* ws;
+    Gemm gemm;
+    ModelOptim mo;
+    GradScaler scaler;
+    float *params, *grads;
+    int64_t* ids;     // (B, T)
+    int32_t* labels;  // (B)
+    ModelBatch batch;
+    TrainStep ts;
+} Trainer;
+
+static Status trainer_open(Trainer* t, const TrainCase* c, const GemmBackend* backend) {
+    memset(t, 0, sizeof *t);
+    const ModelConfig* mc = model_config_find(c->model);
+    if (!mc) return status_make(STATUS_INVALID, "no model preset %s", c->model);
+    Status s = param_table_build(mc, &t->table);
+    if (!status_is_ok(s)) return s;
+    t->params = param_table_alloc_buffer(&t->table);
+    t->grads = param_table_alloc_buffer(&t->table);
+    param_table_init_weights(&t->table, t->params, 1234, 0.02f);
+    s = model_workspace_new(&t->table, c->B, c->T, &t->ws);
+    if (!status_is_ok(s)) return s;
+    s = gemm_open(&t->gemm, backend, 0);
+    if (!status_is_ok(s)) return s;
+    OptimConfig ocfg;
+    optim_defaults(c->optim, &ocfg);
+    model_optim_init(&t->mo, &t->table, c->optim, &ocfg, false);
+    GradScalerConfig gcfg = grad_scaler_defaults();
+    gcfg.enabled = c->mode->loss_scaling;
+    grad_scaler_init(&t->scaler, &gcfg);
+    const size_t n = (size_t)c->B * c->T;
+    t->ids = xmalloc(n * sizeof(int64_t));
+    t->labels = xmalloc((size_t)c->B * sizeof(int32_t));
+    Rng r;
+    rng_init(&r, 0x7EA1ull, 0);
+    for (size_t i = 0; i < n; i++) t->ids[i] = 1 + rng_below(&r, (uint32_t)(mc->vocab_size - 1));
+    for (int b = 0; b < c->B; b++) t->labels[b] = (int32_t)rng_below(&r, (uint32_t)mc->n_labels);
+    t->batch = (ModelBatch){.input_ids = t->ids, .attention_mask = NULL, .labels = t->labels, .B = c->B, .T = c->T};
+    t->ts = (TrainStep){.table = &t->table, .ws = t->ws, .gemm = &t->gemm, .mode = c->mode, .mo = &t->mo,
+                        .scaler = &t->scaler, .params = t->params, .grads = t->grads};
+    return status_ok();
+}
+
+static void trainer_close(Trainer* t) {
+    if (t->mo.states) model_optim_free(&t->mo);
+    if (t->gemm.backend) gemm_close(&t->gemm);
+    model_workspace_free(t->ws);
+    free(t->params);
+    free(t->grads);
+    free(t->ids);
+    free(t->labels);
+    param_table_free(&t->table);
+}
+
+static bool train_check(const TrainCase* c, float loss, char* why, size_t len) {
+    if (!isfinite(loss)) {
+        snprintf(why, len, "first step loss %g", (double)loss);
+        return false;
+    }
+    Trainer ref;
+    Status s = trainer_open(&ref, c, &gemm_backend_naive);
+    TrainStepResult res;
+    if (status_is_ok(s)) s = train_step(&ref.ts, &ref.batch, &res);
+    trainer_close(&ref);
+    if (!status_is_ok(s)) {
+        snprintf(why, len, "naive reference step: %.300s", s.msg);
+        return false;
+    }
+    const double rtol = c->mode->low == DTYPE_F32 ? 1e-4 : 2e-2;
+    if (!(fabs((double)loss - res.loss) <= rtol * fabs(res.loss))) {
+        snprintf(why, len, "first step loss %.9g, naive %.9g (rtol %g)", (double)loss, (double)res.loss, rtol);
+        return false;
+    }
+    return true;
+}
+
+static void bm_train(BenchState* st, void* arg) {
+    TrainCase* c = arg;
+    Status s = amp_check_backend(c->mode, c->backend);
+    if (!status_is_ok(s)) {
+        bench_unsupported(st, "%s", s.msg);
+        return;
+    }
+    Trainer t;
+    s = trainer_open(&t, c, c->backend);
+    TrainStepResult res = {0};
+    if (status_is_ok(s)) s = train_step(&t.ts, &t.batch, &res);  // warm-up and the checked step
+    if (!status_is_ok(s)) {
+        if (s.code == STATUS_UNSUPPORTED) bench_unsupported(st, "%s", s.msg);
+        else bench_fail(st, "%s", s.msg);
+        trainer_close(&t);
+        return;
+    }
+    if (!c->checked) {
+        c->ok = train_check(c, res.loss, c->why, sizeof c->why);
+        c->checked = true;
+    }
+    if (!c->ok) {
+        bench_fail(st, "%s", c->why);
+    } else {
+        while (bench_keep_running(st)) train_step(&t.ts, &t.batch, &res);
+        bench_counter(st, "tokens/s", (double)c->B * c->T * (double)bench_iterations(st), BENCH_RATE);
+    }
+    trainer_close(&t);
+}
+
+static void add(const char* model, int B, int T) {
+    for (size_t b = 0; b < gemm_backend_count(); b++)
+        for (size_t m = 0; m < amp_mode_count(); m++) {
+            TrainCase* c = xcalloc(1, sizeof *c);  // lives until exit (registered)
+            *c = (TrainCase){.model = model, .backend = gemm_backend_at(b), .mode = amp_mode_at(m),
+                             .optim = &optim_adamw_torch, .B = B, .T = T};
+            bench_registerf(bm_train, c, "train_step/%s/%s/%s/%s", model, c->backend->name, c->mode->name,
+                            c->optim->name);
+        }
+}
+
+void bench_register_train(void) {
+    add("tiny", 8, 32);
+    add("small", 8, 128);
+}
