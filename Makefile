@@ -30,12 +30,16 @@ else
   CFLAGS_ALL += -DTRAINBENCH_NO_OPENBLAS
 endif
 
+# record.c stores the flags it was compiled with in machine.json (`trainbench record`)
+RECORD_CFLAGS := $(subst ',,$(subst ",,$(CFLAGS_ALL)))
+$(BUILD)/obj/record.o: CFLAGS_ALL += '-DTRAINBENCH_CFLAGS="$(RECORD_CFLAGS)"'
+
 LIB_SRCS  = $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit goldens clean bench bench-build gate
+.PHONY: all deps test test-unit goldens clean bench bench-build gate run
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -124,6 +128,71 @@ gate: all
 	@test -n "$(BASELINE)" && test -n "$(CANDIDATE)" || { \
 	  echo "usage: make gate BASELINE=DIR CANDIDATE=DIR  (folders holding bench.json)" >&2; exit 2; }
 	$(BUILD)/trainbench gate --baseline $(BASELINE) --candidate $(CANDIDATE)
+
+# run: the main job (README "The two commands"). deps + build, then one new result folder
+# $(RESULTS)/<machine-id>/<run-id>/ from `trainbench record` (machine.json) holding:
+#   conform.log + conform.json  test_optim, test_model_golden, test_trajectory (one case each)
+#   memory.json                 `trainbench memory --json --optim all` (distilbert-base-cased)
+#   bench.json                  `make bench` with $(RUN_BENCH_ARGS) (5 repetitions: enough for
+#                               the gate's Mann-Whitney U to reach p < 0.01)
+#   train/<precision>-<optim>/  (+ .log) tiny preset, $(RUN_STEPS) steps, lr 3e-4: fp32/bf16 (onednn),
+#                               fp16/fp16-noscale (openblas) x adamw_torch/adafactor
+#   REPORT.md ...               `trainbench report` of the folder, once that command exists
+# Prints one line per phase with elapsed seconds; about 4 minutes on 2 cores. FULL=1: the bench
+# binary's large matrix, no filter, more steps (much longer). Exits 1 if any phase failed (all
+# phases still run). RUN_LABEL=TEXT is stored in machine.json.
+RESULTS   ?= results
+RUN_LABEL ?=
+ifeq ($(filter-out 0,$(FULL)),)
+RUN_STEPS ?= 300
+RUN_BENCH_ARGS ?= --benchmark_min_time=0.1 --benchmark_repetitions=5
+else
+RUN_STEPS ?= 1000
+RUN_BENCH_ARGS ?= --benchmark_min_time=0.1 --benchmark_repetitions=10
+endif
+RUN_CONFORM = test_optim test_model_golden test_trajectory
+RUN_TRAIN   = fp32:onednn bf16:onednn fp16:openblas fp16-noscale:openblas
+RUN_OPTIMS  = adamw_torch adafactor
+
+run: deps
+	@t0=$$(date +%s); tp=$$t0; fail=""; \
+	phase() { now=$$(date +%s); echo "run [$$((now - t0))s] $$*  (previous phase $$((now - tp))s)"; tp=$$now; }; \
+	phase "build (all + bench-build)"; \
+	$(MAKE) --no-print-directory all bench-build || exit 1; \
+	phase "record"; \
+	dir=$$($(BUILD)/trainbench record --results '$(RESULTS)' --label '$(RUN_LABEL)') || exit 1; \
+	echo "run: result folder $$dir"; \
+	phase "conformance ($(RUN_CONFORM))"; \
+	: > "$$dir/conform.log.tmp"; cases=""; \
+	for t in $(RUN_CONFORM); do \
+	  log=$$(mktemp); $(BUILD)/tests/$$t > "$$log" 2>&1; rc=$$?; cat "$$log" >> "$$dir/conform.log.tmp"; \
+	  np=$$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$$log" | head -1); \
+	  nf=$$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s).*/\1/p' "$$log" | head -1); rm -f "$$log"; \
+	  if [ $$rc -eq 0 ]; then ok=true; else ok=false; fail="$$fail conformance:$$t"; fi; \
+	  echo "run:   $$t exit $$rc (passed $${np:-0}, failed $${nf:-0})"; \
+	  cases="$$cases$${cases:+,}{\"id\": \"$$t\", \"ok\": $$ok, \"detail\": \"exit status $$rc; cmocka: $${np:-0} passed, $${nf:-0} failed\"}"; \
+	done; \
+	mv "$$dir/conform.log.tmp" "$$dir/conform.log"; \
+	printf '{"cases": [%s]}\n' "$$cases" > "$$dir/conform.json.tmp" && mv "$$dir/conform.json.tmp" "$$dir/conform.json"; \
+	phase "memory"; \
+	if $(BUILD)/trainbench memory --json --optim all > "$$dir/memory.json.tmp"; then mv "$$dir/memory.json.tmp" "$$dir/memory.json"; \
+	else rm -f "$$dir/memory.json.tmp"; fail="$$fail memory"; fi; \
+	phase "benchmarks (make bench)"; \
+	$(MAKE) --no-print-directory bench BENCH_OUT="$$dir/bench.json" BENCH_ARGS="$(RUN_BENCH_ARGS)" > "$$dir/bench.log" 2>&1 \
+	  || { fail="$$fail bench"; tail -5 "$$dir/bench.log"; }; \
+	mkdir -p "$$dir/train"; \
+	for pb in $(RUN_TRAIN); do for o in $(RUN_OPTIMS); do \
+	  p=$${pb%%:*}; b=$${pb#*:}; phase "train $$p-$$o (tiny, $$b, $(RUN_STEPS) steps)"; \
+	  $(BUILD)/trainbench train --model tiny --precision $$p --backend $$b --optim $$o --learning-rate 3e-4 \
+	    --max-steps $(RUN_STEPS) --output-dir "$$dir/train/$$p-$$o" --no-progress > "$$dir/train/$$p-$$o.log" 2>&1 \
+	    || { fail="$$fail train:$$p-$$o"; tail -3 "$$dir/train/$$p-$$o.log"; }; \
+	done; done; \
+	phase "report"; \
+	if $(BUILD)/trainbench report --help > /dev/null 2>&1; then \
+	  $(BUILD)/trainbench report "$$dir" || fail="$$fail report"; \
+	else echo "run: the report command is not available yet (no 'trainbench report'); skipped"; fi; \
+	phase "done"; echo "run: results in $$dir"; \
+	if [ -n "$$fail" ]; then echo "run: FAILED phases:$$fail" >&2; exit 1; fi
 
 # clean: remove everything the build made (results/ is never touched)
 clean:

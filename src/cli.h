@@ -20,6 +20,8 @@ extern const Command cmd_inspect;
 extern const Command cmd_train;
 extern const Command cmd_memory;
 extern const Command cmd_gate;
+extern const Command cmd_report;
+extern const Command cmd_record;
 
 // Flag helpers. Each returns false after printing "trainbench CMD: ..." and the usage hint;
 // the caller then returns 2.

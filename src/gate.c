@@ -50,11 +50,13 @@ typedef enum {
     V_TOO_FEW,       // fewer than 2 repetitions on a side: not gated
     V_CAND_ERROR,    // the candidate benchmark failed: gated (a conformance failure)
     V_BASE_ERROR,    // only the baseline failed: nothing to compare, not gated
+    V_UNSUPPORTED,   // "unsupported: ..." on both sides (e.g. onednn f16 here): not gated
 } Verdict;
 
 static const char* const VERDICT_NAMES[] = {
     "no significant change", "change below min effect", "REGRESSION", "IMPROVEMENT",
     "too few repetitions",   "FAILED in candidate",     "failed in baseline",
+    "unsupported on both",
 };
 
 typedef struct {
@@ -313,6 +315,14 @@ static Row compare_one(const Bench* b, const Bench* c, double alpha, double min_
     if (c->n) r.med_c = stats_median(c->t, c->n);
     if (b->n && c->n)
         r.change = r.med_b > 0 ? r.med_c / r.med_b - 1.0 : (r.med_c > 0 ? INFINITY : 0.0);
+    // A combination the backend reports as unsupported (benchmarks say "unsupported: <why>")
+    // in both runs is not a failure; unsupported only in the candidate is (a lost capability).
+    if (c->error && b->error && strncmp(c->error, "unsupported:", 12) == 0 &&
+        strncmp(b->error, "unsupported:", 12) == 0) {
+        r.verdict = V_UNSUPPORTED;
+        r.error = c->error;
+        return r;
+    }
     if (c->error) {
         r.verdict = V_CAND_ERROR;
         r.error = c->error;

@@ -13,6 +13,8 @@ static const Command* const COMMANDS[] = {
     &cmd_memory,
     &cmd_train,
     &cmd_gate,
+    &cmd_report,
+    &cmd_record,
 };
 
 static void print_help(FILE* f) {

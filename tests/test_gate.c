@@ -60,6 +60,9 @@ typedef struct {
 
 #define REPS 10
 
+// error_message written for the benchmark named by write_bench's err_name
+static const char* g_err_msg = "result differs from naive";
+
 // Writes DIR/bench.json: per benchmark REPS iteration entries time*scale*(1 + amp*noise) in
 // "us" or "ns", then the mean/median/stddev aggregates the gate must ignore.
 static void write_bench(const char* dir, const Spec* specs, size_t n, double amp, uint64_t seed, const char* err_name) {
@@ -75,7 +78,7 @@ static void write_bench(const char* dir, const Spec* specs, size_t n, double amp
                                   "time_unit", us ? "us" : "ns", "GFLOP/s", 12.5);
             if (err_name && !strcmp(err_name, specs[b].name)) {
                 json_object_set_new(e, "error_occurred", json_true());
-                json_object_set_new(e, "error_message", json_string("result differs from naive"));
+                json_object_set_new(e, "error_message", json_string(g_err_msg));
             }
             json_array_append_new(arr, e);
         }
@@ -201,6 +204,21 @@ static void test_failed_candidate_benchmark_fails(void** s) {
     expect(args, 1, "convert/bf16/1000000 failed in the candidate: result differs from naive");
 }
 
+// "unsupported: ..." in both runs (onednn f16 on a CPU without avx512_fp16) is not a failure;
+// a benchmark that ran in the baseline and is unsupported in the candidate is one.
+static void test_unsupported_on_both_sides_not_gated(void** s) {
+    (void)s;
+    char b[512], c[512], args[2048];
+    g_err_msg = "unsupported: no f16 matmul on this CPU";
+    write_bench(dir_of(b, sizeof b, "unsup-base"), BASE, 3, 0.01, 5, "convert/bf16/1000000");
+    write_bench(dir_of(c, sizeof c, "unsup-cand"), BASE, 3, 0.01, 6, "convert/bf16/1000000");
+    g_err_msg = "result differs from naive";
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", b, c);
+    expect(args, 0, "unsupported on both");
+    gate_args(args, sizeof args, c, NULL);  // baseline ran it, candidate cannot
+    expect(args, 1, "convert/bf16/1000000 failed in the candidate: unsupported");
+}
+
 static void test_conformance_failure_fails(void** s) {
     (void)s;
     char dir[512], args[2048];
@@ -301,6 +319,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_noisy_equal_distributions_pass),
         cmocka_unit_test(test_3pct_change_passes_under_default),
         cmocka_unit_test(test_failed_candidate_benchmark_fails),
+        cmocka_unit_test(test_unsupported_on_both_sides_not_gated),
         cmocka_unit_test(test_conformance_failure_fails),
         cmocka_unit_test(test_memory_mismatch_fails),
         cmocka_unit_test(test_unusable_input_exits_2),

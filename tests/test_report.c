@@ -1,0 +1,346 @@
+// test_report.c — end-to-end tests of `trainbench report`: builds small synthetic result
+// folders by hand (machine.json, bench.json, memory.json, train/*/results.json), runs the
+// binary and checks REPORT.md (section headings, numbers taken from the inputs, "not measured"
+// for missing inputs), that every plot exists as a real PNG and SVG, and that unusable input
+// (a missing folder, malformed JSON) exits 2 naming the file. Never asserts timings.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli_harness.h"
+
+typedef struct {
+    int exit_code;
+    char out[65536];
+} RunResult;
+
+static void run_cmd(RunResult* r, const char* args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", g_bin, args);
+    FILE* p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+    r->out[n] = 0;
+    int st = pclose(p);
+    r->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    printf("$ trainbench %s  -> exit %d\n", args, r->exit_code);
+}
+
+static void write_text(const char* dir, const char* name, const char* text) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void mkdir_p(const char* path) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
+    assert_int_equal(system(cmd), 0);
+}
+
+static char* slurp(const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char* s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static void expect_in(const char* hay, const char* needle) {
+    if (!strstr(hay, needle)) printf("REPORT.md lacks: %s\n", needle);
+    assert_non_null(strstr(hay, needle));
+}
+
+// PNG and SVG exist, are non-empty and begin with their signatures; the .dat is there.
+static void expect_plot(const char* dir, const char* name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.png", dir, name);
+    char* png = slurp(path);
+    if (!png) printf("missing %s\n", path);
+    assert_non_null(png);
+    assert_memory_equal(png, "\x89PNG\r\n\x1a\n", 8);
+    free(png);
+    snprintf(path, sizeof path, "%s/%s.svg", dir, name);
+    char* svg = slurp(path);
+    if (!svg) printf("missing %s\n", path);
+    assert_non_null(svg);
+    assert_true(!strncmp(svg, "<?xml", 5) || !strncmp(svg, "<svg", 4));
+    assert_non_null(strstr(svg, "</svg>"));
+    free(svg);
+    snprintf(path, sizeof path, "%s/%s.gp", dir, name);
+    assert_int_equal(access(path, R_OK), 0);
+    snprintf(path, sizeof path, "%s/%s.png.tmp", dir, name);
+    assert_int_not_equal(access(path, F_OK), 0);  // no temp file left behind
+}
+
+static const char* MACHINE_JSON =
+    "{\"cpu\": {\"model\": \"Synthetic CPU 9000\", \"logical_cores\": 4, \"features\": {\"avx2\": true, "
+    "\"avx512_bf16\": true, \"amx_tile\": false}}, \"memory_bytes\": 17179869184, \"os\": \"Linux test\", "
+    "\"compiler\": \"gcc 12\", \"threads\": 4, \"environment\": {\"OPENBLAS_CORETYPE\": %s}, "
+    "\"git_commit\": \"%s\", \"backends\": [{\"name\": \"openblas\", \"library\": {\"config\": \"OpenBLAS 0.3.21 "
+    "DYNAMIC_ARCH\", \"core\": \"Cooperlake\"}}]}\n";
+
+// One repetition entry of Google Benchmark JSON plus its (ignored) median aggregate.
+static void bench_entry(FILE* f, bool* first, const char* name, const char* counter, double value, double ms) {
+    for (int rep = 0; rep < 3; rep++) {
+        double v = value * (rep == 0 ? 1.0 : rep == 1 ? 0.99 : 1.01);
+        fprintf(f,
+                "%s{\"name\": \"%s/real_time\", \"run_name\": \"%s/real_time\", \"run_type\": \"iteration\", "
+                "\"repetitions\": 3, \"repetition_index\": %d, \"real_time\": %g, \"time_unit\": \"ms\", \"%s\": %.6g}\n",
+                *first ? "" : ",", name, name, rep, ms, counter, v);
+        *first = false;
+    }
+    fprintf(f,
+            ",{\"name\": \"%s/real_time_median\", \"run_name\": \"%s/real_time\", \"run_type\": \"aggregate\", "
+            "\"aggregate_name\": \"median\", \"real_time\": 1, \"time_unit\": \"ms\", \"%s\": 12345678}\n",
+            name, name, counter);
+}
+
+// scale: multiplies every throughput (the "second machine").
+static void write_bench(const char* dir, double scale, bool with_train_step) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bench.json", dir);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"context\": {\"num_cpus\": 4}, \"benchmarks\": [\n");
+    bool first = true;
+    bench_entry(f, &first, "roofline/fma_f32", "GFLOP/s", 400.0 * scale, 1);
+    bench_entry(f, &first, "roofline/dot_bf16", "GFLOP/s", 800.0 * scale, 1);
+    bench_entry(f, &first, "roofline/triad", "GB/s", 20.0 * scale, 1);
+    bench_entry(f, &first, "gemm/openblas/f32/nn/128x768x768", "GFLOP/s", 123.25 * scale, 2);
+    bench_entry(f, &first, "gemm/onednn/bf16/nn/128x768x768", "GFLOP/s", 345.5 * scale, 1);
+    bench_entry(f, &first, "gemm/openblas/f32/nt/128x3072x768", "GFLOP/s", 150.0 * scale, 3);
+    bench_entry(f, &first, "optim/adamw_torch/10000", "GB/s", 17.5 * scale, 0.1);
+    bench_entry(f, &first, "optim/adamw_torch/1000000", "GB/s", 12.5 * scale, 2);
+    bench_entry(f, &first, "optim/adafactor/1000000", "GB/s", 4.25 * scale, 3);
+    bench_entry(f, &first, "convert/bf16/1000000", "GB/s", 30.0 * scale, 0.1);
+    if (with_train_step) {
+        bench_entry(f, &first, "train_step/tiny/openblas/fp32/adamw_torch", "tokens/s", 1000.0 * scale, 5);
+        bench_entry(f, &first, "train_step/tiny/openblas/bf16/adamw_torch", "tokens/s", 1500.0 * scale, 4);
+    }
+    fprintf(f, ",{\"name\": \"gemm/onednn/f16/nn/128x768x768/real_time\", \"run_name\": "
+               "\"gemm/onednn/f16/nn/128x768x768/real_time\", \"run_type\": \"iteration\", \"error_occurred\": true, "
+               "\"error_message\": \"unsupported: no f16 matmul on this CPU\"}\n");
+    fprintf(f, "]}\n");
+    fclose(f);
+}
+
+static const char* MEMORY_JSON =
+    "{\"model\": \"distilbert-base-cased\", \"parameters\": 65783042, \"parameter_bytes\": 263132168, "
+    "\"optimizers\": [{\"optimizer\": \"adamw_torch\", \"variant\": \"default\", \"estimate_bytes\": 526264752, "
+    "\"measured_bytes\": 526264752, \"estimate_equals_measured\": true, \"reference\": \"torch.optim.AdamW\"}, "
+    "{\"optimizer\": \"adafactor\", \"variant\": \"default\", \"estimate_bytes\": 714432, \"measured_bytes\": 714432, "
+    "\"estimate_equals_measured\": true, \"reference\": \"transformers Adafactor\"}]}\n";
+
+static void write_train(const char* dir, const char* precision, double tokens_per_s, int underflow) {
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/train/%s-adamw_torch", dir, precision);
+    mkdir_p(sub);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/results.json", sub);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"status\": \"completed\", \"config\": {\"model\": \"tiny\", \"precision\": \"%s\", \"optim\": "
+               "\"adamw_torch\", \"backend\": \"openblas\"}, \"records\": [",
+            precision);
+    for (int s = 1; s <= 20; s++)
+        fprintf(f, "%s{\"step\": %d, \"loss\": %g, \"loss_scale\": 65536.0, \"skipped\": false, \"grad_underflow\": %d, "
+                   "\"act_grad_underflow\": %d}",
+                s > 1 ? "," : "", s, 0.7 - 0.01 * s, underflow + s % 3, underflow / 2);
+    fprintf(f, "], \"evals\": [{\"step\": 10, \"eval_accuracy\": 0.625, \"eval_f1\": 0.5}, {\"step\": 20, "
+               "\"eval_accuracy\": 0.8125, \"eval_f1\": 0.75}], \"summary\": {\"steps\": 20, \"skipped_steps\": 0, "
+               "\"final_loss\": 0.5, \"tokens_per_s\": %g, \"eval_accuracy\": 0.8125, \"eval_f1\": 0.75}}\n",
+            tokens_per_s);
+    fclose(f);
+}
+
+static void make_full_run(const char* dir, double scale, const char* coretype, const char* commit) {
+    mkdir_p(dir);
+    char m[4096];
+    snprintf(m, sizeof m, MACHINE_JSON, coretype, commit);
+    write_text(dir, "machine.json", m);
+    write_bench(dir, scale, true);
+    write_text(dir, "memory.json", MEMORY_JSON);
+    write_train(dir, "fp32", 1000, 0);
+    write_train(dir, "bf16", 1400, 0);
+    write_train(dir, "fp16", 1300, 0);
+    write_train(dir, "fp16-noscale", 1310, 777);
+}
+
+static void test_full_report_single_and_comparison(void** s) {
+    (void)s;
+    char a[512], b[512], out[512], args[2048];
+    snprintf(a, sizeof a, "%s/results/machineA/run1", g_tmp);
+    snprintf(b, sizeof b, "%s/results/machineB/run1", g_tmp);
+    snprintf(out, sizeof out, "%s/report-out", g_tmp);
+    make_full_run(a, 1.0, "null", "1111111aaaa");
+    make_full_run(b, 0.5, "\"Haswell\"", "2222222bbbb");
+    snprintf(args, sizeof args, "report %s %s --out %s", a, b, out);
+    RunResult r;
+    run_cmd(&r, args);
+    if (r.exit_code != 0) printf("%s\n", r.out);
+    assert_int_equal(r.exit_code, 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/REPORT.md", out);
+    char* md = slurp(path);
+    assert_non_null(md);
+    // machine summary
+    expect_in(md, "## Machine");
+    expect_in(md, "Synthetic CPU 9000");
+    expect_in(md, "machineA/run1");
+    expect_in(md, "machineB/run1");
+    expect_in(md, "1111111aaaa");
+    expect_in(md, "2222222bbbb");
+    expect_in(md, "Haswell");
+    expect_in(md, "unset (auto-detected)");
+    expect_in(md, "OPENBLAS_CORETYPE matters");
+    // sections with numbers from the inputs (medians of the repetitions, not the aggregates)
+    expect_in(md, "## GEMM throughput");
+    expect_in(md, "| gemm/openblas/f32/nn/128x768x768 | openblas | f32 | nn | 128x768x768 | 123.25 |");
+    expect_in(md, "345.50");
+    expect_in(md, "unsupported: no f16 matmul on this CPU");
+    expect_in(md, "fma_f32 = 400.0 GFLOP/s");
+    expect_in(md, "## Optimizer step throughput");
+    expect_in(md, "| adamw_torch | 1000000 |");
+    expect_in(md, "12.50");
+    expect_in(md, "triad = 20.0 GB/s");
+    expect_in(md, "## Optimizer state memory");
+    expect_in(md, "distilbert-base-cased");
+    expect_in(md, "| adamw_torch | default | 501.89 | 501.89 | yes |");
+    expect_in(md, "## Training");
+    expect_in(md, "fp16-noscale-adamw_torch");
+    expect_in(md, "0.8125");
+    expect_in(md, "## Mixed-precision speedup vs fp32");
+    expect_in(md, "tiny/openblas/bf16/adamw_torch");
+    expect_in(md, "1.50×");
+    expect_in(md, "## fp16 gradient underflow");
+    expect_in(md, "## Hardware comparison");
+    expect_in(md, "| roofline/fma_f32 | GFLOP/s | 400 | 200 | 0.50× |");
+    assert_null(strstr(md, "12345678"));  // aggregates are not repetitions
+    assert_null(strstr(md, "Not measured"));
+    free(md);
+    static const char* const PLOTS[] = {"gemm", "optim", "memory", "loss", "eval_accuracy", "speedup", "underflow",
+                                        "compare"};
+    for (size_t i = 0; i < sizeof PLOTS / sizeof PLOTS[0]; i++) expect_plot(out, PLOTS[i]);
+    // underflow data: the unscaled run's per-step counts are in the .dat next to the plot
+    snprintf(path, sizeof path, "%s/underflow.dat", out);
+    char* dat = slurp(path);
+    assert_non_null(dat);
+    expect_in(dat, "fp16-noscale-adamw_torch");
+    expect_in(dat, "\n3 777 388");  // step 3: 777 + 3 % 3, act 777 / 2
+    free(dat);
+}
+
+// Without train_step benchmarks the speedup comes from the training summaries; a folder with
+// only machine.json gets "not measured" everywhere else; --out defaults to the first folder.
+static void test_missing_inputs_are_not_measured(void** s) {
+    (void)s;
+    char a[512], args[1024], path[1024];
+    snprintf(a, sizeof a, "%s/results/bare/run1", g_tmp);
+    mkdir_p(a);
+    char m[4096];
+    snprintf(m, sizeof m, MACHINE_JSON, "null", "3333333cccc");
+    write_text(a, "machine.json", m);
+    snprintf(args, sizeof args, "report %s", a);
+    RunResult r;
+    run_cmd(&r, args);
+    if (r.exit_code != 0) printf("%s\n", r.out);
+    assert_int_equal(r.exit_code, 0);
+    snprintf(path, sizeof path, "%s/REPORT.md", a);
+    char* md = slurp(path);
+    assert_non_null(md);
+    expect_in(md, "3333333cccc");
+    expect_in(md, "## GEMM throughput");
+    expect_in(md, "## Optimizer state memory");
+    expect_in(md, "## Training");
+    expect_in(md, "## fp16 gradient underflow");
+    expect_in(md, "## Hardware comparison");
+    int count = 0;
+    for (const char* p = md; (p = strstr(p, "Not measured in this run")); p++) count++;
+    assert_true(count >= 6);  // gemm, optim, memory, train, speedup, underflow
+    free(md);
+    snprintf(path, sizeof path, "%s/gemm.png", a);
+    assert_int_not_equal(access(path, F_OK), 0);
+
+    // training runs only: the speedup comes from the summaries' tokens/s
+    write_train(a, "fp32", 1000, 0);
+    write_train(a, "bf16", 1250, 0);
+    run_cmd(&r, args);
+    assert_int_equal(r.exit_code, 0);
+    snprintf(path, sizeof path, "%s/REPORT.md", a);
+    md = slurp(path);
+    assert_non_null(md);
+    expect_in(md, "training runs' summaries");
+    expect_in(md, "1.25×");
+    free(md);
+    expect_plot(a, "speedup");
+    expect_plot(a, "loss");
+}
+
+static void test_bad_input_exits_2(void** s) {
+    (void)s;
+    RunResult r;
+    char args[1024], bad[512];
+    run_cmd(&r, "report");
+    assert_int_equal(r.exit_code, 2);
+    assert_non_null(strstr(r.out, "missing RESULT_DIR"));
+    run_cmd(&r, "report --bogus x");
+    assert_int_equal(r.exit_code, 2);
+    snprintf(args, sizeof args, "report %s/does/not/exist", g_tmp);
+    run_cmd(&r, args);
+    assert_int_equal(r.exit_code, 2);
+    assert_non_null(strstr(r.out, "does/not/exist"));
+    assert_non_null(strstr(r.out, "does not exist"));
+    snprintf(bad, sizeof bad, "%s/results/broken/run1", g_tmp);
+    mkdir_p(bad);
+    write_text(bad, "bench.json", "{\"benchmarks\": [ {\"name\": ");
+    snprintf(args, sizeof args, "report %s", bad);
+    run_cmd(&r, args);
+    assert_int_equal(r.exit_code, 2);
+    assert_non_null(strstr(r.out, "bench.json"));
+    assert_non_null(strstr(r.out, "malformed JSON"));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/REPORT.md", bad);
+    assert_int_not_equal(access(path, F_OK), 0);
+    // a malformed training result is named too
+    write_text(bad, "bench.json", "{\"benchmarks\": []}");
+    char sub[1024];
+    snprintf(sub, sizeof sub, "%s/train/fp32-adamw_torch", bad);
+    mkdir_p(sub);
+    write_text(sub, "results.json", "not json");
+    run_cmd(&r, args);
+    assert_int_equal(r.exit_code, 2);
+    assert_non_null(strstr(r.out, "train/fp32-adamw_torch/results.json"));
+}
+
+int main(int argc, char** argv) {
+    (void)argc;
+    if (cli_harness_setup(argv[0], "report") != 0) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_report_single_and_comparison),
+        cmocka_unit_test(test_missing_inputs_are_not_measured),
+        cmocka_unit_test(test_bad_input_exits_2),
+    };
+    int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
+    cli_harness_cleanup("report");
+    return rc;
+}
