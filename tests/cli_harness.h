@@ -5,6 +5,8 @@
 #define TRAINBENCH_CLI_HARNESS_H
 
 #include <libgen.h>
+#include <stdbool.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -33,6 +35,22 @@ static void cli_harness_cleanup(const char* test_name) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "%s: could not remove %s\n", test_name, g_tmp);
+}
+
+// Runs `trainbench ARGS` (stdout, plus stderr when with_stderr) into out (NUL-terminated,
+// truncated to out_len - 1), prints the command line and the exit code; returns the exit
+// code, or -1 when the process was killed by a signal (a crash is never an exit code).
+__attribute__((unused)) static int cli_run(const char* args, bool with_stderr, char* out, size_t out_len) {
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "%s %s %s", g_bin, args, with_stderr ? "2>&1" : "");
+    FILE* p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, out_len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    printf("$ trainbench %s  -> exit %d\n", args, rc);
+    return rc;
 }
 
 #endif

@@ -26,17 +26,7 @@ typedef struct {
     char out[65536];  // stdout + stderr
 } RunResult;
 
-static void run_cmd(RunResult* r, const char* args) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", g_bin, args);
-    FILE* p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = 0;
-    int st = pclose(p);
-    r->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    printf("$ trainbench %s  -> exit %d\n", args, r->exit_code);
-}
+static void run_cmd(RunResult* r, const char* args) { r->exit_code = cli_run(args, true, r->out, sizeof r->out); }
 
 static void expect_usage_error(const char* args, const char* needle) {
     RunResult r;

@@ -28,15 +28,9 @@ typedef struct {
 static RunResult g_run;
 
 static void run_gate(RunResult* r, const char* args) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s gate %s 2>&1", g_bin, args);
-    FILE* p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = 0;
-    int st = pclose(p);
-    r->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    printf("$ trainbench gate %s  -> exit %d\n", args, r->exit_code);
+    char full[8200];
+    snprintf(full, sizeof full, "gate %s", args);
+    r->exit_code = cli_run(full, true, r->out, sizeof r->out);
 }
 
 static void expect(const char* args, int code, const char* needle) {
