@@ -160,7 +160,7 @@ run: deps
 	phase "build (all + bench-build)"; \
 	$(MAKE) --no-print-directory all bench-build || exit 1; \
 	phase "record"; \
-	dir=$$($(BUILD)/trainbench record --results '$(RESULTS)' --label '$(RUN_LABEL)') || exit 1; \
+	dir=$$($(BUILD)/trainbench record --results '$(RESULTS)' $(if $(RUN_LABEL),--label '$(RUN_LABEL)')) || exit 1; \
 	echo "run: result folder $$dir"; \
 	phase "conformance ($(RUN_CONFORM))"; \
 	: > "$$dir/conform.log.tmp"; cases=""; \
