@@ -22,6 +22,9 @@ extern const Command cmd_memory;
 extern const Command cmd_gate;
 extern const Command cmd_report;
 extern const Command cmd_record;
+extern const Command cmd_conform;
+extern const Command cmd_check;
+extern const Command cmd_fingerprint;
 
 // Flag helpers. Each returns false after printing "trainbench CMD: ..." and the usage hint;
 // the caller then returns 2.

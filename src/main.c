@@ -15,6 +15,9 @@ static const Command* const COMMANDS[] = {
     &cmd_gate,
     &cmd_report,
     &cmd_record,
+    &cmd_conform,
+    &cmd_check,
+    &cmd_fingerprint,
 };
 
 static void print_help(FILE* f) {

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Optimizer-dialect trajectories for `trainbench fingerprint`, from the REAL libraries on CPU.
+
+    ~/.cache/trainbench-venv/bin/python reference/gen_fingerprint_goldens.py --out reference/golden
+
+The train_<mode> goldens of reference/gen_model_goldens.py are 20 AdamW (adamw_torch) steps in
+each precision mode. A fingerprint also has to tell optimizer dialects apart, so this script
+trains the SAME model (tiny preset, HF init after torch.manual_seed(1234)) on the SAME 20
+batches (data_seed 78) with the other optimizers of SPEC.md section 3 and writes
+<out>/model/train_<mode>_<optimizer>.safetensors in the same format as the train_* goldens
+(reference/README.md "Model goldens"): param.<name>, input.*, expect.loss, expect.scale,
+expect.skipped, expect.grad_norm, expect.final.param.<name>, and metadata case, optimizer (the
+registry name), hparams (constructor kwargs as the library names them, readable by
+optim_config_from_json), mode, autocast, step_protocol, ... It appends or replaces only its own
+rows of <out>/MANIFEST.tsv (same columns as the other generators).
+
+Everything shared with the AdamW goldens is imported from gen_model_goldens.py (model, batches,
+autocast, safetensors writer, metadata) and gen_optim_goldens.py (library imports, optimizer
+construction, the bitsandbytes code-path probe), not copied, so the inputs are identical by
+construction; main() also checks that param.* and input.* equal those of train_fp32.
+
+Cases (learning rates: each dialect's usual setting -- the HF Trainer's for Adafactor, torch's
+default for torch.optim.Adafactor, the AdamW goldens' for 8-bit AdamW, so that the dialect is
+the only difference; the generator prints the pairwise max |dloss| of all references, which
+reference/FINGERPRINT.md quotes: every pair differs by >= 8.4e-4 except fp32 adamw_torch vs
+fp32 adamw_bnb_8bit, 1.67e-4 at most -- 8-bit state changes 20 steps that little):
+  train_fp32_adafactor        transformers Adafactor as HF Trainer builds it for optim="adafactor"
+                              (lr=1e-3, scale_parameter=False, relative_step=False, wd 0)
+  train_bf16_adafactor        the same under torch.autocast("cpu", dtype=torch.bfloat16)
+  train_fp32_adafactor_torch  torch.optim.Adafactor at its defaults (lr=1e-2: alpha = RMS(p) *
+                              1e-2, relative to each tensor's scale), foreach=False
+  train_fp32_adamw_bnb_8bit   bitsandbytes AdamW8bit (lr=1e-3, wd 0.01 like the AdamW goldens),
+                              min_8bit_size=1024: at the library default 4096 every tensor of the
+                              tiny preset (<= 2048 elements) keeps fp32 state and the run is
+                              AdamW up to rounding; 1024 puts the 15 matrices of >= 1024 elements
+                              (embeddings, attention, FFN, pre_classifier) on 8-bit blockwise state
+
+Deterministic like the other generators (one thread, canonical writer). `--check` regenerates in
+memory and compares with the files; `--only` selects cases. Installs nothing; exit 2 when
+torch/transformers/bitsandbytes/numpy are missing.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import gen_model_goldens as G  # noqa: E402 - model, batches, writer, metadata
+import gen_optim_goldens as O  # noqa: E402 - library imports, optimizer construction, bnb probe
+
+GENERATOR_PATH = "reference/gen_fingerprint_goldens.py"
+
+ADAFACTOR_HF = dict(lr=1e-3, eps=[1e-30, 1e-3], clip_threshold=1.0, decay_rate=-0.8, beta1=None,
+                    weight_decay=0.0, scale_parameter=False, relative_step=False, warmup_init=False)
+ADAFACTOR_TORCH = dict(lr=1e-2, beta2_decay=-0.8, eps=[None, 1e-3], d=1.0, weight_decay=0.0,
+                       foreach=False, maximize=False)
+ADAMW_BNB_8BIT = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, min_8bit_size=1024,
+                      is_paged=False)
+
+CASES = [
+    dict(name="train_fp32_adafactor", mode="fp32", optim="adafactor", hp=ADAFACTOR_HF,
+         cls="transformers.optimization.Adafactor",
+         comment="20 steps, fp32, transformers Adafactor as HF Trainer configures it "
+                 "(lr=1e-3, scale_parameter=False, relative_step=False)"),
+    dict(name="train_bf16_adafactor", mode="bf16", optim="adafactor", hp=ADAFACTOR_HF,
+         cls="transformers.optimization.Adafactor",
+         comment="20 steps under bf16 CPU autocast, transformers Adafactor as HF Trainer "
+                 "configures it (lr=1e-3, scale_parameter=False, relative_step=False)"),
+    dict(name="train_fp32_adafactor_torch", mode="fp32", optim="adafactor_torch", hp=ADAFACTOR_TORCH,
+         cls="torch.optim.Adafactor",
+         comment="20 steps, fp32, torch.optim.Adafactor at its defaults (lr=1e-2), for-loop path"),
+    dict(name="train_fp32_adamw_bnb_8bit", mode="fp32", optim="adamw_bnb_8bit", hp=ADAMW_BNB_8BIT,
+         cls="bitsandbytes.optim.AdamW8bit",
+         comment="20 steps, fp32, bitsandbytes AdamW8bit (lr=1e-3, wd=0.01) with min_8bit_size=1024 "
+                 "so that the tiny preset's matrices use 8-bit blockwise state"),
+]
+
+STEP_PROTOCOL = ("for s in 1..20: opt.zero_grad(set_to_none=True); with autocast (bf16 only): out = "
+                 "model(input_ids[s-1], attention_mask[s-1], labels=labels[s-1]); "
+                 "out.loss.backward(); opt.step()")
+
+
+def run_case(torch, transformers, bnb, c, base_meta):
+    mode = c["mode"]
+    if mode not in ("fp32", "bf16"):
+        G.die(f"{c['name']}: only modes without loss scaling are generated here (got {mode})", 1)
+    model = G.build_model(torch, transformers, 2)
+    names = G.param_names(model)
+    params = [p for _, p in model.named_parameters()]
+    init = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids, masks, labels = G.train_batches(torch)
+    opt = O.make_optimizer(torch, transformers, bnb, c["optim"], params, c["hp"])
+
+    loss_v, grad_norm_v = [], []
+    for s in range(G.TRAIN_STEPS):
+        opt.zero_grad(set_to_none=True)
+        out = G.forward(torch, model, mode, ids[s], masks[s], labels[s])
+        if out.loss.dtype != torch.float32:
+            G.die(f"{c['name']}: loss dtype {out.loss.dtype}", 1)
+        loss_v.append(float(out.loss.detach()))
+        out.loss.backward()
+        grad_norm_v.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params)))
+        opt.step()
+        if not all(bool(torch.isfinite(p).all()) for p in params):
+            G.die(f"{c['name']}: step {s + 1}: non-finite parameters", 1)
+
+    bnb_8bit = []
+    if c["optim"] == "adamw_bnb_8bit":   # which tensors really got 8-bit state (uint8 codes)
+        bnb_8bit = [n for n, p in model.named_parameters()
+                    if opt.state[p]["state1"].dtype == torch.uint8]
+
+    S = G.TRAIN_STEPS
+    tensors = {f"param.{n}": init[n] for n in names}
+    for n, p in model.named_parameters():
+        tensors[f"expect.final.param.{n}"] = p.detach().clone()
+    tensors["input.input_ids"] = ids
+    tensors["input.attention_mask"] = masks
+    tensors["input.labels"] = labels
+    tensors["expect.loss"] = torch.tensor(loss_v, dtype=torch.float32)
+    tensors["expect.scale"] = torch.ones(S, dtype=torch.float32)
+    tensors["expect.skipped"] = torch.zeros(S, dtype=torch.uint8)
+    tensors["expect.grad_norm"] = torch.tensor(grad_norm_v, dtype=torch.float64).float()
+
+    flags = ["padding", "no_padding_batch", c["optim"], "trajectory", "fingerprint_reference"]
+    if mode != "fp32":
+        flags.append("autocast")
+    if bnb_8bit:
+        flags.append("bnb_state_8bit")
+    meta = dict(base_meta)
+    meta.update(G.model_meta(model, 2))
+    meta.update({
+        "case": c["name"], "comment": c["comment"], "flags": ",".join(flags),
+        "seed": str(G.MODEL_SEED), "data_seed": str(G.TRAIN_DATA_SEED),
+        "mode": mode, "autocast": G.autocast_string(mode),
+        "steps": str(S), "nopad_step": str(G.TRAIN_NOPAD_STEP),
+        "optimizer": c["optim"], "optimizer_class": c["cls"],
+        "hparams": json.dumps(c["hp"], separators=(",", ":"), sort_keys=True),
+        "param_groups": "one group with every parameter (weight decay, where set, on all)",
+        "grad_scaler": "none", "step_protocol": STEP_PROTOCOL, "skipped_steps": "none",
+        "final_scale": "none",
+        "lengths": ";".join(",".join(str(int(x)) for x in masks[s].sum(1)) for s in range(S)),
+        "inputs_from": "identical to train_fp32.safetensors (param.*, input.*): same model seed, "
+                       "same batches (gen_model_goldens.train_batches)",
+    })
+    if bnb_8bit:
+        meta["bnb_8bit_tensors"] = json.dumps(bnb_8bit, separators=(",", ":"))
+        meta["quantizer_path"] = O.probe_bnb_path(torch, bnb)
+    return tensors, meta
+
+
+def sha16(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
+    ap.add_argument("--only", default="", help="comma list of case names")
+    ap.add_argument("--check", action="store_true",
+                    help="regenerate in memory and compare with the files on disk (exit 1 on difference)")
+    args = ap.parse_args()
+
+    torch, transformers, bnb = O.import_libraries()
+    G.DTYPE_INFO.update({torch.float64: ("F64", 8), torch.int64: ("I64", 8),
+                         torch.float32: ("F32", 4), torch.bfloat16: ("BF16", 2),
+                         torch.float16: ("F16", 2), torch.uint8: ("U8", 1)})
+    torch.set_num_threads(1)   # as the train_* goldens: reduction order independent of cores
+    transformers.logging.set_verbosity_error()
+
+    cases = CASES
+    only = [s for s in args.only.split(",") if s]
+    if only:
+        known = {c["name"] for c in CASES}
+        for s in only:
+            if s not in known:
+                G.die(f"--only: unknown case '{s}' (allowed: {', '.join(sorted(known))})")
+        cases = [c for c in CASES if c["name"] in only]
+
+    generator = f"{GENERATOR_PATH} sha256:{sha16(os.path.abspath(__file__))}"
+    base_meta = dict(G.lib_meta(torch, transformers), generator=generator)
+    base_meta["library"] += f" / bitsandbytes {bnb.__version__}"
+    base_meta["imports"] = (f"reference/gen_model_goldens.py sha256:{sha16(os.path.join(HERE, 'gen_model_goldens.py'))}, "
+                            f"reference/gen_optim_goldens.py sha256:{sha16(os.path.join(HERE, 'gen_optim_goldens.py'))}")
+
+    out_root = args.out
+    repo_prefix = os.path.relpath(out_root, os.path.dirname(HERE))
+    # the AdamW reference of the same inputs: the new files must hold exactly its inputs
+    from safetensors.torch import load_file
+    adamw = {m: load_file(os.path.join(out_root, "model", f"train_{m}.safetensors"))
+             for m in G.MODES}
+    trajectories = {f"train_{m}": adamw[m]["expect.loss"].double() for m in G.MODES}
+
+    manifest_path = os.path.join(out_root, "MANIFEST.tsv")
+    old_rows = G.read_manifest(manifest_path)
+    old_by_file = {r[0]: r for r in old_rows}
+    new_rows, mismatches = {}, []
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for c in cases:
+        tensors, meta = run_case(torch, transformers, bnb, c, base_meta)
+        for k, v in adamw["fp32"].items():
+            if (k.startswith("param.") or k.startswith("input.")) and not torch.equal(v, tensors[k]):
+                G.die(f"{c['name']}: {k} differs from train_fp32.safetensors", 1)
+        trajectories[c["name"]] = tensors["expect.loss"].double()
+        blob = G.safetensors_bytes(torch, tensors, meta)
+        rel = os.path.join("model", c["name"] + ".safetensors")
+        path = os.path.join(out_root, rel)
+        repo_rel = os.path.normpath(os.path.join(repo_prefix, rel)).replace(os.sep, "/")
+        sha = hashlib.sha256(blob).hexdigest()
+        lv = tensors["expect.loss"]
+        print(f"  {c['name']}: loss {float(lv[0]):.6f} -> {float(lv[-1]):.6f}")
+        if args.check:
+            try:
+                with open(path, "rb") as f:
+                    same = f.read() == blob
+            except OSError:
+                same = False
+            if not same:
+                mismatches.append(repo_rel)
+            print(f"{'same' if same else 'DIFF'} {repo_rel}")
+            continue
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+        old = old_by_file.get(repo_rel)
+        date = old[5] if old and len(old) > 5 and old[1] == sha else now
+        new_rows[repo_rel] = [repo_rel, sha, generator, meta["library"], meta["seed"], date]
+        print(f"wrote {repo_rel} ({len(blob)} bytes)")
+
+    # pairwise distances (max |loss difference| over the 20 steps) between all references:
+    # the separation that FINGERPRINT.md quotes for the tolerance
+    names = sorted(trajectories)
+    print("pairwise max |dloss| (and the first step where |dloss| > 1e-4):")
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            d = (trajectories[a] - trajectories[b]).abs()
+            over = (d > 1e-4).nonzero()
+            first = int(over[0]) + 1 if len(over) else "-"
+            print(f"  {a:28s} {b:28s} {float(d.max()):.3e}  step {first}")
+
+    if args.check:
+        if mismatches:
+            G.die(f"{len(mismatches)} file(s) differ from a fresh run: " + ", ".join(mismatches), code=1)
+        print("all files identical to a fresh run")
+        return
+    rows = [r for r in old_rows if r[0] not in new_rows] + list(new_rows.values())
+    rows.sort(key=lambda r: r[0])
+    tmp = manifest_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\t".join(G.MANIFEST_HEADER) + "\n")
+        for r in rows:
+            f.write("\t".join(r) + "\n")
+    os.replace(tmp, manifest_path)
+    print(f"wrote {manifest_path} ({len(rows)} rows)")
+
+
+if __name__ == "__main__":
+    main()

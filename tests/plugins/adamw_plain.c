@@ -1,0 +1,176 @@
+/* adamw_plain.c — a complete trainbench optimizer plugin in plain C99: torch.optim.AdamW
+ * (single-tensor path), written from SPEC.md 3.1 and reference/OPTIM_SEMANTICS.md with no
+ * trainbench code but the public header. Copy it to start your own plugin; build and run:
+ *
+ *     cc -std=c99 -O2 -fPIC -shared -ffp-contract=off -Isrc tests/plugins/adamw_plain.c \
+ *        -o adamw_plain.so -lm
+ *     trainbench conform --plugin ./adamw_plain.so
+ *
+ * It passes every adamw_torch golden: exp_avg and exp_avg_sq bit for bit, params within the
+ * tolerance that allows for torch's MKL sqrt (this file uses the correctly rounded sqrtf).
+ *
+ * Test builds only: -DMISTAKE=MISTAKE_<one of the names below> makes the deliberately wrong plugins of
+ * tests/test_plugin.c (each must FAIL, and the diagnosis must name its mistake) and the ones
+ * that misbehave (crash, hang, NaN, refuse, wrong ABI version). With no MISTAKE it is correct.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "trainbench_plugin.h"
+
+#define MISTAKE_PLAIN 1               /* correct */
+#define MISTAKE_EPS_INSIDE_SQRT 2     /* denom = sqrt(v_hat + eps) */
+#define MISTAKE_NO_BIAS_CORRECTION 3  /* bc1 = bc2 = 1 */
+#define MISTAKE_DECAY_AFTER_UPDATE 4  /* p <- (p + update) * (1 - lr*wd) */
+#define MISTAKE_LERP_WEIGHT 5         /* exp_avg.lerp_(grad, beta1) */
+#define MISTAKE_CRASH 6               /* segfault in step on the 255-element case */
+#define MISTAKE_NAN 7                 /* writes NaN into every parameter */
+#define MISTAKE_HANG 8                /* never returns from step on the 1-element case */
+#define MISTAKE_REFUSE_ND 9           /* create refuses tensors that are not 1-D */
+#define MISTAKE_ABI 10                /* claims another ABI version */
+#ifndef MISTAKE
+#define MISTAKE MISTAKE_PLAIN
+#endif
+#if MISTAKE < MISTAKE_PLAIN || MISTAKE > MISTAKE_ABI /* an undefined name reads as 0 */
+#error "unknown MISTAKE"
+#endif
+
+typedef struct {
+    double lr, beta1, beta2, eps, wd;
+    int64_t numel;
+    int32_t ndim;
+    int64_t dims[TRAINBENCH_PLUGIN_MAX_DIMS];
+    int64_t t;          /* steps taken */
+    float step;         /* torch keeps `step` as a 0-d float32 tensor */
+    float* exp_avg;     /* (numel) */
+    float* exp_avg_sq;  /* (numel) */
+} AdamW;
+
+static void* adamw_create(int32_t ndim, const int64_t* dims, const TrainbenchHparams* hp, const char** error) {
+#if MISTAKE == MISTAKE_REFUSE_ND
+    if (ndim != 1) {
+        *error = "this plugin only handles 1-D tensors";
+        return NULL;
+    }
+#endif
+    AdamW* s = calloc(1, sizeof *s);
+    if (!s) {
+        *error = "out of memory";
+        return NULL;
+    }
+    s->lr = hp->lr;
+    s->beta1 = hp->beta1;
+    s->beta2 = hp->beta2;
+    s->eps = hp->eps;
+    s->wd = hp->weight_decay;
+    s->ndim = ndim;
+    s->numel = 1;
+    for (int32_t d = 0; d < ndim; d++) {
+        s->dims[d] = dims[d];
+        s->numel *= dims[d];
+    }
+    s->exp_avg = calloc((size_t)s->numel + 1, sizeof(float));  /* zeros, as torch initialises */
+    s->exp_avg_sq = calloc((size_t)s->numel + 1, sizeof(float));
+    if (!s->exp_avg || !s->exp_avg_sq) {
+        free(s->exp_avg);
+        free(s->exp_avg_sq);
+        free(s);
+        *error = "out of memory";
+        return NULL;
+    }
+    return s;
+}
+
+/* torch's lerp_ on CPU: weight < 0.5 -> fma(w, end - self, self), else fma(w - 1, end - self, end) */
+static float lerp(float self, float end, float w) {
+    return (w < 0.5f && w > -0.5f) ? fmaf(w, end - self, self) : fmaf(w - 1.0f, end - self, end);
+}
+
+static const char* adamw_step(void* state, float* p, const float* g, int64_t numel) {
+    AdamW* s = state;
+    if (numel != s->numel) return "numel does not match the shape given to create";
+#if MISTAKE == MISTAKE_CRASH
+    if (numel == 255) {
+        int* volatile nowhere = (int*)(uintptr_t)16;  /* not NULL: UBSan would report a NULL store and exit 1 */
+        *nowhere = 1;
+    }
+#endif
+#if MISTAKE == MISTAKE_HANG
+    if (numel == 1)
+        for (volatile int spin = 1; spin;) {}
+#endif
+    s->t++;
+    s->step = (float)s->t;
+    /* Python floats are doubles: bias corrections and step size in double, then each
+     * constant rounded to float32 where torch hands it to a float32 kernel. */
+    const double t = (double)s->t;
+    double bc1 = 1.0 - pow(s->beta1, t), bc2 = 1.0 - pow(s->beta2, t);
+#if MISTAKE == MISTAKE_NO_BIAS_CORRECTION
+    bc1 = bc2 = 1.0;
+#endif
+    const float decay = (float)(1.0 - s->lr * s->wd);     /* param.mul_(1 - lr*wd) */
+#if MISTAKE == MISTAKE_LERP_WEIGHT
+    const float lerp_w = (float)s->beta1;
+#else
+    const float lerp_w = (float)(1.0 - s->beta1);         /* exp_avg.lerp_(grad, 1 - beta1) */
+#endif
+    const float b2 = (float)s->beta2, w2 = (float)(1.0 - s->beta2);
+    const float eps = (float)s->eps;
+#if MISTAKE != MISTAKE_EPS_INSIDE_SQRT
+    const float bc2_sqrt = (float)sqrt(bc2);                  /* bias_correction2 ** 0.5 */
+#endif
+    const float neg_step_size = (float)(-s->lr / bc1);
+    for (int64_t i = 0; i < numel; i++) {
+        float pi = p[i];
+#if MISTAKE != MISTAKE_DECAY_AFTER_UPDATE
+        pi = pi * decay;                                         /* decoupled decay, first */
+#endif
+        const float m = lerp(s->exp_avg[i], g[i], lerp_w);
+        const float v = fmaf(w2 * g[i], g[i], s->exp_avg_sq[i] * b2);  /* mul_(b2).addcmul_(g, g, 1-b2) */
+#if MISTAKE == MISTAKE_EPS_INSIDE_SQRT
+        const float denom = sqrtf(v / (float)bc2 + eps);            /* the mistake */
+#else
+        const float denom = sqrtf(v) / bc2_sqrt + eps;           /* (sqrt(v) / sqrt(bc2)).add_(eps) */
+#endif
+        s->exp_avg[i] = m;
+        s->exp_avg_sq[i] = v;
+        pi = pi + (neg_step_size * m) / denom;                   /* addcdiv_(m, denom, -step_size) */
+#if MISTAKE == MISTAKE_DECAY_AFTER_UPDATE
+        pi = pi * decay;
+#endif
+#if MISTAKE == MISTAKE_NAN
+        pi = NAN;
+#endif
+        p[i] = pi;
+    }
+    return NULL;
+}
+
+static int32_t adamw_list_state(void* state, TrainbenchTensor* out, int32_t max) {
+    AdamW* s = state;
+    const TrainbenchTensor all[3] = {
+        {"step", TRAINBENCH_DTYPE_F32, 0, {0}, &s->step},
+        {"exp_avg", TRAINBENCH_DTYPE_F32, s->ndim, {s->dims[0], s->dims[1], s->dims[2], s->dims[3]}, s->exp_avg},
+        {"exp_avg_sq", TRAINBENCH_DTYPE_F32, s->ndim, {s->dims[0], s->dims[1], s->dims[2], s->dims[3]}, s->exp_avg_sq},
+    };
+    for (int32_t i = 0; i < 3 && i < max; i++) out[i] = all[i];
+    return 3;
+}
+
+static void adamw_destroy(void* state) {
+    AdamW* s = state;
+    free(s->exp_avg);
+    free(s->exp_avg_sq);
+    free(s);
+}
+
+static const TrainbenchOptimizerPlugin PLUGIN = {
+#if MISTAKE == MISTAKE_ABI
+    TRAINBENCH_PLUGIN_ABI_VERSION + 98,
+#else
+    TRAINBENCH_PLUGIN_ABI_VERSION,
+#endif
+    "adamw_plain", "adamw_torch", adamw_create, adamw_step, adamw_list_state, adamw_destroy,
+};
+
+const TrainbenchOptimizerPlugin* trainbench_optimizer_plugin(void) { return &PLUGIN; }

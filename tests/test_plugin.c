@@ -1,0 +1,229 @@
+// test_plugin.c — end-to-end tests of `trainbench conform` with the plugins of tests/plugins/
+// (built into BUILD/plugins/ by the Makefile, with the same sanitizer flags as BUILD/trainbench):
+// our own optimizers through the plugin ABI pass every golden; a plain-C AdamW plugin passes;
+// deliberately wrong plugins FAIL with the diagnosis naming their mistake (eps inside the sqrt,
+// bias correction missing, decay after the update, wrong lerp weight, Adafactor clipping
+// missing, the other Adafactor dialect); a crash, a hang, NaN output and a refusal are reported
+// per case while the other cases still run; unusable plugins exit 2.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_harness.h"
+
+static char g_plugins[4096];  // BUILD/plugins
+static char g_out[262144];
+
+static int conform(const char* fmt, const char* plugin) {
+    char args[8192], path[4096 + 64];
+    snprintf(path, sizeof path, "%s%s%s", plugin ? g_plugins : "", plugin ? "/" : "", plugin ? plugin : "");
+    snprintf(args, sizeof args, fmt, path);
+    char full[8300];
+    snprintf(full, sizeof full, "conform %s", args);
+    return cli_run(full, true, g_out, sizeof g_out);
+}
+
+static void show_and_fail(const char* why) {
+    printf("%s; output was:\n%s\n", why, g_out);
+    fail();
+}
+
+// Lines of g_out starting with `case_prefix` (a case id) or, when NULL, every table row with
+// the verdict `verdict`; returns how many rows have `verdict`, checking each contains `needle`.
+static size_t rows_with(const char* verdict, const char* needle) {
+    size_t n = 0;
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s ", verdict);
+    for (char* line = g_out; line && *line;) {
+        char* nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char buf[2048];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
+        if (strstr(buf, pat) && strncmp(buf, "conform:", 8) != 0) {
+            n++;
+            if (needle && !strstr(buf, needle)) {
+                printf("row lacks '%s': %s\n", needle, buf);
+                show_and_fail("wrong row");
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+static void test_correct_plain_plugin_passes(void** s) {
+    (void)s;
+    int rc = conform("--plugin %s", "adamw_plain.so");
+    if (rc != 0 || !strstr(g_out, "9 cases: 9 passed")) show_and_fail("adamw_plain.so must pass all 9 cases");
+    printf("%s", g_out);
+}
+
+// Our own optimizers, through the ABI: every golden of all four optimizers passes.
+static void test_adapters_of_our_optimizers_pass(void** s) {
+    (void)s;
+    static const char* const ADAPTERS[] = {"adapter_adamw_torch.so", "adapter_adafactor.so",
+                                           "adapter_adafactor_torch.so", "adapter_adamw_bnb_8bit.so"};
+    for (size_t i = 0; i < sizeof ADAPTERS / sizeof ADAPTERS[0]; i++) {
+        int rc = conform("--plugin %s", ADAPTERS[i]);
+        if (rc != 0 || rows_with("PASS", NULL) == 0 || rows_with("FAIL", NULL) != 0) show_and_fail(ADAPTERS[i]);
+        printf("%s", g_out);
+    }
+}
+
+// A wrong plugin: exit 1, at least `min_fail` FAIL rows, every one diagnosed with exactly `text`.
+static void expect_diagnosis(const char* plugin, const char* text, size_t min_fail) {
+    int rc = conform("--plugin %s", plugin);
+    char needle[512];
+    snprintf(needle, sizeof needle, "consistent with: %s", text);
+    size_t n = rows_with("FAIL", needle);
+    printf("%s", g_out);
+    if (rc != 1 || n < min_fail) show_and_fail(plugin);
+    if (strstr(g_out, "no known mistake fits")) show_and_fail("a failing case was not diagnosed");
+    // exactly one mistake named per row: several would be joined with "; "
+    for (char* p = strstr(g_out, "consistent with: "); p; p = strstr(p + 1, "consistent with: ")) {
+        char* nl = strchr(p, '\n');
+        char* semi = strstr(p, "; ");
+        if (semi && (!nl || semi < nl)) show_and_fail("more than one mistake named");
+    }
+}
+
+static void test_eps_inside_sqrt_diagnosed(void** s) {
+    (void)s;
+    expect_diagnosis("adamw_eps_inside_sqrt.so", "eps inside the sqrt", 8);
+}
+static void test_missing_bias_correction_diagnosed(void** s) {
+    (void)s;
+    expect_diagnosis("adamw_no_bias_correction.so", "bias correction missing (both moments)", 9);
+}
+static void test_decay_after_update_diagnosed(void** s) {
+    (void)s;
+    // only the cases with weight decay on can show it (the others pass)
+    expect_diagnosis("adamw_decay_after_update.so", "weight decay applied after the update", 4);
+    assert_true(rows_with("PASS", NULL) > 0);
+}
+static void test_wrong_lerp_weight_diagnosed(void** s) {
+    (void)s;
+    expect_diagnosis("adamw_lerp_weight.so", "wrong lerp weight", 9);
+}
+static void test_adafactor_without_clipping_diagnosed(void** s) {
+    (void)s;
+    expect_diagnosis("adapter_adafactor_noclip.so", "update clipping missing", 16);
+}
+static void test_other_adafactor_dialect_diagnosed(void** s) {
+    (void)s;
+    // torch's Adafactor claiming to be transformers': the relative_step cases (lr=None) cannot
+    // be expressed in torch's hyperparameters, so the plugin refuses them (ERROR)
+    expect_diagnosis("adapter_torch_as_hf.so", "the other dialect: torch.optim.Adafactor", 10);
+    assert_true(rows_with("ERROR", "create refused") >= 1);
+}
+
+static void test_crash_is_reported_and_other_cases_run(void** s) {
+    (void)s;
+    int rc = conform("--plugin %s", "adamw_crash.so");
+    printf("%s", g_out);
+    if (rc != 1 || rows_with("CRASH", "SIGSEGV") != 1 || rows_with("PASS", NULL) != 8 ||
+        !strstr(g_out, "vec_255                    CRASH"))
+        show_and_fail("the crash in vec_255 must be one CRASH row (SIGSEGV) and the 8 other cases must pass");
+}
+
+static void test_nan_output_fails_undiagnosed(void** s) {
+    (void)s;
+    int rc = conform("--plugin %s", "adamw_nan.so");
+    printf("%s", g_out);
+    if (rc != 1 || rows_with("FAIL", "no known mistake fits") != 9 || !strstr(g_out, "NaN"))
+        show_and_fail("NaN output must FAIL every case, with no mistake claimed");
+}
+
+static void test_hang_times_out(void** s) {
+    (void)s;
+    int rc = conform("--plugin %s --timeout 1 --case vec_1", "adamw_hang.so");
+    printf("%s", g_out);
+    if (rc != 1 || rows_with("TIMEOUT", "killed") != 1) show_and_fail("the hang must be a TIMEOUT");
+}
+
+static void test_refusal_is_error_with_its_text(void** s) {
+    (void)s;
+    int rc = conform("--plugin %s", "adamw_refuse_nd.so");
+    printf("%s", g_out);
+    if (rc != 1 || rows_with("ERROR", "only handles 1-D tensors") != 2 || rows_with("PASS", NULL) != 7)
+        show_and_fail("the two 2-D cases must be ERROR with the plugin's text, the 7 others PASS");
+}
+
+static void expect_exit2(const char* fmt, const char* plugin, const char* needle) {
+    int rc = conform(fmt, plugin);
+    printf("%s", g_out);
+    if (rc != 2 || !strstr(g_out, needle)) show_and_fail(needle);
+}
+
+static void test_unusable_input_exits_2(void** s) {
+    (void)s;
+    expect_exit2("--plugin %s", "adamw_abi.so", "built for plugin ABI version 99, this trainbench speaks version 1");
+    expect_exit2("--plugin %s", "no_such.so", "no such plugin file");
+    int rc = cli_run("conform --plugin tests/test_plugin.c", true, g_out, sizeof g_out);  // not a shared library
+    printf("%s", g_out);
+    if (rc != 2 || !strstr(g_out, "cannot load plugin tests/test_plugin.c")) show_and_fail("dlopen error");
+    expect_exit2("--plugin %s --optim bogus", "adamw_plain.so", "--optim must be one of");
+    expect_exit2("--plugin %s --case 'zzz*'", "adamw_plain.so", "matches none");
+    expect_exit2("--timeout 0 --plugin %s", "adamw_plain.so", "--timeout must be an integer");
+    expect_exit2("", NULL, "needs --plugin LIB.so or --optim NAME");
+    // a real shared library without the entry point: the one that holds json_loads
+    Dl_info info;
+    if (dladdr((void*)json_loads, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+        char args[4200];
+        snprintf(args, sizeof args, "conform --plugin %s", info.dli_fname);
+        rc = cli_run(args, true, g_out, sizeof g_out);
+        printf("%s", g_out);
+        if (rc != 2 || !strstr(g_out, "does not export trainbench_optimizer_plugin")) show_and_fail("missing symbol");
+    }
+}
+
+// --optim NAME without a plugin: our own optimizer, the same table; --verbose adds the
+// per-comparison lines; --optim overrides what a plugin says it implements.
+static void test_builtin_verbose_and_override(void** s) {
+    (void)s;
+    int rc = conform("--optim adafactor_torch --verbose --case 'vec_25*'", NULL);
+    printf("%s", g_out);
+    if (rc != 0 || !strstr(g_out, "built-in adafactor_torch") || !strstr(g_out, "2 cases: 2 passed") ||
+        !strstr(g_out, "optim/adafactor_torch/vec_255 step20 variance:"))
+        show_and_fail("built-in verbose run");
+    // AdamW checked against the bitsandbytes goldens: state keys differ, so it fails (not crashes)
+    rc = conform("--plugin %s --optim adamw_bnb_8bit --case vec_1", "adamw_plain.so");
+    printf("%s", g_out);
+    if (rc != 1 || !strstr(g_out, "against the adamw_bnb_8bit goldens") || rows_with("FAIL", NULL) != 1)
+        show_and_fail("--optim override");
+}
+
+int main(int argc, char** argv) {
+    (void)argc;
+    if (cli_harness_setup(argv[0], "plugin") != 0) return 1;
+    char self[4096];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    snprintf(g_plugins, sizeof g_plugins, "%s/../plugins", dirname(self));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_correct_plain_plugin_passes),
+        cmocka_unit_test(test_adapters_of_our_optimizers_pass),
+        cmocka_unit_test(test_eps_inside_sqrt_diagnosed),
+        cmocka_unit_test(test_missing_bias_correction_diagnosed),
+        cmocka_unit_test(test_decay_after_update_diagnosed),
+        cmocka_unit_test(test_wrong_lerp_weight_diagnosed),
+        cmocka_unit_test(test_adafactor_without_clipping_diagnosed),
+        cmocka_unit_test(test_other_adafactor_dialect_diagnosed),
+        cmocka_unit_test(test_crash_is_reported_and_other_cases_run),
+        cmocka_unit_test(test_nan_output_fails_undiagnosed),
+        cmocka_unit_test(test_hang_times_out),
+        cmocka_unit_test(test_refusal_is_error_with_its_text),
+        cmocka_unit_test(test_unusable_input_exits_2),
+        cmocka_unit_test(test_builtin_verbose_and_override),
+    };
+    int rc = cmocka_run_group_tests_name("plugin", tests, NULL, NULL);
+    cli_harness_cleanup("plugin");
+    return rc;
+}
