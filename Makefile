@@ -39,7 +39,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit goldens clean bench bench-build gate run
+.PHONY: all deps test test-unit goldens clean bench bench-build gate run peers report
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -64,6 +64,41 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainbench.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/libtrainbench.a -lcmocka $(LIBS) $(LDFLAGS_ALL) -o $@
 
+# Plugins for `trainbench conform --plugin` (tests/test_plugin.c), in $(BUILD)/plugins/, built
+# with the same $(SANITIZE) flags as the binary that loads them (an ASan trainbench may load an
+# ASan plugin; a plain one cannot). adapter_<x>.so: our own optimizers through the plugin ABI
+# (tests/plugins/adapter.c + the optimizer sources compiled -fPIC, only the entry point
+# exported); adamw_<x>.so: tests/plugins/adamw_plain.c with -DMISTAKE=MISTAKE_<X> (plain is
+# correct; the others are wrong or misbehave on purpose).
+PLUGIN_DIR   = $(BUILD)/plugins
+PLUGIN_FLAGS = -fPIC -fvisibility=hidden
+PLUGIN_OBJS  = $(patsubst %,$(PLUGIN_DIR)/obj/%.o,optim optim_adamw_torch optim_adafactor_hf optim_adafactor_torch \
+                 optim_adamw_bnb_8bit torch_sqrt torch_reduce cpu dtype common)
+ADAPTER_adamw_torch      = -DADAPTER_OPTIM='"adamw_torch"'
+ADAPTER_adafactor        = -DADAPTER_OPTIM='"adafactor"'
+ADAPTER_adafactor_torch  = -DADAPTER_OPTIM='"adafactor_torch"'
+ADAPTER_adamw_bnb_8bit   = -DADAPTER_OPTIM='"adamw_bnb_8bit"'
+ADAPTER_adafactor_noclip = -DADAPTER_OPTIM='"adafactor"' -DADAPTER_NO_CLIP
+ADAPTER_torch_as_hf      = -DADAPTER_OPTIM='"adafactor_torch"' -DADAPTER_IMPLEMENTS='"adafactor"' -DADAPTER_PARSE_JSON
+PLUGIN_ADAPTERS = adamw_torch adafactor adafactor_torch adamw_bnb_8bit adafactor_noclip torch_as_hf
+PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update lerp_weight crash nan hang refuse_nd abi
+PLUGIN_SOS      = $(PLUGIN_ADAPTERS:%=$(PLUGIN_DIR)/adapter_%.so) $(PLUGIN_PLAIN:%=$(PLUGIN_DIR)/adamw_%.so)
+
+.SECONDARY: $(PLUGIN_OBJS)  # keep them: they are made by a pattern rule for a pattern rule
+$(PLUGIN_DIR)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PLUGIN_FLAGS) -c $< -o $@
+
+$(PLUGIN_DIR)/adapter_%.so: tests/plugins/adapter.c $(PLUGIN_OBJS)
+	$(CC) $(CFLAGS_ALL) $(PLUGIN_FLAGS) $(ADAPTER_$*) -shared $< $(PLUGIN_OBJS) $(LDFLAGS_ALL) -ljansson -lm -o $@
+
+$(PLUGIN_DIR)/adamw_%.so: tests/plugins/adamw_plain.c src/trainbench_plugin.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c99 $(OPT) -g -Wall -Wextra -ffp-contract=off -Isrc $(PLUGIN_FLAGS) $(SANITIZE) \
+	    -DMISTAKE=MISTAKE_$(shell echo $* | tr a-z A-Z) -shared $< $(SANITIZE) -o $@ -lm
+
+$(BUILD)/tests/test_plugin: $(PLUGIN_SOS) $(BUILD)/trainbench
+
 # test: install deps, build, run every test binary normally and under ASan+UBSan;
 # ends with one line "tests: N passed, N failed"
 test: deps
@@ -87,6 +122,8 @@ goldens:
 	$(VENV)/bin/python reference/gen_optim_goldens.py --out reference/golden
 	$(VENV)/bin/python reference/check_optim_semantics.py --sqrt torch
 	$(VENV)/bin/python reference/gen_model_goldens.py --out reference/golden
+	$(VENV)/bin/python reference/gen_fingerprint_goldens.py --out reference/golden
+	$(VENV)/bin/python reference/fingerprint_demo.py --out reference/golden/fingerprint
 
 # bench: build and run the Google Benchmark binary (bench/, README "Benchmarks"): roofline
 # probes, convert/, gemm/, optim/ with repetitions; JSON (tools/compare.py of
@@ -128,6 +165,28 @@ gate: all
 	@test -n "$(BASELINE)" && test -n "$(CANDIDATE)" || { \
 	  echo "usage: make gate BASELINE=DIR CANDIDATE=DIR  (folders holding bench.json)" >&2; exit 2; }
 	$(BUILD)/trainbench gate --baseline $(BASELINE) --candidate $(CANDIDATE)
+
+# RESULT_DIR: the result folder `make peers` and `make report` work on; default the newest
+# $(RESULTS)/<machine-id>/<run-id>/ (run-ids begin with the UTC start time, so newest = last by name)
+RESULT_DIR ?= $(shell ls $(RESULTS)/*/*/machine.json 2>/dev/null | awk -F/ '{ d = $$0; sub("/machine.json$$", "", d); print $$(NF-1), d }' | sort | tail -1 | cut -d' ' -f2-)
+
+# peers: time PyTorch, transformers and bitsandbytes on our benchmark problems with the same
+# thread count (reference/bench_peers.py, README "Benchmarks"; needs the venv of `make goldens`)
+# into $(RESULT_DIR)/peers.json, or $(BUILD)/peers.json without a result folder. PEERS_ARGS=--quick: smaller.
+PEERS_ARGS ?=
+peers:
+	@test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
+	  echo '  python3 -m venv $(VENV) && $(VENV)/bin/pip install "torch>=2.5" transformers "bitsandbytes>=0.50" safetensors numpy' >&2; \
+	  echo '  (or pass VENV=/path/to/venv)' >&2; exit 2; }
+	@out='$(if $(RESULT_DIR),$(RESULT_DIR)/peers.json,$(BUILD)/peers.json)'; mkdir -p "$$(dirname "$$out")"; \
+	echo "peers: writing $$out"; \
+	$(VENV)/bin/python reference/bench_peers.py --out "$$out" $(if $(filter-out 0,$(FULL)),--full) $(PEERS_ARGS)
+
+# report: `trainbench report` of $(RESULT_DIR) (README "trainbench report"): REPORT.md and plots in it
+report: deps $(BUILD)/trainbench
+	@test -n '$(RESULT_DIR)' || { echo "usage: make report RESULT_DIR=results/<machine-id>/<run-id>" \
+	  "(no result folder under $(RESULTS)/; \`make run\` or \`trainbench record\` makes one)" >&2; exit 2; }
+	$(BUILD)/trainbench report '$(RESULT_DIR)'
 
 # run: the main job (README "The two commands"). deps + build, then one new result folder
 # $(RESULTS)/<machine-id>/<run-id>/ from `trainbench record` (machine.json) holding:
@@ -199,4 +258,5 @@ clean:
 	rm -rf build $(BUILD)
 
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/plugins/obj/*.d $(BUILD)/plugins/*.d)
 -include $(wildcard $(BUILD)/bench/obj/*.d)
