@@ -12,6 +12,9 @@
 //                  aggregates are ignored; medians are computed here
 //   memory.json    `trainbench memory --json` (object, or an array of them)
 //   train/*/results.json  `trainbench train` output
+//   peers.json     Google Benchmark JSON of reference/bench_peers.py (`make peers`): PyTorch,
+//                  transformers and bitsandbytes timed on the same problems; paired with ours by
+//                  name (peer/<variant>/<problem>, see section_peers) and shown as ratios
 // Exit codes: 0 written, 1 could not write (or gnuplot failed), 2 unusable input.
 #include <dirent.h>
 #include <errno.h>
@@ -40,7 +43,7 @@ typedef struct {
     json_t* root;
 } TrainRun;
 
-typedef struct {
+typedef struct Run {
     const char* dir;
     char label[512];  // machine-id/run-id
     json_t *machine, *bench, *memory;
@@ -48,6 +51,7 @@ typedef struct {
     size_t nb, bcap;
     TrainRun* tr;
     size_t ntr;
+    struct Run* peers;  // peers.json indexed like bench.json (its `bench` is peers.json); NULL when absent
 } Run;
 
 typedef struct {
@@ -167,6 +171,15 @@ static int load_run(Run* r, const char* dir) {
         snprintf(tmp, sizeof tmp, "%s/bench.json", dir);
         if (!index_bench(r, tmp)) return 2;
     }
+    json_t* peers;
+    if (!load_opt(dir, "peers.json", &peers)) return 2;
+    if (peers) {
+        r->peers = xcalloc(1, sizeof(Run));
+        r->peers->dir = dir;
+        r->peers->bench = peers;
+        snprintf(tmp, sizeof tmp, "%s/peers.json", dir);
+        if (!index_bench(r->peers, tmp)) return 2;
+    }
     snprintf(tmp, sizeof tmp, "%s/train", dir);
     DIR* d = opendir(tmp);
     if (d) {
@@ -210,6 +223,10 @@ static void free_run(Run* r) {
     json_decref(r->machine);
     json_decref(r->bench);
     json_decref(r->memory);
+    if (r->peers) {
+        free_run(r->peers);
+        free(r->peers);
+    }
 }
 
 // ---------------------------------------------------------------- small helpers
@@ -947,6 +964,190 @@ static const char* primary(const BEnt* b, double* v) {
     return "runs/s";
 }
 
+// Peers: peers.json holds peer/<variant>/<problem> (reference/bench_peers.py documents the
+// mapping). problem = our benchmark name for optim/<name>/<n>; for training steps it is
+// train_step/<model>/<precision>/<optim>, our name without the backend part (PyTorch brings its
+// own kernels), paired with our fastest backend for it. Ratio = our median throughput / the
+// peer's (the same counter, so = the peer's time per step / ours): above 1, trainbench is faster.
+typedef struct {
+    const char* counter;  // "params/s", "tokens/s" (else real_time inverted into runs/s)
+    const BEnt* ours;     // NULL: not measured in this run
+    char ours_name[256];
+    int backends;  // train_step: our backends that ran this problem
+} PeerMatch;
+
+static void peer_match(const Run* r, const char* problem, PeerMatch* m) {
+    memset(m, 0, sizeof *m);
+    char buf[512], *p[6];
+    int np = split(problem, buf, sizeof buf, p, 6);
+    if (np == 3 && !strcmp(p[0], "optim")) {
+        m->counter = "params/s";
+        m->ours = bfind(r, problem);
+        snprintf(m->ours_name, sizeof m->ours_name, "%s", problem);
+    } else if (np == 4 && !strcmp(p[0], "train_step")) {
+        m->counter = "tokens/s";
+        double best = -1;
+        for (size_t i = 0; i < r->nb; i++) {
+            char b2[512], *q[6];
+            if (split(r->b[i].name, b2, sizeof b2, q, 6) != 5 || strcmp(q[0], "train_step") || strcmp(q[1], p[1]) ||
+                strcmp(q[3], p[2]) || strcmp(q[4], p[3]) || !r->b[i].n)
+                continue;
+            m->backends++;
+            double v = bmed(&r->b[i], "tokens/s");
+            if (v > best) {
+                best = v;
+                m->ours = &r->b[i];
+                snprintf(m->ours_name, sizeof m->ours_name, "%s", r->b[i].name);
+            }
+        }
+        if (!m->ours) snprintf(m->ours_name, sizeof m->ours_name, "train_step/%s/<backend>/%s/%s", p[1], p[2], p[3]);
+    } else {
+        m->counter = NULL;
+        snprintf(m->ours_name, sizeof m->ours_name, "%s", problem);
+        m->ours = bfind(r, problem);
+    }
+}
+
+// "peer/<variant>/<problem>": the problem (NULL when the name has another form), variant into v.
+static const char* peer_problem(const char* name, char* v, size_t n) {
+    if (strncmp(name, "peer/", 5)) return NULL;
+    const char* s = strchr(name + 5, '/');
+    if (!s || s == name + 5 || !s[1]) return NULL;
+    snprintf(v, n, "%.*s", (int)(s - name - 5), name + 5);
+    return s + 1;
+}
+
+static void section_peers(Ctx* c, FILE* md, const Run* r) {
+    fprintf(md, "## Speed relative to PyTorch (same machine, same thread count)\n\n");
+    const Run* pr = r->peers;
+    if (!pr) {
+        // optional (needs the Python venv), so not "not measured": say how to add it
+        fprintf(md, "_PyTorch was not timed for this folder (no `peers.json`)._ `make peers RESULT_DIR=%s` times "
+                    "PyTorch's AdamW "
+                    "(for-loop, foreach, fused) and Adafactor, transformers' Adafactor, bitsandbytes' AdamW8bit and "
+                    "a training step of the same models on the same problems into it (it needs the reference venv, "
+                    "see README \"Benchmarks\"); then run `trainbench report` again.\n\n",
+                r->dir);
+        return;
+    }
+    json_t* ctx = json_object_get(pr->bench, "context");
+    json_t* pc = json_object_get(ctx, "peers");
+    char ours_threads[64] = "not recorded", peer_threads[64] = "not recorded", v[256];
+    static const char* const TH[] = {"threads", NULL};
+    if (r->machine && jtext(r->machine, TH, v, sizeof v)) snprintf(ours_threads, sizeof ours_threads, "%.60s", v);
+    if (pc && jtext(pc, TH, v, sizeof v)) snprintf(peer_threads, sizeof peer_threads, "%.60s", v);
+    fprintf(md, "From `peers.json` (`reference/bench_peers.py`, run by `make peers`):");
+    static const char* const KEYS[] = {"torch", "transformers", "bitsandbytes", "torch_cpu_capability", NULL};
+    for (const char* const* k = KEYS; *k; k++) {
+        const char* P[] = {*k, NULL};
+        fprintf(md, " %s %s%s", *k, pc && jtext(pc, P, v, sizeof v) ? v : "not recorded", k[1] ? "," : ".");
+    }
+    static const char* const DATE[] = {"date", NULL};
+    if (ctx && jtext(ctx, DATE, v, sizeof v)) fprintf(md, " Measured %s.", v);
+    fprintf(md, " Threads: ours %s (machine.json), PyTorch %s (`torch.set_num_threads`).", ours_threads, peer_threads);
+    if (strcmp(ours_threads, peer_threads))
+        fprintf(md, " **The thread counts differ or are not recorded: these ratios do not compare like with like.**");
+    fprintf(md, "\n\nratio = our median throughput / the peer's (the same counter; equal to the peer's median time "
+                "per step / ours). **Above 1: trainbench is faster; below 1: the peer is faster.** Optimizer "
+                "problems are `optim/<name>/<n>` with the same hyperparameters, shape and data as ours; a training "
+                "step (`train_step/<model>/<precision>/<optim>`, forward + backward + AdamW) is compared with our "
+                "fastest backend for it. Both sides are medians over repetitions taken on this machine, but not at "
+                "the same moment: on a shared machine they can differ by noise.\n\n"
+                "| problem | ours: benchmark | ours (median) | peer | peer (median) | ratio ours / peer |\n"
+                "|---|---|---:|---|---:|---:|\n");
+    Buf d;
+    buf_open(&d);
+    int np = 0, rows = 0;
+    double lo = 1.0, hi = 1.0;
+    // rows grouped by problem (in order of first appearance), peers in file order within one
+    size_t* order = xmalloc((pr->nb + 1) * sizeof(size_t));
+    size_t no = 0;
+    for (size_t i = 0; i < pr->nb; i++) {
+        char vi[128], vj[128];
+        const char* pi = peer_problem(pr->b[i].name, vi, sizeof vi);
+        bool seen = false;
+        for (size_t k = 0; k < no && pi && !seen; k++) seen = !strcmp(peer_problem(pr->b[order[k]].name, vj, sizeof vj), pi);
+        if (!pi || seen) continue;
+        for (size_t j = i; j < pr->nb; j++) {
+            const char* pj = peer_problem(pr->b[j].name, vj, sizeof vj);
+            if (pj && !strcmp(pj, pi)) order[no++] = j;
+        }
+    }
+    for (size_t k = 0; k < no; k++) {
+        const BEnt* pb = &pr->b[order[k]];
+        char variant[128];
+        const char* problem = peer_problem(pb->name, variant, sizeof variant);
+        PeerMatch m;
+        peer_match(r, problem, &m);
+        rows++;
+        char ours_cell[384], peer_cell[384], ratio_cell[64] = "–", name_cell[320];
+        double ov = NAN, pv = NAN;
+        // the problem's counter; a problem this report does not know: the main counter of ours
+        const char* unit = m.counter;
+        if (m.ours && m.ours->n) {
+            if (unit) ov = bmed(m.ours, unit);
+            else unit = primary(m.ours, &ov);
+            char s[32];
+            fmt_num(s, sizeof s, ov);
+            snprintf(ours_cell, sizeof ours_cell, "%s %s", s, unit);
+        } else if (m.ours && m.ours->error) {
+            snprintf(ours_cell, sizeof ours_cell, "%.300s", m.ours->error);
+        } else {
+            snprintf(ours_cell, sizeof ours_cell, "not measured in this run");
+        }
+        if (m.backends > 1)
+            snprintf(name_cell, sizeof name_cell, "`%s` (fastest of %d backends)", m.ours_name, m.backends);
+        else snprintf(name_cell, sizeof name_cell, "`%s`", m.ours_name);
+        if (pb->n) {
+            if (!unit) unit = primary(pb, &pv);
+            else pv = !strcmp(unit, "runs/s") ? 1.0 / bmed(pb, "real_time") : bmed(pb, unit);
+            char s[32];
+            fmt_num(s, sizeof s, pv);
+            snprintf(peer_cell, sizeof peer_cell, "%s %s", s, unit);
+        } else {
+            snprintf(peer_cell, sizeof peer_cell, "%.300s", pb->error ? pb->error : "no repetitions");
+        }
+        double ratio = ov / pv;
+        if (!isnan(ratio) && ratio > 0) {
+            snprintf(ratio_cell, sizeof ratio_cell, "%.2f×", ratio);
+            fprintf(d.f, "%d \"%s: %s\" %.6g\n", np++, variant, problem, ratio);
+            if (ratio < lo) lo = ratio;
+            if (ratio > hi) hi = ratio;
+        }
+        fprintf(md, "| %s | %s | %s | %s | %s | %s |\n", problem, name_cell, ours_cell, variant, peer_cell, ratio_cell);
+    }
+    free(order);
+    if (!rows) fprintf(md, "| (no peer/<variant>/<problem> entries in peers.json) | | | | | |\n");
+    fprintf(md, "\nPeer variants: `torch` = the PyTorch code path our implementation mirrors (AdamW/Adafactor "
+                "for-loop; for training steps eager attention and for-loop AdamW), `torch_foreach` / `torch_fused` = "
+                "PyTorch's multi-tensor and fused CPU kernels, `torch_sdpa_fused` = scaled-dot-product attention and "
+                "fused AdamW (stock PyTorch's fastest), `transformers` = transformers.optimization.Adafactor, "
+                "`bitsandbytes` = bitsandbytes.optim.AdamW8bit; bf16 = `torch.autocast(\"cpu\", "
+                "dtype=torch.bfloat16)`.\n");
+    if (!np) {
+        fclose(d.f);
+        free(d.data);
+        fprintf(md, "\nNo problem was measured on both sides: plot not drawn.\n\n");
+        return;
+    }
+    if (!buf_save(&d, c->out, "peers.dat")) {
+        c->plot_failures++;
+        return;
+    }
+    char body[1536];
+    snprintf(body, sizeof body,
+             "set style fill solid 0.7 border -1\nset boxwidth 0.6\nset logscale y\nset yrange [%g:%g]\n"
+             "set xrange [-0.6:%d.6]\nset key inside top right\n"
+             "set ylabel 'ours / peer (x, log scale; > 1 = trainbench faster)'\n"
+             "set xlabel 'peer: problem'\nset xtics rotate by 50 right font ',8'\nset lmargin 14\nset bmargin 18\n"
+             "plot 'peers.dat' using 1:3:xtic(2) with boxes title 'ratio ours / peer', "
+             "1 with lines lw 2 dt 2 lc rgb 'black' title 'parity (1.0x)', "
+             "'' using 1:3:(sprintf('%%.2fx', $3)) with labels offset 0,0.8 font ',8' notitle\n",
+             lo / 2, hi * 2, np - 1);
+    plot(c, md, "peers", "Speed relative to PyTorch, transformers and bitsandbytes (same machine, same threads)", body);
+    fprintf(md, "\n");
+}
+
 static void section_compare(Ctx* c, FILE* md, Run* runs, int nr) {
     fprintf(md, "## Hardware comparison\n\n");
     if (nr < 2) {
@@ -1139,6 +1340,7 @@ static int run_report(int argc, char** argv) {
         section_train(&c, md.f, &runs[0]);
         section_speedup(&c, md.f, &runs[0]);
         section_underflow(&c, md.f, &runs[0]);
+        section_peers(&c, md.f, &runs[0]);
         section_compare(&c, md.f, runs, nd);
         if (!buf_save(&md, out, "REPORT.md")) rc = 1;
         else printf("report: wrote %s/REPORT.md (%d plot%s not drawn)\n", out, c.plot_failures,

@@ -322,6 +322,125 @@ static void test_bad_input_exits_2(void** s) {
     assert_non_null(strstr(r.out, "train/fp32-adamw_torch/results.json"));
 }
 
+// peers.json (reference/bench_peers.py, `make peers`): each peer/<variant>/<problem> is paired
+// with our benchmark and shown as ours / peer; a train_step problem has no backend part and is
+// paired with our fastest backend. Without peers.json the section says how to make it.
+static void write_peers(const char* dir, int threads) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/peers.json", dir);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"context\": {\"date\": \"2026-11-29T22:00:00+00:00\", \"peers\": {\"torch\": \"2.99.0-test\", "
+               "\"transformers\": \"9.9.9\", \"bitsandbytes\": \"0.99.1\", \"torch_cpu_capability\": \"AVX512\", "
+               "\"threads\": %d}}, \"benchmarks\": [\n", threads);
+    bool first = true;
+    bench_entry(f, &first, "peer/torch/optim/adamw_torch/1000000", "params/s", 5e8, 2);
+    bench_entry(f, &first, "peer/torch_fused/optim/adamw_torch/1000000", "params/s", 4e9, 0.25);
+    bench_entry(f, &first, "peer/torch/train_step/tiny/fp32/adamw_torch", "tokens/s", 300, 800);
+    bench_entry(f, &first, "peer/transformers/optim/adafactor/1000000", "params/s", 1e8, 10);
+    fprintf(f, ",{\"name\": \"peer/bitsandbytes/optim/adamw_bnb_8bit/10000/real_time\", \"run_name\": "
+               "\"peer/bitsandbytes/optim/adamw_bnb_8bit/10000/real_time\", \"run_type\": \"iteration\", "
+               "\"error_occurred\": true, \"error_message\": \"unsupported: RuntimeError: no CPU kernel\"}\n");
+    fprintf(f, "]}\n");
+    fclose(f);
+}
+
+// An optimizer benchmark as ours writes it: params/s and GB/s (28 bytes/param) per repetition.
+static void optim_entry(FILE* f, bool* first, const char* name, double params_per_s) {
+    for (int rep = 0; rep < 3; rep++) {
+        double v = params_per_s * (rep == 0 ? 1.0 : rep == 1 ? 0.99 : 1.01);
+        fprintf(f,
+                "%s{\"name\": \"%s/real_time\", \"run_name\": \"%s/real_time\", \"run_type\": \"iteration\", "
+                "\"repetitions\": 3, \"repetition_index\": %d, \"real_time\": 1, \"time_unit\": \"ms\", "
+                "\"params/s\": %.6g, \"GB/s\": %.6g}\n",
+                *first ? "" : ",", name, name, rep, v, v * 28e-9);
+        *first = false;
+    }
+}
+
+static void test_peers_ratios(void** s) {
+    (void)s;
+    char a[512], args[1024], path[1024];
+    snprintf(a, sizeof a, "%s/results/peers/run1", g_tmp);
+    mkdir_p(a);
+    char m[4096];
+    snprintf(m, sizeof m, MACHINE_JSON, "null", "4444444dddd");  // "threads": 4
+    write_text(a, "machine.json", m);
+    snprintf(path, sizeof path, "%s/bench.json", a);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"context\": {\"num_cpus\": 4}, \"benchmarks\": [\n");
+    bool first = true;
+    optim_entry(f, &first, "optim/adamw_torch/1000000", 2e9);
+    optim_entry(f, &first, "optim/adamw_bnb_8bit/10000", 3e8);
+    bench_entry(f, &first, "train_step/tiny/openblas/fp32/adamw_torch", "tokens/s", 1000, 256);
+    bench_entry(f, &first, "train_step/tiny/onednn/fp32/adamw_torch", "tokens/s", 1200, 213);
+    bench_entry(f, &first, "train_step/tiny/onednn/bf16/adamw_torch", "tokens/s", 9999, 26);
+    fprintf(f, "]}\n");
+    fclose(f);
+
+    // no peers.json: not an error; the section says how to produce it
+    snprintf(args, sizeof args, "report %s", a);
+    RunResult r;
+    run_cmd(&r, args);
+    if (r.exit_code != 0) printf("%s\n", r.out);
+    assert_int_equal(r.exit_code, 0);
+    snprintf(path, sizeof path, "%s/REPORT.md", a);
+    char* md = slurp(path);
+    assert_non_null(md);
+    expect_in(md, "## Speed relative to PyTorch (same machine, same thread count)");
+    expect_in(md, "PyTorch was not timed for this folder (no `peers.json`)");
+    expect_in(md, "`make peers RESULT_DIR=");
+    free(md);
+
+    write_peers(a, 4);
+    run_cmd(&r, args);
+    if (r.exit_code != 0) printf("%s\n", r.out);
+    assert_int_equal(r.exit_code, 0);
+    md = slurp(path);
+    assert_non_null(md);
+    expect_in(md, "torch 2.99.0-test, transformers 9.9.9, bitsandbytes 0.99.1");
+    expect_in(md, "Threads: ours 4 (machine.json), PyTorch 4");
+    expect_in(md, "Above 1: trainbench is faster");
+    // 2e9 / 5e8 and 2e9 / 4e9 params/s (medians of the repetitions, not the aggregates)
+    expect_in(md, "| optim/adamw_torch/1000000 | `optim/adamw_torch/1000000` | 2 G params/s | torch | 500 M params/s | 4.00× |");
+    expect_in(md, "| optim/adamw_torch/1000000 | `optim/adamw_torch/1000000` | 2 G params/s | torch_fused | 4 G params/s | 0.50× |");
+    // the fastest of our fp32 backends (onednn, 1200 tokens/s) vs 300: bf16 is another problem
+    expect_in(md, "| train_step/tiny/fp32/adamw_torch | `train_step/tiny/onednn/fp32/adamw_torch` (fastest of 2 backends) "
+                  "| 1200 tokens/s | torch | 300 tokens/s | 4.00× |");
+    expect_in(md, "| optim/adamw_bnb_8bit/10000 | `optim/adamw_bnb_8bit/10000` | 300 M params/s | bitsandbytes | "
+                  "unsupported: RuntimeError: no CPU kernel | – |");
+    expect_in(md, "| optim/adafactor/1000000 | `optim/adafactor/1000000` | not measured in this run | transformers | "
+                  "100 M params/s | – |");
+    assert_null(strstr(md, "12345678"));
+    assert_null(strstr(md, "thread counts differ"));
+    free(md);
+    expect_plot(a, "peers");
+    snprintf(path, sizeof path, "%s/peers.dat", a);
+    char* dat = slurp(path);
+    assert_non_null(dat);
+    expect_in(dat, "\"torch_fused: optim/adamw_torch/1000000\" 0.5");
+    free(dat);
+
+    // a different thread count is called out
+    write_peers(a, 2);
+    run_cmd(&r, args);
+    assert_int_equal(r.exit_code, 0);
+    snprintf(path, sizeof path, "%s/REPORT.md", a);
+    md = slurp(path);
+    assert_non_null(md);
+    expect_in(md, "Threads: ours 4 (machine.json), PyTorch 2");
+    expect_in(md, "thread counts differ");
+    free(md);
+
+    // malformed peers.json: exit 2 naming it, REPORT.md left as it was
+    write_text(a, "peers.json", "{\"benchmarks\": [");
+    run_cmd(&r, args);
+    assert_int_equal(r.exit_code, 2);
+    assert_non_null(strstr(r.out, "peers.json"));
+    assert_non_null(strstr(r.out, "malformed JSON"));
+}
+
 int main(int argc, char** argv) {
     (void)argc;
     if (cli_harness_setup(argv[0], "report") != 0) return 1;
@@ -329,6 +448,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_full_report_single_and_comparison),
         cmocka_unit_test(test_missing_inputs_are_not_measured),
         cmocka_unit_test(test_bad_input_exits_2),
+        cmocka_unit_test(test_peers_ratios),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     cli_harness_cleanup("report");

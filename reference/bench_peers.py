@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""Peer timings for trainbench: PyTorch, transformers and bitsandbytes on the SAME problems as our
+benchmarks (bench/bench_optim.c, bench/bench_train.c), on the same machine, with the same thread count.
+
+    ~/.cache/trainbench-venv/bin/python reference/bench_peers.py --out RESULT_DIR/peers.json
+    (or `make peers`, which picks the result folder; README "Benchmarks")
+
+Output: Google Benchmark JSON (the form `trainbench-bench --benchmark_out_format=json` writes):
+{"context": {...}, "benchmarks": [...]}, one "iteration" entry per repetition (real_time and
+cpu_time per step in ms, iterations, the same throughput counter as ours) followed by the
+mean/median/stddev/cv "aggregate" entries; a peer that cannot run is one entry with
+"error_occurred": true and "error_message": "unsupported: <the library's error>" (or "failed: ..."
+when its sanity check fails): never a substitute. `trainbench report` pairs each peer with our
+benchmark and prints ours/peer ratios (README "trainbench report").
+
+Name mapping (how report.c pairs a peer with our benchmark):
+    peer/<variant>/<problem>/real_time
+  optimizer step, problem = our benchmark name exactly:  optim/<name>/<n>
+    peer/torch/optim/adamw_torch/1000000             torch.optim.AdamW(foreach=False, fused=False)
+                                                     (the for-loop path our adamw_torch mirrors)
+    peer/torch_foreach/optim/adamw_torch/<n>         torch.optim.AdamW(foreach=True)
+    peer/torch_fused/optim/adamw_torch/<n>           torch.optim.AdamW(fused=True)  (CPU: torch >= 2.4)
+    peer/torch/optim/adafactor_torch/<n>             torch.optim.Adafactor(foreach=False)
+    peer/torch_foreach/optim/adafactor_torch/<n>     torch.optim.Adafactor(foreach=True)
+    peer/transformers/optim/adafactor/<n>            transformers.optimization.Adafactor as HF Trainer
+                                                     configures it (scale_parameter=False,
+                                                     relative_step=False, warmup_init=False, lr=5e-5)
+    peer/bitsandbytes/optim/adamw_bnb_8bit/<n>       bitsandbytes.optim.AdamW8bit (CPU kernels)
+  Hyperparameters are our optim_defaults() (src/optim_*.c), the parameter tensor has our
+  (rows, cols) shape: 100x100, 1000x1000, 2500x4000 (n = 1e4, 1e6, 1e7; --full adds 10000x10000,
+  as FULL=1 does for our bench), parameters N(0, 0.02), gradients N(0, 1e-3), the same gradient
+  every step. Counter: params/s.
+  training step, problem = our name WITHOUT the backend part (PyTorch has its own kernels):
+    train_step/<model>/<precision>/adamw_torch       (ours: train_step/<model>/<backend>/<precision>/adamw_torch)
+    peer/torch/train_step/tiny/fp32/adamw_torch      transformers DistilBertForSequenceClassification,
+                                                     eager attention, AdamW(foreach=False): the
+                                                     configuration of our conformance goldens
+    peer/torch_sdpa_fused/train_step/tiny/bf16/...   the same model with attn_implementation="sdpa"
+                                                     and AdamW(fused=True): stock PyTorch's fastest
+  models: our presets tiny (vocab 64, dim 32, 2 layers, 2 heads, hidden 64) at batch 8 x seq 32 and
+  small (vocab 1024, dim 128, 4 layers, 4 heads, hidden 512) at 8 x 128, dropout 0 (our model has
+  none), HF init; precision fp32 (no autocast) and bf16 = torch.autocast("cpu", dtype=torch.bfloat16).
+  One step = zero_grad(set_to_none=True); forward with labels (no attention mask: every token is
+  real, as in our bench); loss.backward(); opt.step(). Random token ids 1..vocab-1, labels 0..1.
+  Counter: tokens/s (B*T per step).
+
+Timing, as Google Benchmark does it for our benchmarks: warm-up steps (at least 3 and 0.2 x
+--min-time; state allocated, threads started), then the iteration count is fixed so one repetition takes >= --min-time seconds, and
+each of --repetitions repetitions reports its mean time per step (time.perf_counter, wall clock;
+cpu_time is this thread's CPU time, as Google Benchmark's default). Before timing each peer is
+checked once: every parameter finite and some changed (a no-op step would look fast).
+
+Threads: torch.set_num_threads(--threads); default = OMP_NUM_THREADS if set, else the CPUs this
+process may run on (what our OpenMP code uses). The JSON is written atomically (temp + rename).
+Needs torch >= 2.5, transformers, bitsandbytes >= 0.50 (exit 2 naming what is missing).
+"""
+import argparse
+import contextlib
+import datetime
+import json
+import logging
+import math
+import os
+import platform
+import re
+import socket
+import statistics
+import sys
+import time
+
+GENERATOR = "reference/bench_peers.py"
+OPTIM_SHAPES = [(100, 100), (1000, 1000), (2500, 4000)]
+FULL_SHAPE = (10000, 10000)
+# name: (vocab, dim, layers, heads, hidden, positions, labels), batch, seq  (src/model.c PRESETS,
+# bench/bench_train.c add())
+MODELS = {
+    "tiny": ((64, 32, 2, 2, 64, 32, 2), 8, 32),
+    "small": ((1024, 128, 4, 4, 512, 128, 2), 8, 128),
+}
+PRECISIONS = ["fp32", "bf16"]
+WARMUP_STEPS = 3
+
+
+def die(msg, code=2):
+    sys.stderr.write("bench_peers: " + msg + "\n")
+    sys.exit(code)
+
+
+def _version_tuple(v):
+    out = []
+    for part in v.split("+")[0].split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def import_libraries():
+    """torch and transformers are required; bitsandbytes is optional (its peer is then
+    "unsupported: ..." with the import error)."""
+    missing = []
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - report any import failure
+        missing.append(f"torch >= 2.5 ({e})")
+        torch = None
+    try:
+        import transformers
+    except Exception as e:  # noqa: BLE001
+        missing.append(f"transformers ({e})")
+        transformers = None
+    if missing:
+        die("missing reference libraries: " + "; ".join(missing) +
+            "\n  create the venv described in reference/README.md, e.g.\n"
+            "  python3 -m venv ~/.cache/trainbench-venv && ~/.cache/trainbench-venv/bin/pip install"
+            " \"torch>=2.5\" transformers \"bitsandbytes>=0.50\" safetensors numpy")
+    if _version_tuple(torch.__version__) < (2, 5):
+        die(f"torch >= 2.5 is required (torch.optim.Adafactor); found {torch.__version__}")
+    # bitsandbytes logs a harmless warning about the optional 'kernels' package on import
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    try:
+        import bitsandbytes as bnb
+        bnb_error = None
+        if _version_tuple(bnb.__version__) < (0, 50):
+            bnb_error = f"bitsandbytes >= 0.50 is required for CPU optimizer kernels; found {bnb.__version__}"
+    except Exception as e:  # noqa: BLE001
+        bnb, bnb_error = None, f"bitsandbytes cannot be imported: {e}"
+    return torch, transformers, bnb, bnb_error
+
+
+# ---------------------------------------------------------------------------------------------- cases
+
+def optim_cases(torch, transformers, bnb, bnb_error):
+    """(problem optimizer name, variant, label, factory(params) -> optimizer or raises)."""
+    adamw = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)   # src/optim_adamw_torch.c
+    aft = dict(lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=0.0)  # optim_adafactor_torch.c
+    afhf = dict(lr=5e-5, eps=(1e-30, 1e-3), clip_threshold=1.0, decay_rate=-0.8, beta1=None,
+                weight_decay=0.0, scale_parameter=False, relative_step=False, warmup_init=False)
+    bnb8 = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, min_8bit_size=4096)
+
+    def bnb_factory(ps):
+        if bnb is None or bnb_error:
+            raise RuntimeError(bnb_error)
+        return bnb.optim.AdamW8bit(ps, **bnb8)
+
+    return [
+        ("adamw_torch", "torch", "torch.optim.AdamW(foreach=False, fused=False)",
+         lambda ps: torch.optim.AdamW(ps, foreach=False, fused=False, **adamw)),
+        ("adamw_torch", "torch_foreach", "torch.optim.AdamW(foreach=True)",
+         lambda ps: torch.optim.AdamW(ps, foreach=True, **adamw)),
+        ("adamw_torch", "torch_fused", "torch.optim.AdamW(fused=True)",
+         lambda ps: torch.optim.AdamW(ps, fused=True, **adamw)),
+        ("adafactor_torch", "torch", "torch.optim.Adafactor(foreach=False)",
+         lambda ps: torch.optim.Adafactor(ps, foreach=False, **aft)),
+        ("adafactor_torch", "torch_foreach", "torch.optim.Adafactor(foreach=True)",
+         lambda ps: torch.optim.Adafactor(ps, foreach=True, **aft)),
+        ("adafactor", "transformers", "transformers Adafactor(scale_parameter=False, relative_step=False, lr=5e-5)",
+         lambda ps: transformers.optimization.Adafactor(ps, **afhf)),
+        ("adamw_bnb_8bit", "bitsandbytes", "bitsandbytes.optim.AdamW8bit(min_8bit_size=4096)", bnb_factory),
+    ]
+
+
+def make_optim_problem(torch, factory, rows, cols):
+    """Returns (step, check) for one optimizer on one (rows, cols) tensor."""
+    g = torch.Generator().manual_seed(0x0971 + rows * cols)
+    p = torch.nn.Parameter(torch.randn(rows, cols, generator=g) * 0.02)
+    p.grad = torch.randn(rows, cols, generator=g) * 1e-3
+    p0 = p.detach().clone()
+    opt = factory([p])
+
+    def step():
+        opt.step()
+
+    def check():
+        if not bool(torch.isfinite(p).all()):
+            return "a parameter is not finite after the warm-up steps"
+        if bool((p.detach() == p0).all()):
+            return "the warm-up steps changed no parameter"
+        return None
+    return step, check
+
+
+def make_train_problem(torch, transformers, model_name, precision, variant):
+    (vocab, dim, layers, heads, hidden, positions, labels), B, T = MODELS[model_name]
+    attn = "eager" if variant == "torch" else "sdpa"
+    cfg = transformers.DistilBertConfig(vocab_size=vocab, dim=dim, n_layers=layers, n_heads=heads,
+                                        hidden_dim=hidden, max_position_embeddings=positions,
+                                        num_labels=labels, dropout=0.0, attention_dropout=0.0,
+                                        seq_classif_dropout=0.0, activation="gelu",
+                                        attn_implementation=attn)
+    torch.manual_seed(1234)
+    model = transformers.DistilBertForSequenceClassification(cfg)
+    model.train()
+    adamw = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
+    if variant == "torch":
+        opt = torch.optim.AdamW(model.parameters(), foreach=False, fused=False, **adamw)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), fused=True, **adamw)
+    g = torch.Generator().manual_seed(0x7EA1)
+    ids = torch.randint(1, vocab, (B, T), generator=g, dtype=torch.int64)
+    lab = torch.randint(0, labels, (B,), generator=g, dtype=torch.int64)
+    p0 = [p.detach().clone() for p in model.parameters()]
+    last = {}
+    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with ctx():
+            out = model(input_ids=ids, labels=lab)
+        out.loss.backward()
+        opt.step()
+        last["loss"] = out.loss
+
+    def check():
+        loss = float(last["loss"].detach())
+        if not math.isfinite(loss):
+            return f"loss {loss}"
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            return "a parameter is not finite after the warm-up steps"
+        if all(bool((p.detach() == q).all()) for p, q in zip(model.parameters(), p0)):
+            return "the warm-up steps changed no parameter"
+        return None
+    return step, check
+
+
+# ---------------------------------------------------------------------------------------------- timing
+
+def time_peer(step, min_time, reps):
+    """Warm-up, fix the iteration count from the warm-up's speed, then `reps` repetitions.
+    Returns [(iterations, real seconds per step, cpu seconds per step)]."""
+    t0, k = time.perf_counter(), 0
+    while k < WARMUP_STEPS or time.perf_counter() - t0 < 0.2 * min_time:
+        step()
+        k += 1
+    per = (time.perf_counter() - t0) / k
+    iters = max(1, min(10**9, math.ceil(min_time / max(per, 1e-9))))
+    out = []
+    for _ in range(reps):
+        c0, w0 = time.thread_time(), time.perf_counter()
+        for _ in range(iters):
+            step()
+        w1, c1 = time.perf_counter(), time.thread_time()
+        out.append((iters, (w1 - w0) / iters, (c1 - c0) / iters))
+    return out
+
+
+def entries(name, family, reps, counter, per_step_units, label, rows):
+    """Google Benchmark JSON entries: one per repetition, then mean/median/stddev/cv."""
+    base = {"name": name, "family_index": family, "per_family_instance_index": 0, "run_name": name,
+            "repetitions": reps, "threads": 1}
+    out = []
+    for i, (iters, real, cpu) in enumerate(rows):
+        e = dict(base, run_type="iteration", repetition_index=i, iterations=iters,
+                 real_time=real * 1e3, cpu_time=cpu * 1e3, time_unit="ms", label=label)
+        e[counter] = per_step_units / real
+        out.append(e)
+    reals = [r[1] * 1e3 for r in rows]
+    cpus = [r[2] * 1e3 for r in rows]
+    rates = [per_step_units / r[1] for r in rows]
+    aggs = [("mean", statistics.fmean), ("median", statistics.median),
+            ("stddev", lambda v: statistics.stdev(v) if len(v) > 1 else 0.0)]
+    for agg, f in aggs:
+        e = dict(base, name=f"{name}_{agg}", run_type="aggregate", aggregate_name=agg, aggregate_unit="time",
+                 iterations=len(rows), real_time=f(reals), cpu_time=f(cpus), time_unit="ms", label=label)
+        e[counter] = f(rates)
+        out.append(e)
+    m = statistics.fmean(reals)
+    sd = statistics.stdev(reals) if len(reals) > 1 else 0.0
+    out.append(dict(base, name=f"{name}_cv", run_type="aggregate", aggregate_name="cv",
+                    aggregate_unit="percentage", iterations=len(rows), real_time=sd / m if m else 0.0,
+                    cpu_time=0.0, time_unit="ms", label=label))
+    return out
+
+
+def error_entry(name, family, reps, msg):
+    return {"name": name, "family_index": family, "per_family_instance_index": 0, "run_name": name,
+            "run_type": "iteration", "repetitions": reps, "repetition_index": 0, "threads": 1,
+            "error_occurred": True, "error_message": msg}
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+def default_threads():
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if re.fullmatch(r"[1-9][0-9]*", env):
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description="Time PyTorch/transformers/bitsandbytes on trainbench's "
+                                             "benchmark problems; writes Google Benchmark JSON.")
+    ap.add_argument("--out", default="peers.json", help="output JSON file (default: peers.json)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch.set_num_threads (default: OMP_NUM_THREADS, else the usable CPUs)")
+    ap.add_argument("--repetitions", type=int, default=5, help="repetitions per peer (default 5, as make run)")
+    ap.add_argument("--min-time", type=float, default=0.1,
+                    help="seconds one repetition runs at least (default 0.1, as make run)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smaller: n = 1e4 and 1e6 only, the tiny model only, 3 repetitions of >= 0.05 s")
+    ap.add_argument("--full", action="store_true", help="add n = 1e8 (FULL=1 of our bench)")
+    ap.add_argument("--filter", default=None, help="regular expression: run only peers whose name matches")
+    a = ap.parse_args(argv)
+    if a.threads is None:
+        a.threads = default_threads()
+    if not 1 <= a.threads <= 1024:
+        die(f"--threads must be an integer in 1..1024 (got {a.threads})")
+    if a.quick:
+        a.repetitions, a.min_time = 3, 0.05
+    if not 1 <= a.repetitions <= 1000:
+        die(f"--repetitions must be an integer in 1..1000 (got {a.repetitions})")
+    if not (math.isfinite(a.min_time) and a.min_time > 0):
+        die(f"--min-time must be a finite number of seconds > 0 (got {a.min_time})")
+    if a.quick and a.full:
+        die("--quick and --full exclude each other")
+    if a.filter is not None:
+        try:
+            a.filter_re = re.compile(a.filter)
+        except re.error as e:
+            die(f"--filter is not a valid regular expression ({e}): {a.filter!r}")
+    else:
+        a.filter_re = None
+    d = os.path.dirname(os.path.abspath(a.out))
+    if not os.path.isdir(d):
+        die(f"--out: folder {d} does not exist")
+    return a
+
+
+def main(argv):
+    a = parse_args(argv)
+    torch, transformers, bnb, bnb_error = import_libraries()
+    torch.set_num_threads(a.threads)
+    shapes = OPTIM_SHAPES[:2] if a.quick else OPTIM_SHAPES + ([FULL_SHAPE] if a.full else [])
+    models = ["tiny"] if a.quick else list(MODELS)
+
+    # (name, label, counter, units per step, builder() -> (step, check)); built lazily so that only
+    # one problem's tensors live at a time
+    todo = []
+    for prob, variant, label, factory in optim_cases(torch, transformers, bnb, bnb_error):
+        for rows, cols in shapes:
+            n = rows * cols
+            todo.append((f"peer/{variant}/optim/{prob}/{n}/real_time", f"{label}, ({rows}, {cols})", "params/s", n,
+                         lambda f=factory, r=rows, c=cols: make_optim_problem(torch, f, r, c)))
+    for m in models:
+        for prec in PRECISIONS:
+            for variant in ["torch", "torch_sdpa_fused"]:
+                def build(m=m, prec=prec, variant=variant):
+                    return make_train_problem(torch, transformers, m, prec, variant)
+                _, B, T = MODELS[m]
+                label = (f"DistilBertForSequenceClassification {m} ({'eager attention, AdamW foreach=False' if variant == 'torch' else 'sdpa attention, AdamW fused=True'}), "
+                         f"{prec}{' autocast' if prec == 'bf16' else ''}, {B}x{T} tokens")
+                todo.append((f"peer/{variant}/train_step/{m}/{prec}/adamw_torch/real_time", label, "tokens/s", B * T,
+                             build))
+    if a.filter_re:
+        todo = [t for t in todo if a.filter_re.search(t[0])]
+        if not todo:
+            die(f"--filter {a.filter!r} matches no peer")
+
+    benchmarks = []
+    print(f"bench_peers: torch {torch.__version__}, {a.threads} threads, {a.repetitions} repetitions of >= "
+          f"{a.min_time} s; {len(todo)} peers", flush=True)
+    for family, (name, label, counter, units, build) in enumerate(todo):
+        # The library raising while constructing or taking the first step = it cannot run this
+        # problem here ("unsupported: <its error>"); a step that runs but leaves non-finite or
+        # unchanged parameters = "failed: ...". Neither is timed, nothing is substituted.
+        try:
+            step, check = build()
+            step()
+            why = check()
+            msg = "failed: " + why if why else None
+        except Exception as e:  # noqa: BLE001 - any library error is reported as it is
+            msg = f"unsupported: {type(e).__name__}: {e}".replace("\n", " ")
+        if msg:
+            benchmarks.append(error_entry(name, family, a.repetitions, msg))
+            print(f"{name:64s} ERROR OCCURRED: '{msg}'", flush=True)
+            continue
+        rows = time_peer(step, a.min_time, a.repetitions)
+        benchmarks.extend(entries(name, family, a.repetitions, counter, units, label, rows))
+        med = statistics.median(r[1] for r in rows)
+        print(f"{name + '_median':64s} {med * 1e3:10.4g} ms  {counter}={units / med:.4g}  ({rows[0][0]} iterations)",
+              flush=True)
+        del step, check
+
+    try:
+        cap = torch.backends.cpu.get_cpu_capability()
+    except Exception as e:  # noqa: BLE001
+        cap = f"unknown ({e})"
+    context = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host_name": socket.gethostname(),
+        "executable": GENERATOR,
+        "num_cpus": os.cpu_count(),
+        "library_build_type": "release",
+        "peers": {
+            "generator": GENERATOR,
+            "argv": argv,
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "bitsandbytes": bnb.__version__ if bnb is not None else None,
+            "bitsandbytes_error": bnb_error,
+            "threads": a.threads,
+            "torch_num_threads": torch.get_num_threads(),
+            "torch_num_interop_threads": torch.get_num_interop_threads(),
+            "torch_cpu_capability": cap,
+            "torch_parallel_info": torch.__config__.parallel_info(),
+            "repetitions": a.repetitions,
+            "min_time_s": a.min_time,
+            "warmup_steps": WARMUP_STEPS,
+            "environment": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY",
+                                                       "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY")
+                            if k in os.environ},
+            "name_mapping": "peer/<variant>/<problem>/real_time; optim problem = our benchmark name "
+                            "optim/<name>/<n>; train_step problem = our name without the backend part",
+        },
+    }
+    text = json.dumps({"context": context, "benchmarks": benchmarks}, indent=2) + "\n"
+    tmp = f"{a.out}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, a.out)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        die(f"cannot write {a.out}: {e}", 1)
+    nerr = sum(1 for b in benchmarks if b.get("error_occurred"))
+    print(f"bench_peers: wrote {a.out} ({len(todo)} peers, {nerr} unsupported/failed)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
