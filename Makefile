@@ -194,10 +194,11 @@ report: deps $(BUILD)/trainbench
 #   memory.json                 `trainbench memory --json --optim all` (distilbert-base-cased)
 #   bench.json                  `make bench` with $(RUN_BENCH_ARGS) (5 repetitions: enough for
 #                               the gate's Mann-Whitney U to reach p < 0.01)
+#   peers.json (+ .log)         `make peers` when the goldens venv exists (RUN_PEERS=0: never)
 #   train/<precision>-<optim>/  (+ .log) tiny preset, $(RUN_STEPS) steps, lr 3e-4: fp32/bf16 (onednn),
 #                               fp16/fp16-noscale (openblas) x adamw_torch/adafactor
-#   REPORT.md ...               `trainbench report` of the folder, once that command exists
-# Prints one line per phase with elapsed seconds; about 4 minutes on 2 cores. FULL=1: the bench
+#   REPORT.md, *.png, *.svg     `trainbench report` of the folder
+# Prints one line per phase with elapsed seconds; about 3-4 minutes on 2 cores. FULL=1: the bench
 # binary's large matrix, no filter, more steps (much longer). Exits 1 if any phase failed (all
 # phases still run). RUN_LABEL=TEXT is stored in machine.json.
 RESULTS   ?= results
@@ -212,6 +213,8 @@ endif
 RUN_CONFORM = test_optim test_model_golden test_trajectory
 RUN_TRAIN   = fp32:onednn bf16:onednn fp16:openblas fp16-noscale:openblas
 RUN_OPTIMS  = adamw_torch adafactor
+# RUN_PEERS=0 skips the PyTorch timings (`make peers`), which run only when $(VENV) exists
+RUN_PEERS  ?= 1
 
 run: deps
 	@t0=$$(date +%s); tp=$$t0; fail=""; \
@@ -239,6 +242,11 @@ run: deps
 	phase "benchmarks (make bench)"; \
 	$(MAKE) --no-print-directory bench BENCH_OUT="$$dir/bench.json" BENCH_ARGS="$(RUN_BENCH_ARGS)" > "$$dir/bench.log" 2>&1 \
 	  || { fail="$$fail bench"; tail -5 "$$dir/bench.log"; }; \
+	if [ "$(RUN_PEERS)" != 0 ] && [ -x $(VENV)/bin/python ]; then \
+	  phase "peers (PyTorch on the same problems: reference/bench_peers.py)"; \
+	  $(VENV)/bin/python reference/bench_peers.py --out "$$dir/peers.json" $(if $(filter-out 0,$(FULL)),--full) \
+	    > "$$dir/peers.log" 2>&1 || { fail="$$fail peers"; tail -5 "$$dir/peers.log"; }; \
+	else echo "run: peers skipped (no venv at $(VENV), or RUN_PEERS=0; see make peers)"; fi; \
 	mkdir -p "$$dir/train"; \
 	for pb in $(RUN_TRAIN); do for o in $(RUN_OPTIMS); do \
 	  p=$${pb%%:*}; b=$${pb#*:}; phase "train $$p-$$o (tiny, $$b, $(RUN_STEPS) steps)"; \
@@ -247,9 +255,7 @@ run: deps
 	    || { fail="$$fail train:$$p-$$o"; tail -3 "$$dir/train/$$p-$$o.log"; }; \
 	done; done; \
 	phase "report"; \
-	if $(BUILD)/trainbench report --help > /dev/null 2>&1; then \
-	  $(BUILD)/trainbench report "$$dir" || fail="$$fail report"; \
-	else echo "run: the report command is not available yet (no 'trainbench report'); skipped"; fi; \
+	$(BUILD)/trainbench report "$$dir" || fail="$$fail report"; \
 	phase "done"; echo "run: results in $$dir"; \
 	if [ -n "$$fail" ]; then echo "run: FAILED phases:$$fail" >&2; exit 1; fi
 

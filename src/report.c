@@ -619,6 +619,7 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
     }
     Buf d;
     buf_open(&d);
+    int rows[16] = {0};  // plotted points per optimizer: a series without GB/s is left out
     for (int k = 0; k < nn; k++) {
         fprintf(d.f, "# %s: n_params GB/s params/s\n", names[k]);
         for (size_t i = 0; i < r->nb; i++) {
@@ -626,9 +627,20 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
             if (split(r->b[i].name, buf, sizeof buf, p, 4) != 3 || strcmp(p[0], "optim") || strcmp(p[1], names[k]) ||
                 !r->b[i].n)
                 continue;
-            fprintf(d.f, "%s %.6g %.6g\n", p[2], bmed(&r->b[i], "GB/s"), bmed(&r->b[i], "params/s"));
+            double gbs = bmed(&r->b[i], "GB/s");
+            if (!(gbs > 0)) continue;  // no traffic counter (or 0): nothing to put on a log axis
+            fprintf(d.f, "%s %.6g %.6g\n", p[2], gbs, bmed(&r->b[i], "params/s"));
+            rows[k]++;
         }
         fprintf(d.f, "\n\n");
+    }
+    int plotted = 0;
+    for (int k = 0; k < nn; k++) plotted += rows[k] > 0;
+    if (!plotted) {
+        fclose(d.f);
+        free(d.data);
+        fprintf(md, "(no optimizer benchmark reports a GB/s counter: no plot)\n\n");
+        return;
     }
     if (!buf_save(&d, c->out, "optim.dat")) {
         c->plot_failures++;
@@ -638,9 +650,12 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
     buf_open(&g);
     fprintf(g.f, "set logscale xy\nset xlabel 'parameters per step (n, log scale)'\n"
                  "set ylabel 'memory traffic (GB/s, log scale)'\nset format x '%%.0e'\nplot ");
-    for (int k = 0; k < nn; k++)
-        fprintf(g.f, "%s'optim.dat' index %d using 1:2 with linespoints lw 2 pt %d ps 1.3 title '%s'", k ? ", " : "", k,
-                5 + 2 * (k % 4), names[k]);
+    for (int k = 0, first = 1; k < nn; k++) {
+        if (!rows[k]) continue;
+        fprintf(g.f, "%s'optim.dat' index %d using 1:2 with linespoints lw 2 pt %d ps 1.3 title '%s'", first ? "" : ", ",
+                k, 5 + 2 * (k % 4), names[k]);
+        first = 0;
+    }
     if (!isnan(triad))
         fprintf(g.f, ", %g with lines lw 2 dt 2 lc rgb 'black' title 'STREAM triad roofline (%.1f GB/s)'", triad, triad);
     fprintf(g.f, "\n");

@@ -358,6 +358,37 @@ static void optim_entry(FILE* f, bool* first, const char* name, double params_pe
     }
 }
 
+// Optimizer benchmarks with params/s but no GB/s counter (another tool's bench.json): the
+// table still lists them, the traffic plot leaves them out instead of failing gnuplot.
+static void test_optim_without_traffic_counter(void** s) {
+    (void)s;
+    char a[512], args[1024], path[1024];
+    snprintf(a, sizeof a, "%s/results/nogbs/run1", g_tmp);
+    mkdir_p(a);
+    char m[4096];
+    snprintf(m, sizeof m, MACHINE_JSON, "null", "4444444eeee");
+    write_text(a, "machine.json", m);
+    snprintf(path, sizeof path, "%s/bench.json", a);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"context\": {\"num_cpus\": 4}, \"benchmarks\": [\n");
+    bool first = true;
+    bench_entry(f, &first, "optim/adamw_torch/1000000", "params/s", 2e9, 0.5);
+    fprintf(f, "]}\n");
+    fclose(f);
+    snprintf(args, sizeof args, "report %s", a);
+    RunResult r;
+    run_cmd(&r, args);
+    if (r.exit_code != 0) printf("%s\n", r.out);
+    assert_int_equal(r.exit_code, 0);
+    snprintf(path, sizeof path, "%s/REPORT.md", a);
+    char* md = slurp(path);
+    assert_non_null(md);
+    expect_in(md, "| adamw_torch |");
+    expect_in(md, "(no optimizer benchmark reports a GB/s counter: no plot)");
+    free(md);
+}
+
 static void test_peers_ratios(void** s) {
     (void)s;
     char a[512], args[1024], path[1024];
@@ -449,6 +480,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_missing_inputs_are_not_measured),
         cmocka_unit_test(test_bad_input_exits_2),
         cmocka_unit_test(test_peers_ratios),
+        cmocka_unit_test(test_optim_without_traffic_counter),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     cli_harness_cleanup("report");
