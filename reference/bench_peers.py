@@ -68,6 +68,9 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_optim_goldens import _version_tuple  # noqa: E402 - the one version parser of reference/
+
 GENERATOR = "reference/bench_peers.py"
 OPTIM_SHAPES = [(100, 100), (1000, 1000), (2500, 4000)]
 FULL_SHAPE = (10000, 10000)
@@ -84,16 +87,6 @@ WARMUP_STEPS = 3
 def die(msg, code=2):
     sys.stderr.write("bench_peers: " + msg + "\n")
     sys.exit(code)
-
-
-def _version_tuple(v):
-    out = []
-    for part in v.split("+")[0].split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
 
 
 def import_libraries():

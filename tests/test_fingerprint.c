@@ -23,8 +23,7 @@
 #include <sys/stat.h>
 
 #include "cli_harness.h"
-#include "safetensors.h"
-#include "train.h"
+#include "golden_replay.h"
 
 #define GOLDENS "reference/golden/model"
 #define DEMO "reference/golden/fingerprint"
@@ -306,75 +305,16 @@ static void test_pytorch_demo(void** s) {
 static bool replay(const char* name, const char* backend, double* loss, int* n) {
     char path[512];
     snprintf(path, sizeof path, "%s/%.200s.safetensors", GOLDENS, name);
-    SafeTensors st;
-    assert_true(status_is_ok(st_read(path, &st)));
-    const PrecisionMode* mode = amp_mode_find(st_meta(&st, "mode"));
-    assert_non_null(mode);
-    if (!status_is_ok(amp_check_backend(mode, gemm_find(backend)))) {
-        st_free(&st);
-        return false;
-    }
-    const ModelConfig* cfg = model_config_find("tiny");
-    ParamTable table;
-    assert_true(status_is_ok(param_table_build(cfg, &table)));
-    float* params = param_table_alloc_buffer(&table);
-    float* grads = param_table_alloc_buffer(&table);
-    for (size_t i = 0; i < table.n; i++) {
-        char pn[256];
-        snprintf(pn, sizeof pn, "param.%s", table.t[i].name);
-        const StTensor* t = st_find(&st, pn);
-        assert_non_null(t);
-        assert_int_equal(t->numel, table.t[i].numel);
-        memcpy(params + table.t[i].offset, t->data, t->numel * sizeof(float));
-    }
-    const Optimizer* o = optim_find(st_meta(&st, "optimizer"));
-    assert_non_null(o);
-    json_t* hp = json_loads(st_meta(&st, "hparams"), 0, NULL);
-    OptimConfig ocfg;
-    assert_true(status_is_ok(optim_config_from_json(o, hp, &ocfg)));
-    json_decref(hp);
-    GradScalerConfig gcfg = grad_scaler_defaults();
-    json_t* gs = json_loads(st_meta(&st, "grad_scaler"), JSON_DECODE_ANY, NULL);  // "none": NULL
-    if (json_is_object(gs)) {
-        gcfg.init_scale = json_number_value(json_object_get(gs, "init_scale"));
-        gcfg.growth_factor = json_number_value(json_object_get(gs, "growth_factor"));
-        gcfg.backoff_factor = json_number_value(json_object_get(gs, "backoff_factor"));
-        gcfg.growth_interval = json_integer_value(json_object_get(gs, "growth_interval"));
-    }
-    json_decref(gs);
-    gcfg.enabled = mode->loss_scaling;
-    GradScaler scaler;
-    grad_scaler_init(&scaler, &gcfg);
-    ModelOptim mo;
-    model_optim_init(&mo, &table, o, &ocfg, false);
-    Gemm gemm;
-    assert_true(status_is_ok(gemm_open(&gemm, gemm_find(backend), 2)));
-    const StTensor* ids = st_find(&st, "input.input_ids");
-    const StTensor* mask = st_find(&st, "input.attention_mask");
-    const StTensor* labels = st_find(&st, "input.labels");
-    assert_true(ids && mask && labels);
-    const int S = (int)ids->shape[0], B = (int)ids->shape[1], T = (int)ids->shape[2];
-    ModelWorkspace* ws;
-    assert_true(status_is_ok(model_workspace_new(&table, B, T, &ws)));
-    int32_t lab[64];
-    assert_true(B <= 64 && S <= 64);
-    TrainStep ts = {&table, ws, &gemm, mode, &mo, &scaler, params, grads};
-    for (int k = 0; k < S; k++) {
-        for (int b = 0; b < B; b++) lab[b] = (int32_t)((const int64_t*)labels->data)[k * B + b];
-        ModelBatch mb = {(const int64_t*)ids->data + (size_t)k * B * T, (const int64_t*)mask->data + (size_t)k * B * T,
-                         lab, B, T};
+    GoldenReplay g;
+    if (!golden_replay_open(&g, path, backend, 2)) return false;
+    assert_true(g.S <= 64);
+    for (int k = 0; k < g.S; k++) {
         TrainStepResult r;
-        assert_true(status_is_ok(train_step(&ts, &mb, &r)));
+        golden_replay_step(&g, k, &r);
         loss[k] = r.loss;
     }
-    *n = S;
-    model_workspace_free(ws);
-    gemm_close(&gemm);
-    model_optim_free(&mo);
-    free(params);
-    free(grads);
-    param_table_free(&table);
-    st_free(&st);
+    *n = g.S;
+    golden_replay_close(&g);
     return true;
 }
 

@@ -17,8 +17,7 @@
 #include <string.h>
 
 #include "compare.h"
-#include "safetensors.h"
-#include "train.h"
+#include "golden_replay.h"
 
 typedef struct {
     const char* mode;
@@ -47,70 +46,18 @@ static const ModeTol TOLS[] = {
 static void run_case(const ModeTol* tol) {
     char path[512];
     snprintf(path, sizeof path, "reference/golden/model/train_%s.safetensors", tol->mode);
-    SafeTensors st;
-    Status s = st_read(path, &st);
-    if (!status_is_ok(s)) printf("FAIL %s (run `make goldens`)\n", s.msg);
-    assert_true(status_is_ok(s));
-    assert_string_equal(st_meta(&st, "mode"), tol->mode);
-
-    const ModelConfig* cfg = model_config_find("tiny");
-    ParamTable table;
-    assert_true(status_is_ok(param_table_build(cfg, &table)));
-    float* params = param_table_alloc_buffer(&table);
-    float* grads = param_table_alloc_buffer(&table);
-    for (size_t i = 0; i < table.n; i++) {
-        char name[256];
-        snprintf(name, sizeof name, "param.%s", table.t[i].name);
-        const StTensor* t = st_find(&st, name);
-        assert_non_null(t);
-        assert_int_equal(t->numel, table.t[i].numel);
-        memcpy(params + table.t[i].offset, t->data, t->numel * sizeof(float));
-    }
-    const Optimizer* o = optim_find(st_meta(&st, "optimizer"));
-    assert_non_null(o);
-    json_t* hp = json_loads(st_meta(&st, "hparams"), 0, NULL);
-    OptimConfig ocfg;
-    assert_true(status_is_ok(optim_config_from_json(o, hp, &ocfg)));
-    json_decref(hp);
-    const PrecisionMode* mode = amp_mode_find(tol->mode);
-    assert_non_null(mode);
-    GradScalerConfig gcfg = grad_scaler_defaults();
-    json_t* gs = json_loads(st_meta(&st, "grad_scaler") ? st_meta(&st, "grad_scaler") : "null", JSON_DECODE_ANY, NULL);
-    if (json_is_object(gs)) {
-        gcfg.init_scale = json_number_value(json_object_get(gs, "init_scale"));
-        gcfg.growth_factor = json_number_value(json_object_get(gs, "growth_factor"));
-        gcfg.backoff_factor = json_number_value(json_object_get(gs, "backoff_factor"));
-        gcfg.growth_interval = json_integer_value(json_object_get(gs, "growth_interval"));
-    }
-    json_decref(gs);
-    gcfg.enabled = mode->loss_scaling;
-    GradScaler scaler;
-    grad_scaler_init(&scaler, &gcfg);
-    ModelOptim mo;
-    model_optim_init(&mo, &table, o, &ocfg, false);
-    Gemm gemm;
-    assert_true(status_is_ok(gemm_open(&gemm, gemm_find("naive"), 1)));
-
-    const StTensor* ids = st_find(&st, "input.input_ids");
-    const StTensor* mask = st_find(&st, "input.attention_mask");
-    const StTensor* labels = st_find(&st, "input.labels");
-    const StTensor* e_loss = st_find(&st, "expect.loss");
-    const StTensor* e_scale = st_find(&st, "expect.scale");
-    const StTensor* e_skip = st_find(&st, "expect.skipped");
-    assert_true(ids && mask && labels && e_loss && e_scale && e_skip);
-    const int S = (int)ids->shape[0], B = (int)ids->shape[1], T = (int)ids->shape[2];
-    ModelWorkspace* ws;
-    assert_true(status_is_ok(model_workspace_new(&table, B, T, &ws)));
-    int32_t* lab = malloc(sizeof(int32_t) * (size_t)B);
-    TrainStep ts = {&table, ws, &gemm, mode, &mo, &scaler, params, grads};
+    GoldenReplay g;
+    assert_true(golden_replay_open(&g, path, "naive", 1));  // naive runs every mode
+    assert_string_equal(st_meta(&g.st, "mode"), tol->mode);
+    const StTensor* e_loss = st_find(&g.st, "expect.loss");
+    const StTensor* e_scale = st_find(&g.st, "expect.scale");
+    const StTensor* e_skip = st_find(&g.st, "expect.skipped");
+    assert_true(e_loss && e_scale && e_skip);
     double max_loss_err = 0;
     int skip_mismatch = 0, scale_mismatch = 0;
-    for (int k = 0; k < S; k++) {
-        for (int b = 0; b < B; b++) lab[b] = (int32_t)((const int64_t*)labels->data)[k * B + b];
-        ModelBatch mb = {(const int64_t*)ids->data + (size_t)k * B * T, (const int64_t*)mask->data + (size_t)k * B * T,
-                         lab, B, T};
+    for (int k = 0; k < g.S; k++) {
         TrainStepResult r;
-        assert_true(status_is_ok(train_step(&ts, &mb, &r)));
+        golden_replay_step(&g, k, &r);
         float want_loss = ((const float*)e_loss->data)[k], want_scale = ((const float*)e_scale->data)[k];
         bool want_skip = ((const uint8_t*)e_skip->data)[k] != 0;
         double err = fabs((double)r.loss - (double)want_loss);
@@ -123,12 +70,12 @@ static void run_case(const ModeTol* tol) {
     }
     double max_param_err = 0;
     size_t n_params = 0, n_exact = 0;
-    for (size_t i = 0; i < table.n; i++) {
+    for (size_t i = 0; i < g.table.n; i++) {
         char name[256];
-        snprintf(name, sizeof name, "expect.final.param.%s", table.t[i].name);
-        const StTensor* t = st_find(&st, name);
+        snprintf(name, sizeof name, "expect.final.param.%s", g.table.t[i].name);
+        const StTensor* t = st_find(&g.st, name);
         assert_non_null(t);
-        CompareF32 c = compare_f32(params + table.t[i].offset, t->data, t->numel, tol->param_atol, 0);
+        CompareF32 c = compare_f32(g.params + g.table.t[i].offset, t->data, t->numel, tol->param_atol, 0);
         if (c.max_abs > max_param_err) max_param_err = c.max_abs;
         n_params += c.n;
         n_exact += c.n_exact;
@@ -141,14 +88,7 @@ static void run_case(const ModeTol* tol) {
     assert_int_equal(scale_mismatch, 0);
     assert_true(max_loss_err <= tol->loss_atol);
     assert_true(max_param_err <= tol->param_atol);
-    free(lab);
-    model_workspace_free(ws);
-    gemm_close(&gemm);
-    model_optim_free(&mo);
-    free(params);
-    free(grads);
-    param_table_free(&table);
-    st_free(&st);
+    golden_replay_close(&g);
 }
 
 static void test_fp32(void** s) { (void)s; run_case(&TOLS[0]); }
