@@ -103,6 +103,10 @@ static GemmSupport openblas_supports(DType ab, DType c, char* why, size_t why_le
     return GEMM_EMULATED;
 }
 
+#ifndef OPENBLAS_SINGLE_THREAD_FLOPS
+#define OPENBLAS_SINGLE_THREAD_FLOPS 64e6
+#endif
+
 static Status openblas_init(void** ctx, int threads) {
     OpenblasCtx* c = xcalloc(1, sizeof *c);
     c->threads = threads;
@@ -133,7 +137,11 @@ static Status openblas_run(void* ctx, const GemmArgs* g) {
     const int M = g->M, N = g->N, K = g->K;
     const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
-    openblas_set_num_threads(c->threads);
+    // Small products run on the calling thread: OpenBLAS's own pool (pthreads) would compete
+    // with our idle OpenMP workers, which spin after each elementwise region (libgomp's
+    // default wait policy), and a hand-off costs more than the whole product here.
+    const double flops = 2.0 * (double)M * (double)N * (double)K;
+    openblas_set_num_threads(flops < OPENBLAS_SINGLE_THREAD_FLOPS ? 1 : c->threads);
 
     // Where the fp32 result goes: straight into an f32 C (OpenBLAS applies alpha and beta),
     // or into scratch (alpha 1, beta 0) that gemm_store_result scales and rounds once.
