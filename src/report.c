@@ -754,6 +754,7 @@ static void section_train(Ctx* c, FILE* md, const Run* r) {
     buf_open(&d);
     buf_open(&e);
     int nevals = 0;
+    size_t loss_window = 1;
     for (size_t i = 0; i < r->ntr; i++) {
         const TrainRun* t = &r->tr[i];
         json_t* s = json_object_get(t->root, "summary");
@@ -765,14 +766,27 @@ static void section_train(Ctx* c, FILE* md, const Run* r) {
                 (long long)json_integer_value(json_object_get(s, "skipped_steps")),
                 json_number_value(json_object_get(s, "final_loss")), json_number_value(json_object_get(s, "eval_accuracy")),
                 json_number_value(json_object_get(s, "eval_f1")), tps);
-        fprintf(d.f, "# %s: step loss\n", t->name);
-        size_t k;
+        // Column 3 is the mean of the last W logged losses (W = 1/40 of the records): the
+        // per-batch loss is too noisy to compare eight overlaid runs by eye.
+        fprintf(d.f, "# %s: step loss running_mean\n", t->name);
+        json_t* recs = json_object_get(t->root, "records");
+        size_t nrec = json_array_size(recs), W = nrec / 40 ? nrec / 40 : 1, k, in_win = 0;
+        double* win = xcalloc(W, sizeof(double));
+        double win_sum = 0;
         json_t* rec;
-        json_array_foreach(json_object_get(t->root, "records"), k, rec) {
+        json_array_foreach(recs, k, rec) {
             json_t* l = json_object_get(rec, "loss");
-            if (json_is_number(l))
-                fprintf(d.f, "%lld %.6g\n", (long long)json_integer_value(json_object_get(rec, "step")), json_number_value(l));
+            if (!json_is_number(l)) continue;
+            double v = json_number_value(l);
+            if (in_win == W) win_sum -= win[k % W];
+            else in_win++;
+            win[k % W] = v;
+            win_sum += v;
+            fprintf(d.f, "%lld %.6g %.6g\n", (long long)json_integer_value(json_object_get(rec, "step")), v,
+                    win_sum / (double)in_win);
         }
+        free(win);
+        if (i == 0) loss_window = W;
         fprintf(d.f, "\n\n");
         fprintf(e.f, "# %s: step eval_accuracy eval_f1\n", t->name);
         json_array_foreach(json_object_get(t->root, "evals"), k, rec) {
@@ -782,20 +796,22 @@ static void section_train(Ctx* c, FILE* md, const Run* r) {
         }
         fprintf(e.f, "\n\n");
     }
-    fprintf(md, "\nThe loss is the per-step training loss (cross-entropy, nats) of one batch; eval accuracy is "
-                "measured on the held-out set every `--eval-steps`.\n");
+    fprintf(md, "\nThe loss is the training loss (cross-entropy, nats) of one batch at each logged step; the plot "
+                "shows its running mean over the last %zu logged steps (`loss.dat` has both). Eval accuracy is "
+                "measured on the held-out set every `--eval-steps`.\n", loss_window);
     if (!buf_save(&d, c->out, "loss.dat") || !buf_save(&e, c->out, "eval.dat")) {
         c->plot_failures++;
         return;
     }
     Buf g;
     buf_open(&g);
-    fprintf(g.f, "set xlabel 'optimizer step'\nset ylabel 'training loss (cross-entropy, nats)'\nplot ");
+    fprintf(g.f, "set xlabel 'optimizer step'\nset ylabel 'training loss (cross-entropy, nats; running mean of %zu logs)'\nplot ",
+            loss_window);
     for (size_t i = 0; i < r->ntr; i++)
-        fprintf(g.f, "%s'loss.dat' index %zu using 1:2 with lines lw 1.5 title '%s'", i ? ", " : "", i, r->tr[i].name);
+        fprintf(g.f, "%s'loss.dat' index %zu using 1:3 with lines lw 2 title '%s'", i ? ", " : "", i, r->tr[i].name);
     fprintf(g.f, "\n");
     fclose(g.f);
-    plot(c, md, "loss", "Training loss per step, one line per precision-optimizer run", g.data);
+    plot(c, md, "loss", "Training loss (running mean), one line per precision-optimizer run", g.data);
     free(g.data);
     if (nevals) {
         buf_open(&g);

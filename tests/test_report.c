@@ -238,6 +238,12 @@ static void test_full_report_single_and_comparison(void** s) {
     expect_in(dat, "fp16-noscale-adamw_torch");
     expect_in(dat, "\n3 777 388");  // step 3: 777 + 3 % 3, act 777 / 2
     free(dat);
+    // loss data: step, loss, running mean (window 1 for 20 records: the loss itself)
+    snprintf(path, sizeof path, "%s/loss.dat", out);
+    dat = slurp(path);
+    assert_non_null(dat);
+    expect_in(dat, "# fp32-adamw_torch: step loss running_mean\n1 0.69 0.69\n2 0.68 0.68\n");
+    free(dat);
 }
 
 // Without train_step benchmarks the speedup comes from the training summaries; a folder with
