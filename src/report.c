@@ -595,7 +595,9 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
             fprintf(md,
                     "One optimizer step over n fp32 parameters (median over repetitions). GB/s counts the bytes "
                     "the step must read and write (`bytes/param`); `frac_triad` is GB/s over the STREAM-triad "
-                    "bandwidth measured in the same process (triad = %.1f GB/s; – when not measured).\n\n"
+                    "bandwidth measured in the same process (triad = %.1f GB/s; – when not measured). Above 1: "
+                    "the step's arrays (28 MB at n = 1e6 for AdamW) stay partly in cache, or the single triad probe "
+                    "(3 x 128 MiB) underestimates what this machine streams; compare machines by params/s.\n\n"
                     "| optimizer | n params | params/s | GB/s | bytes/param | frac_triad | reps |\n"
                     "|---|---:|---:|---:|---:|---:|---:|\n",
                     triad);
