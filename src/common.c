@@ -259,3 +259,30 @@ double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static bool is_dir(const char* path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+const char* repo_path(const char* rel, char* buf, size_t n) {
+    snprintf(buf, n, "%s", rel);
+    if (rel[0] == '/' || is_dir(rel)) return buf;
+    char exe[2048];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return buf;
+    exe[len] = 0;
+    char* slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    char cand[4096];
+    for (int up = 1; up <= 3; up++) {
+        int k = snprintf(cand, sizeof cand, "%s", exe);
+        for (int j = 0; j < up && k < (int)sizeof cand; j++) k += snprintf(cand + k, sizeof cand - (size_t)k, "/..");
+        if (k < (int)sizeof cand) snprintf(cand + k, sizeof cand - (size_t)k, "/%s", rel);
+        if (is_dir(cand)) {
+            snprintf(buf, n, "%s", cand);
+            break;
+        }
+    }
+    return buf;
+}

@@ -79,6 +79,12 @@ Status read_file(const char* path, uint8_t** data, size_t* len);
 Status write_file_atomic(const char* path, const void* data, size_t len);
 // mkdir -p; ok if it exists already
 Status make_dirs(const char* path);
+// A folder of the repository (e.g. "reference/golden/optim") as this process can open it:
+// `rel` when it exists under the working directory, else the same path next to the
+// executable's build folder (build/trainbench, build/asan/trainbench, build/x/tests/test_y ->
+// the repository root), so the commands that read committed goldens work from any directory.
+// Writes the result to buf (`rel` unchanged when neither exists) and returns buf.
+const char* repo_path(const char* rel, char* buf, size_t n);
 
 // Monotonic wall-clock seconds.
 double now_seconds(void);

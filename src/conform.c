@@ -81,39 +81,14 @@ static int cmp_str(const void* a, const void* b) {
     return strcmp(*(char* const*)a, *(char* const*)b);
 }
 
-// Where the optimizer goldens are: --goldens DIR, else reference/golden/optim under the
-// working directory, else the one beside the executable (build/trainbench -> ../reference/...),
-// so `trainbench conform` also works when run from another directory.
+// Where the optimizer goldens are: --goldens DIR, else GOLDEN_OPTIM_DIR found by repo_path
+// (the working directory, else beside the executable).
 static char g_golden_dir[4096];
 void conform_set_golden_dir(const char* dir) {
     snprintf(g_golden_dir, sizeof g_golden_dir, "%s", dir);
 }
 const char* conform_golden_dir(void) {
-    if (g_golden_dir[0]) return g_golden_dir;
-    snprintf(g_golden_dir, sizeof g_golden_dir, "%s", GOLDEN_OPTIM_DIR);
-    DIR* d = opendir(GOLDEN_OPTIM_DIR);
-    if (d) {
-        closedir(d);
-        return g_golden_dir;
-    }
-    char exe[2048];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = 0;
-        char* slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        char cand[4096];
-        for (int up = 1; up <= 3; up++) {  // build/trainbench, build/asan/trainbench, build/x/tests/...
-            int k = snprintf(cand, sizeof cand, "%s", exe);
-            for (int j = 0; j < up; j++) k += snprintf(cand + k, sizeof cand - (size_t)k, "/..");
-            snprintf(cand + k, sizeof cand - (size_t)k, "/%s", GOLDEN_OPTIM_DIR);
-            if ((d = opendir(cand))) {
-                closedir(d);
-                snprintf(g_golden_dir, sizeof g_golden_dir, "%s", cand);
-                break;
-            }
-        }
-    }
+    if (!g_golden_dir[0]) repo_path(GOLDEN_OPTIM_DIR, g_golden_dir, sizeof g_golden_dir);
     return g_golden_dir;
 }
 

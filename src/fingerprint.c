@@ -397,7 +397,8 @@ static void describe(char* buf, size_t len, const Ref* r) { snprintf(buf, len, "
 static int fingerprint_run(int argc, char** argv) {
     const char* cand_path = NULL;
     const char* label_arg = NULL;
-    const char* goldens = FP_DEFAULT_GOLDENS;
+    char goldens_buf[4096];
+    const char* goldens = repo_path(FP_DEFAULT_GOLDENS, goldens_buf, sizeof goldens_buf);  // from any directory
     double tol = FP_DEFAULT_TOLERANCE;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];

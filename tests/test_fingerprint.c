@@ -478,6 +478,18 @@ static void test_bad_references(void** s) {
     expect(args, 2, "not a trajectory golden");
 }
 
+// The default references are found from any working directory (beside the executable).
+static void test_from_another_directory(void** s) {
+    (void)s;
+    char cand[4096], args[4200], out[16384];
+    assert_non_null(realpath("reference/golden/fingerprint/threads2_bf16.json", cand));
+    snprintf(args, sizeof args, "fingerprint %s", cand);
+    int rc = cli_run_in(g_tmp, args, true, out, sizeof out);
+    printf("%s", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "claims bf16, matches bf16 (adamw_torch)"));
+}
+
 int main(int argc, char** argv) {
     (void)argc;
     if (cli_harness_setup(argv[0], "fingerprint") != 0) return 1;
@@ -491,6 +503,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_c_trainer_recognised),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_bad_references),
+        cmocka_unit_test(test_from_another_directory),
     };
     int rc = cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
     cli_harness_cleanup("fingerprint");

@@ -187,6 +187,24 @@ static void test_unusable_input_exits_2(void** s) {
 
 // --optim NAME without a plugin: our own optimizer, the same table; --verbose adds the
 // per-comparison lines; --optim overrides what a plugin says it implements.
+// The goldens are found from any working directory (beside the executable), or via --goldens.
+static void test_from_another_directory(void** s) {
+    (void)s;
+    char out[16384], dir[4096], args[4300];
+    int rc = cli_run_in(g_tmp, "conform --optim adamw_torch --case vec_1", true, out, sizeof out);
+    printf("%s", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "1 case: 1 passed"));
+    assert_non_null(realpath("reference/golden/optim", dir));
+    snprintf(args, sizeof args, "conform --optim adamw_torch --case vec_1 --goldens %s", dir);
+    rc = cli_run_in(g_tmp, args, true, out, sizeof out);
+    assert_int_equal(rc, 0);
+    rc = cli_run_in(g_tmp, "conform --optim adamw_torch --goldens no-such-folder", true, out, sizeof out);
+    printf("%s", out);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "--goldens: cannot open folder no-such-folder"));
+}
+
 static void test_builtin_verbose_and_override(void** s) {
     (void)s;
     int rc = conform("--optim adafactor_torch --verbose --case 'vec_25*'", NULL);
@@ -222,6 +240,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_refusal_is_error_with_its_text),
         cmocka_unit_test(test_unusable_input_exits_2),
         cmocka_unit_test(test_builtin_verbose_and_override),
+        cmocka_unit_test(test_from_another_directory),
     };
     int rc = cmocka_run_group_tests_name("plugin", tests, NULL, NULL);
     cli_harness_cleanup("plugin");
