@@ -57,6 +57,7 @@ Needs torch >= 2.5, transformers, bitsandbytes >= 0.50 (exit 2 naming what is mi
 import argparse
 import contextlib
 import datetime
+import functools
 import json
 import logging
 import math
@@ -69,7 +70,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_optim_goldens import _version_tuple  # noqa: E402 - the one version parser of reference/
+import golden_io  # noqa: E402 - die, import checks, the version parser shared by reference/
 
 GENERATOR = "reference/bench_peers.py"
 OPTIM_SHAPES = [(100, 100), (1000, 1000), (2500, 4000)]
@@ -82,40 +83,21 @@ MODELS = {
 }
 PRECISIONS = ["fp32", "bf16"]
 WARMUP_STEPS = 3
-
-
-def die(msg, code=2):
-    sys.stderr.write("bench_peers: " + msg + "\n")
-    sys.exit(code)
+die = functools.partial(golden_io.die, "bench_peers")
 
 
 def import_libraries():
     """torch and transformers are required; bitsandbytes is optional (its peer is then
     "unsupported: ..." with the import error)."""
-    missing = []
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001 - report any import failure
-        missing.append(f"torch >= 2.5 ({e})")
-        torch = None
-    try:
-        import transformers
-    except Exception as e:  # noqa: BLE001
-        missing.append(f"transformers ({e})")
-        transformers = None
-    if missing:
-        die("missing reference libraries: " + "; ".join(missing) +
-            "\n  create the venv described in reference/README.md, e.g.\n"
-            "  python3 -m venv ~/.cache/trainbench-venv && ~/.cache/trainbench-venv/bin/pip install"
-            " \"torch>=2.5\" transformers \"bitsandbytes>=0.50\" safetensors numpy")
-    if _version_tuple(torch.__version__) < (2, 5):
-        die(f"torch >= 2.5 is required (torch.optim.Adafactor); found {torch.__version__}")
+    torch, transformers = golden_io.require("bench_peers", [("torch", "torch >= 2.5"),
+                                                            ("transformers", "transformers")])
+    golden_io.require_version("bench_peers", "torch", torch.__version__, "2.5", "torch.optim.Adafactor")
     # bitsandbytes logs a harmless warning about the optional 'kernels' package on import
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     try:
         import bitsandbytes as bnb
         bnb_error = None
-        if _version_tuple(bnb.__version__) < (0, 50):
+        if golden_io.version_tuple(bnb.__version__) < (0, 50):
             bnb_error = f"bitsandbytes >= 0.50 is required for CPU optimizer kernels; found {bnb.__version__}"
     except Exception as e:  # noqa: BLE001
         bnb, bnb_error = None, f"bitsandbytes cannot be imported: {e}"

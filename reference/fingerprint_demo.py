@@ -31,9 +31,7 @@ optimizer|. Installs nothing; exit 2 when the libraries are missing. It also app
 its own rows of <out>/../MANIFEST.tsv.
 """
 import argparse
-import contextlib
-import datetime
-import hashlib
+import functools
 import json
 import os
 import sys
@@ -43,6 +41,9 @@ sys.path.insert(0, HERE)
 import gen_model_goldens as G  # noqa: E402
 import gen_optim_goldens as O  # noqa: E402
 import gen_fingerprint_goldens as F  # noqa: E402
+import golden_io  # noqa: E402 - MANIFEST rows
+
+die = functools.partial(golden_io.die, "fingerprint_demo")
 
 THREADS = 2
 ADAMW = dict(G.ADAMW)
@@ -97,10 +98,10 @@ def main():
     model = G.build_model(torch, transformers, 2)
     for n, p in model.named_parameters():
         if not torch.equal(p.detach(), ref["param." + n]):
-            G.die(f"rebuilt initial weights differ from train_fp32.safetensors at {n}", 1)
+            die(f"rebuilt initial weights differ from train_fp32.safetensors at {n}", 1)
     for k, v in (("input.input_ids", ids), ("input.attention_mask", masks), ("input.labels", labels)):
         if not torch.equal(v, ref[k]):
-            G.die(f"rebuilt {k} differs from train_fp32.safetensors", 1)
+            die(f"rebuilt {k} differs from train_fp32.safetensors", 1)
 
     lib = f"transformers {transformers.__version__} / torch {torch.__version__} / bitsandbytes {bnb.__version__}"
     runs = []   # (name, label, losses, same-mode golden or None, note)
@@ -182,44 +183,21 @@ def main():
         "bitsandbytes.optim.AdamW8bit(lr=1e-3, wd=0.01) at the default min_8bit_size=4096, fp32, "
         f"{THREADS} threads: every tiny-preset tensor (<= 2048 elements) keeps fp32 state")
 
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.abspath(__file__), "rb") as f:
-        generator = f"reference/fingerprint_demo.py sha256:{hashlib.sha256(f.read()).hexdigest()[:16]}"
-    manifest_path = os.path.join(os.path.dirname(os.path.abspath(args.out)), "MANIFEST.tsv")
-    old_rows = G.read_manifest(manifest_path)
-    old_by_file = {r[0]: r for r in old_rows}
-    repo_root = os.path.dirname(HERE)
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    new_rows = {}
+    goldens = golden_io.Goldens("fingerprint_demo", __file__,
+                                os.path.join(os.path.dirname(os.path.abspath(args.out)), "MANIFEST.tsv"))
     print(f"{'run':32s} {'label':24s} {'vs golden':28s} max |dloss|")
     for name, label, losses, golden, note in runs:
-        doc = {"losses": losses, "label": label, "run": note, "generator": generator, "library": lib,
+        doc = {"losses": losses, "label": label, "run": note, "generator": goldens.generator, "library": lib,
                "torch_num_threads": THREADS, "seed": G.MODEL_SEED, "data_seed": G.TRAIN_DATA_SEED}
         blob = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-        path = os.path.join(args.out, name + ".json")
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-        rel = os.path.relpath(os.path.abspath(path), repo_root).replace(os.sep, "/")
-        sha = hashlib.sha256(blob).hexdigest()
-        old = old_by_file.get(rel)
-        new_rows[rel] = [rel, sha, generator, lib, str(G.MODEL_SEED),
-                         old[5] if old and len(old) > 5 and old[1] == sha else now]
+        goldens.put(os.path.join(args.out, name + ".json"), blob, lib, G.MODEL_SEED, quiet=True)
         d = ""
         if golden:
             g = gold[golden]["expect.loss"].double()
             d = f"{float((torch.tensor(losses, dtype=torch.float64) - g).abs().max()):.3e}"
         print(f"{name:32s} {label:24s} {golden or '-':28s} {d}")
-    rows = [r for r in old_rows if r[0] not in new_rows] + list(new_rows.values())
-    rows.sort(key=lambda r: r[0])
-    tmp = manifest_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write("\t".join(G.MANIFEST_HEADER) + "\n")
-        for r in rows:
-            f.write("\t".join(r) + "\n")
-    os.replace(tmp, manifest_path)
-    print(f"wrote {len(runs)} candidates to {args.out} and {manifest_path} ({len(rows)} rows)")
+    n = goldens.write_manifest()   # replaces only the rows of the files written now
+    print(f"wrote {len(runs)} candidates to {args.out} and {goldens.manifest_path} ({n} rows)")
 
 
 if __name__ == "__main__":

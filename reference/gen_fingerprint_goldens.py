@@ -15,8 +15,8 @@ optim_config_from_json), mode, autocast, step_protocol, ... It appends or replac
 rows of <out>/MANIFEST.tsv (same columns as the other generators).
 
 Everything shared with the AdamW goldens is imported from gen_model_goldens.py (model, batches,
-autocast, safetensors writer, metadata) and gen_optim_goldens.py (library imports, optimizer
-construction, the bitsandbytes code-path probe), not copied, so the inputs are identical by
+autocast, metadata), gen_optim_goldens.py (library imports, optimizer construction, the
+bitsandbytes code-path probe) and golden_io.py (safetensors writer, MANIFEST), not copied, so the inputs are identical by
 construction; main() also checks that param.* and input.* equal those of train_fp32.
 
 Cases (learning rates: each dialect's usual setting -- the HF Trainer's for Adafactor, torch's
@@ -40,8 +40,7 @@ memory and compares with the files; `--only` selects cases. Installs nothing; ex
 torch/transformers/bitsandbytes/numpy are missing.
 """
 import argparse
-import datetime
-import hashlib
+import functools
 import json
 import math
 import os
@@ -49,10 +48,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import gen_model_goldens as G  # noqa: E402 - model, batches, writer, metadata
+import gen_model_goldens as G  # noqa: E402 - model, batches, metadata
 import gen_optim_goldens as O  # noqa: E402 - library imports, optimizer construction, bnb probe
+import golden_io  # noqa: E402 - writer, MANIFEST
 
-GENERATOR_PATH = "reference/gen_fingerprint_goldens.py"
+PROG = "gen_fingerprint_goldens"
+die = functools.partial(golden_io.die, PROG)
 
 ADAFACTOR_HF = dict(lr=1e-3, eps=[1e-30, 1e-3], clip_threshold=1.0, decay_rate=-0.8, beta1=None,
                     weight_decay=0.0, scale_parameter=False, relative_step=False, warmup_init=False)
@@ -87,7 +88,7 @@ STEP_PROTOCOL = ("for s in 1..20: opt.zero_grad(set_to_none=True); with autocast
 def run_case(torch, transformers, bnb, c, base_meta):
     mode = c["mode"]
     if mode not in ("fp32", "bf16"):
-        G.die(f"{c['name']}: only modes without loss scaling are generated here (got {mode})", 1)
+        die(f"{c['name']}: only modes without loss scaling are generated here (got {mode})", 1)
     model = G.build_model(torch, transformers, 2)
     names = G.param_names(model)
     params = [p for _, p in model.named_parameters()]
@@ -100,13 +101,13 @@ def run_case(torch, transformers, bnb, c, base_meta):
         opt.zero_grad(set_to_none=True)
         out = G.forward(torch, model, mode, ids[s], masks[s], labels[s])
         if out.loss.dtype != torch.float32:
-            G.die(f"{c['name']}: loss dtype {out.loss.dtype}", 1)
+            die(f"{c['name']}: loss dtype {out.loss.dtype}", 1)
         loss_v.append(float(out.loss.detach()))
         out.loss.backward()
         grad_norm_v.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params)))
         opt.step()
         if not all(bool(torch.isfinite(p).all()) for p in params):
-            G.die(f"{c['name']}: step {s + 1}: non-finite parameters", 1)
+            die(f"{c['name']}: step {s + 1}: non-finite parameters", 1)
 
     bnb_8bit = []
     if c["optim"] == "adamw_bnb_8bit":   # which tensors really got 8-bit state (uint8 codes)
@@ -152,11 +153,6 @@ def run_case(torch, transformers, bnb, c, base_meta):
     return tensors, meta
 
 
-def sha16(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
@@ -166,9 +162,6 @@ def main():
     args = ap.parse_args()
 
     torch, transformers, bnb = O.import_libraries()
-    G.DTYPE_INFO.update({torch.float64: ("F64", 8), torch.int64: ("I64", 8),
-                         torch.float32: ("F32", 4), torch.bfloat16: ("BF16", 2),
-                         torch.float16: ("F16", 2), torch.uint8: ("U8", 1)})
     torch.set_num_threads(1)   # as the train_* goldens: reduction order independent of cores
     transformers.logging.set_verbosity_error()
 
@@ -178,59 +171,34 @@ def main():
         known = {c["name"] for c in CASES}
         for s in only:
             if s not in known:
-                G.die(f"--only: unknown case '{s}' (allowed: {', '.join(sorted(known))})")
+                die(f"--only: unknown case '{s}' (allowed: {', '.join(sorted(known))})")
         cases = [c for c in CASES if c["name"] in only]
 
-    generator = f"{GENERATOR_PATH} sha256:{sha16(os.path.abspath(__file__))}"
-    base_meta = dict(G.lib_meta(torch, transformers), generator=generator)
+    goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"),
+                                check=args.check)
+    base_meta = dict(G.lib_meta(torch, transformers), generator=goldens.generator)
     base_meta["library"] += f" / bitsandbytes {bnb.__version__}"
-    base_meta["imports"] = (f"reference/gen_model_goldens.py sha256:{sha16(os.path.join(HERE, 'gen_model_goldens.py'))}, "
-                            f"reference/gen_optim_goldens.py sha256:{sha16(os.path.join(HERE, 'gen_optim_goldens.py'))}")
+    base_meta["imports"] = ", ".join(
+        f"{golden_io.script_name(m.__file__)} sha256:{golden_io.sha16(m.__file__)}" for m in (G, O))
 
     out_root = args.out
-    repo_prefix = os.path.relpath(out_root, os.path.dirname(HERE))
     # the AdamW reference of the same inputs: the new files must hold exactly its inputs
     from safetensors.torch import load_file
     adamw = {m: load_file(os.path.join(out_root, "model", f"train_{m}.safetensors"))
              for m in G.MODES}
     trajectories = {f"train_{m}": adamw[m]["expect.loss"].double() for m in G.MODES}
 
-    manifest_path = os.path.join(out_root, "MANIFEST.tsv")
-    old_rows = G.read_manifest(manifest_path)
-    old_by_file = {r[0]: r for r in old_rows}
-    new_rows, mismatches = {}, []
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for c in cases:
         tensors, meta = run_case(torch, transformers, bnb, c, base_meta)
         for k, v in adamw["fp32"].items():
             if (k.startswith("param.") or k.startswith("input.")) and not torch.equal(v, tensors[k]):
-                G.die(f"{c['name']}: {k} differs from train_fp32.safetensors", 1)
+                die(f"{c['name']}: {k} differs from train_fp32.safetensors", 1)
         trajectories[c["name"]] = tensors["expect.loss"].double()
-        blob = G.safetensors_bytes(torch, tensors, meta)
-        rel = os.path.join("model", c["name"] + ".safetensors")
-        path = os.path.join(out_root, rel)
-        repo_rel = os.path.normpath(os.path.join(repo_prefix, rel)).replace(os.sep, "/")
-        sha = hashlib.sha256(blob).hexdigest()
         lv = tensors["expect.loss"]
         print(f"  {c['name']}: loss {float(lv[0]):.6f} -> {float(lv[-1]):.6f}")
-        if args.check:
-            try:
-                with open(path, "rb") as f:
-                    same = f.read() == blob
-            except OSError:
-                same = False
-            if not same:
-                mismatches.append(repo_rel)
-            print(f"{'same' if same else 'DIFF'} {repo_rel}")
-            continue
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-        old = old_by_file.get(repo_rel)
-        date = old[5] if old and len(old) > 5 and old[1] == sha else now
-        new_rows[repo_rel] = [repo_rel, sha, generator, meta["library"], meta["seed"], date]
-        print(f"wrote {repo_rel} ({len(blob)} bytes)")
+        path = os.path.join(out_root, "model", c["name"] + ".safetensors")
+        blob = golden_io.safetensors_bytes(torch, tensors, meta)
+        goldens.put(path, blob, meta["library"], meta["seed"])
 
     # pairwise distances (max |loss difference| over the 20 steps) between all references:
     # the separation that FINGERPRINT.md quotes for the tolerance
@@ -244,19 +212,10 @@ def main():
             print(f"  {a:28s} {b:28s} {float(d.max()):.3e}  step {first}")
 
     if args.check:
-        if mismatches:
-            G.die(f"{len(mismatches)} file(s) differ from a fresh run: " + ", ".join(mismatches), code=1)
-        print("all files identical to a fresh run")
+        goldens.finish_check()
         return
-    rows = [r for r in old_rows if r[0] not in new_rows] + list(new_rows.values())
-    rows.sort(key=lambda r: r[0])
-    tmp = manifest_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write("\t".join(G.MANIFEST_HEADER) + "\n")
-        for r in rows:
-            f.write("\t".join(r) + "\n")
-    os.replace(tmp, manifest_path)
-    print(f"wrote {manifest_path} ({len(rows)} rows)")
+    n = goldens.write_manifest()   # replaces only the rows of the files written now
+    print(f"wrote {goldens.manifest_path} ({n} rows)")
 
 
 if __name__ == "__main__":

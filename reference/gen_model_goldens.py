@@ -31,24 +31,25 @@ File format (reference/README.md has the full description):
   __metadata__                 case, comment, flags, library, generator, seed, mode, autocast, ...
 
 Deterministic: no clocks or host names go into the .safetensors files, torch runs single-threaded,
-and the safetensors writer below emits a canonical header (sorted keys, tensors ordered by dtype
-size then name).  `--check` regenerates into memory and compares with the files on disk.
+and the safetensors writer (golden_io.py) emits a canonical header (sorted keys, tensors ordered
+by dtype size then name).  `--check` regenerates into memory and compares with the files on disk.
 
 Installs nothing.  Needs torch >= 2.5, transformers >= 4.48 (attn_implementation, eager attention
 interface) and numpy (exit 2 otherwise).  `--facts` prints the measurements quoted in
 MODEL_SEMANTICS.md (op dtypes under CPU autocast, rounding points) and writes nothing.
 """
 import argparse
-import datetime
-import hashlib
+import functools
 import json
 import math
 import os
-import struct
 import sys
 
-GENERATOR_PATH = "reference/gen_model_goldens.py"
-MANIFEST_HEADER = ["file", "sha256", "generator", "library_versions", "seed", "date_utc"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden_io  # noqa: E402 - writer, MANIFEST, import checks shared by reference/
+
+PROG = "gen_model_goldens"
+die = functools.partial(golden_io.die, PROG)
 FORMAT = "trainbench-model-golden-1"
 
 MODEL_SEED = 1234        # torch.manual_seed before constructing the model (HF init)
@@ -72,48 +73,16 @@ SCALER = dict(init_scale=2.0 ** 24, growth_factor=2.0, backoff_factor=0.5, growt
 MODES = ["fp32", "bf16", "fp16", "fp16-noscale"]
 
 
-def die(msg, code=2):
-    sys.stderr.write("gen_model_goldens: " + msg + "\n")
-    sys.exit(code)
-
-
-def _version_tuple(v):
-    out = []
-    for part in v.split("+")[0].split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
-
-
 def import_libraries():
     """Import the reference libraries or exit 2 with a clear message. Installs nothing."""
-    missing = []
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001 - report any import failure
-        missing.append(f"torch >= 2.5 ({e})")
-        torch = None
-    try:
-        import numpy  # noqa: F401 - torch.Tensor.numpy() needs it
-    except Exception as e:  # noqa: BLE001
-        missing.append(f"numpy ({e})")
-    try:
-        import transformers
-        from transformers import DistilBertConfig, DistilBertForSequenceClassification  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        missing.append(f"transformers ({e})")
-        transformers = None
-    if missing:
-        die("missing reference libraries: " + "; ".join(missing) +
-            "\n  create the venv described in reference/README.md, e.g.\n"
-            "  python3 -m venv ~/.cache/trainbench-venv && ~/.cache/trainbench-venv/bin/pip install"
-            " \"torch>=2.5\" transformers \"bitsandbytes>=0.50\" safetensors numpy")
-    if _version_tuple(torch.__version__) < (2, 5):
-        die(f"torch >= 2.5 is required (CPU autocast fp16, GradScaler('cpu')); found {torch.__version__}")
-    if _version_tuple(transformers.__version__) < (4, 48):
-        die(f"transformers >= 4.48 is required (attention interface); found {transformers.__version__}")
+    torch, _, transformers, _ = golden_io.require(PROG, [
+        ("torch", "torch >= 2.5"), ("numpy", "numpy"),   # torch.Tensor.numpy() needs numpy
+        ("transformers", "transformers"),
+        ("transformers.models.distilbert.modeling_distilbert", "transformers (DistilBERT)")])
+    golden_io.require_version(PROG, "torch", torch.__version__, "2.5",
+                              "CPU autocast fp16, GradScaler('cpu')")
+    golden_io.require_version(PROG, "transformers", transformers.__version__, "4.48",
+                              "attention interface")
     try:
         with torch.autocast("cpu", dtype=torch.float16):
             y = torch.nn.functional.linear(torch.ones(2, 2), torch.ones(2, 2))
@@ -123,39 +92,6 @@ def import_libraries():
     except Exception as e:  # noqa: BLE001
         die(f"this torch has no CPU fp16 autocast or no GradScaler('cpu'): {e}")
     return torch, transformers
-
-
-# ----------------------------------------------------------------------------------------------
-# safetensors writer (canonical: sorted header keys, tensors ordered by (dtype size desc, name));
-# the same layout as reference/gen_optim_goldens.py
-# ----------------------------------------------------------------------------------------------
-DTYPE_INFO = {}  # torch dtype -> (safetensors name, element size); filled in main()
-
-
-def tensor_bytes(torch, t):
-    t = t.detach().contiguous().cpu()
-    if t.dtype in (torch.bfloat16, torch.float16):
-        return t.view(torch.int16).numpy().tobytes()
-    return t.numpy().tobytes()  # numpy writes little-endian on every supported host
-
-
-def safetensors_bytes(torch, tensors, metadata):
-    """tensors: dict name -> torch.Tensor; metadata: dict str -> str."""
-    if sys.byteorder != "little":
-        die("big-endian hosts are not supported by this writer")
-    entries = []
-    for name, t in tensors.items():
-        dname, size = DTYPE_INFO[t.dtype]
-        entries.append((-size, name, dname, list(t.shape), tensor_bytes(torch, t)))
-    entries.sort(key=lambda e: (e[0], e[1]))
-    header = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}}
-    offset = 0
-    for _, name, dname, shape, data in entries:
-        header[name] = {"dtype": dname, "shape": shape, "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-    hjson = json.dumps(header, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)  # pad the header to a multiple of 8 bytes
-    return struct.pack("<Q", len(hjson)) + hjson + b"".join(e[4] for e in entries)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -918,17 +854,6 @@ def contract_forward(torch, model, low, ids, mask, labels):
 # ----------------------------------------------------------------------------------------------
 # main
 # ----------------------------------------------------------------------------------------------
-def read_manifest(path):
-    rows = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        for line in lines[1:]:
-            if line.strip():
-                rows.append(line.split("\t"))
-    return rows
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
@@ -940,9 +865,6 @@ def main():
     args = ap.parse_args()
 
     torch, transformers = import_libraries()
-    DTYPE_INFO.update({torch.float64: ("F64", 8), torch.int64: ("I64", 8),
-                       torch.float32: ("F32", 4), torch.bfloat16: ("BF16", 2),
-                       torch.float16: ("F16", 2), torch.uint8: ("U8", 1)})
     torch.set_num_threads(1)   # reductions and GEMM blocking then do not depend on cores
     transformers.logging.set_verbosity_error()
     if args.facts:
@@ -958,76 +880,32 @@ def main():
                 die(f"--only: unknown case '{s}' (allowed: grads, train, {', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only]
 
-    with open(os.path.abspath(__file__), "rb") as f:
-        gen_sha = hashlib.sha256(f.read()).hexdigest()
-    generator = f"{GENERATOR_PATH} sha256:{gen_sha[:16]}"
-    base_meta = dict(lib_meta(torch, transformers), generator=generator)
-
-    out_root = args.out
-    manifest_path = os.path.join(out_root, "MANIFEST.tsv")
-    old_rows = read_manifest(manifest_path)
-    old_by_file = {r[0]: r for r in old_rows}
-    repo_prefix = os.path.relpath(out_root, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    new_rows = {}
-    mismatches = []
-    total = 0
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"),
+                                check=args.check)
+    base_meta = dict(lib_meta(torch, transformers), generator=goldens.generator)
     for c in cases:
         run = run_grads if c["kind"] == "grads" else run_train
         tensors, meta = run(torch, transformers, c, base_meta)
-        blob = safetensors_bytes(torch, tensors, meta)
-        rel = os.path.join("model", c["name"] + ".safetensors")
-        path = os.path.join(out_root, rel)
-        repo_rel = os.path.normpath(os.path.join(repo_prefix, rel)).replace(os.sep, "/")
-        sha = hashlib.sha256(blob).hexdigest()
-        total += len(blob)
         if c["kind"] == "train":
             t = tensors
             print(f"  {c['name']}: loss {t['expect.loss'][0]:.6f} -> {t['expect.loss'][-1]:.6f}; "
                   f"skipped {meta['skipped_steps']}; scale {[float(x) for x in t['expect.scale']]}")
             if "expect.underflow" in t:
                 print(f"    underflow {t['expect.underflow'].tolist()}")
-        if args.check:
-            try:
-                with open(path, "rb") as f:
-                    same = f.read() == blob
-            except OSError:
-                same = False
-            if not same:
-                mismatches.append(repo_rel)
-            print(f"{'same' if same else 'DIFF'} {repo_rel}")
-            continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-        old = old_by_file.get(repo_rel)
-        date = old[5] if old and len(old) > 5 and old[1] == sha else now
-        new_rows[repo_rel] = [repo_rel, sha, generator, meta["library"], meta["seed"], date]
-        print(f"wrote {repo_rel} ({len(blob)} bytes)")
-    print(f"total {total} bytes in {'checked' if args.check else 'written'} files")
+        path = os.path.join(args.out, "model", c["name"] + ".safetensors")
+        blob = golden_io.safetensors_bytes(torch, tensors, meta)
+        goldens.put(path, blob, meta["library"], meta["seed"])
+    print(f"total {goldens.total} bytes in {'checked' if args.check else 'written'} files")
     if args.check:
-        if mismatches:
-            die(f"{len(mismatches)} file(s) differ from a fresh run: " + ", ".join(mismatches), code=1)
-        print("all files identical to a fresh run")
+        goldens.finish_check()
         return
-    # manifest: keep rows of other generators and of model cases not regenerated now; drop rows
-    # of model files this generator no longer makes
-    model_dir = os.path.join(repo_prefix, "model").replace(os.sep, "/") + "/"
-    current = {os.path.normpath(os.path.join(repo_prefix, "model", c["name"] + ".safetensors"))
-               .replace(os.sep, "/") for c in all_cases()}
-    rows = [r for r in old_rows if r[0] not in new_rows and
-            not (r[0].startswith(model_dir) and r[0] not in current)]
-    rows += list(new_rows.values())
-    rows.sort(key=lambda r: r[0])
-    tmp = manifest_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write("\t".join(MANIFEST_HEADER) + "\n")
-        for r in rows:
-            f.write("\t".join(r) + "\n")
-    os.replace(tmp, manifest_path)
-    print(f"wrote {manifest_path} ({len(rows)} rows)")
+    # manifest: this run's rows replace those of the same files; of this generator's other rows,
+    # those of model files it no longer makes are dropped (the other generators' rows are kept,
+    # e.g. gen_fingerprint_goldens.py's model/train_*_<optimizer> files)
+    current = {golden_io.repo_path(os.path.join(args.out, "model", c["name"] + ".safetensors"))
+               for c in all_cases()}
+    n = goldens.write_manifest(stale=lambda f: f not in current)
+    print(f"wrote {goldens.manifest_path} ({n} rows)")
 
 
 if __name__ == "__main__":

@@ -23,22 +23,24 @@ File format (reference/README.md has the full description):
                                  check_steps, hparams (JSON of constructor kwargs), shape, ...
 
 Deterministic: no clocks or host names go into the .safetensors files, torch runs single-threaded,
-and the safetensors writer below emits a canonical header.  Running twice gives identical bytes
-(`--check` regenerates into memory and compares with the files on disk).
+and the safetensors writer (golden_io.py, shared by the generators) emits a canonical header.
+Running twice gives identical bytes (`--check` regenerates into memory and compares with the
+files on disk).
 
 Installs nothing.  Needs torch >= 2.5, transformers and bitsandbytes >= 0.50 (exit 2 otherwise).
 """
 import argparse
-import datetime
-import hashlib
+import functools
 import json
 import logging
 import os
-import struct
 import sys
 
-GENERATOR_PATH = "reference/gen_optim_goldens.py"
-MANIFEST_HEADER = ["file", "sha256", "generator", "library_versions", "seed", "date_utc"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden_io  # noqa: E402 - writer, MANIFEST, import checks shared by reference/
+
+PROG = "gen_optim_goldens"
+die = functools.partial(golden_io.die, PROG)
 T_DEFAULT = 20
 # log10 of the per-step gradient scale for steps 1..20; None = an all-zero gradient (step 7).
 # Covers tiny (1e-8) and large (1e3) steps and sudden jumps between them (3->4, 11->12).
@@ -48,89 +50,19 @@ ELEM_SPREAD = 1.5
 BF16_GRADS_MIN_NUMEL = 4095  # input.grads is stored as BF16 for cases with this many elements
 
 
-def die(msg, code=2):
-    sys.stderr.write("gen_optim_goldens: " + msg + "\n")
-    sys.exit(code)
-
-
-def _version_tuple(v):
-    out = []
-    for part in v.split("+")[0].split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
-
-
 def import_libraries():
     """Import the reference libraries or exit 2 with a clear message. Installs nothing."""
-    missing = []
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001 - report any import failure
-        missing.append(f"torch >= 2.5 ({e})")
-        torch = None
-    try:
-        import numpy  # noqa: F401 - torch.Tensor.numpy() needs it
-    except Exception as e:  # noqa: BLE001
-        missing.append(f"numpy ({e})")
-    try:
-        import transformers
-    except Exception as e:  # noqa: BLE001
-        missing.append(f"transformers ({e})")
-        transformers = None
     # bitsandbytes logs a harmless warning about the optional 'kernels' package on import
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-    try:
-        import bitsandbytes
-    except Exception as e:  # noqa: BLE001
-        missing.append(f"bitsandbytes >= 0.50 ({e})")
-        bitsandbytes = None
-    if missing:
-        die("missing reference libraries: " + "; ".join(missing) +
-            "\n  create the venv described in reference/README.md, e.g.\n"
-            "  python3 -m venv ~/.cache/trainbench-venv && ~/.cache/trainbench-venv/bin/pip install"
-            " \"torch>=2.5\" transformers \"bitsandbytes>=0.50\" safetensors numpy")
-    if _version_tuple(torch.__version__) < (2, 5):
-        die(f"torch >= 2.5 is required (torch.optim.Adafactor); found {torch.__version__}")
-    if _version_tuple(bitsandbytes.__version__) < (0, 50):
-        die(f"bitsandbytes >= 0.50 is required (CPU optimizer kernels); found {bitsandbytes.__version__}")
+    torch, _, transformers, bitsandbytes = golden_io.require(PROG, [
+        ("torch", "torch >= 2.5"), ("numpy", "numpy"),   # torch.Tensor.numpy() needs numpy
+        ("transformers", "transformers"), ("bitsandbytes", "bitsandbytes >= 0.50")])
+    golden_io.require_version(PROG, "torch", torch.__version__, "2.5", "torch.optim.Adafactor")
+    golden_io.require_version(PROG, "bitsandbytes", bitsandbytes.__version__, "0.50",
+                              "CPU optimizer kernels")
     if not hasattr(torch.optim, "Adafactor"):
         die("this torch has no torch.optim.Adafactor")
     return torch, transformers, bitsandbytes
-
-
-# ----------------------------------------------------------------------------------------------
-# safetensors writer (canonical: sorted header keys, tensors ordered by (dtype size desc, name))
-# ----------------------------------------------------------------------------------------------
-DTYPE_INFO = {}  # torch dtype -> (safetensors name, element size); filled in main()
-
-
-def tensor_bytes(torch, t):
-    t = t.detach().contiguous().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().tobytes()
-    return t.numpy().tobytes()  # numpy writes little-endian on every supported host
-
-
-def safetensors_bytes(torch, tensors, metadata):
-    """tensors: dict name -> torch.Tensor; metadata: dict str -> str."""
-    if sys.byteorder != "little":
-        die("big-endian hosts are not supported by this writer")
-    entries = []
-    for name, t in tensors.items():
-        dname, size = DTYPE_INFO[t.dtype]
-        entries.append((-size, name, dname, list(t.shape), tensor_bytes(torch, t)))
-    entries.sort(key=lambda e: (e[0], e[1]))
-    header = {"__metadata__": {k: metadata[k] for k in sorted(metadata)}}
-    offset = 0
-    for _, name, dname, shape, data in entries:
-        header[name] = {"dtype": dname, "shape": shape, "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-    hjson = json.dumps(header, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)  # pad the header to a multiple of 8 bytes
-    return struct.pack("<Q", len(hjson)) + hjson + b"".join(e[4] for e in entries)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -366,20 +298,6 @@ def make_optimizer(torch, transformers, bnb, name, params, hp):
     raise ValueError(name)
 
 
-def snapshot_state(torch, state):
-    out = {}
-    for key, v in state.items():
-        if torch.is_tensor(v):
-            out[key] = v.detach().clone().contiguous()
-        elif isinstance(v, bool):
-            raise TypeError(f"unexpected bool state entry {key}")
-        elif isinstance(v, int):
-            out[key] = torch.tensor(v, dtype=torch.int64)
-        else:
-            raise TypeError(f"unexpected state entry {key} of type {type(v).__name__}")
-    return out
-
-
 def probe_bnb_path(torch, bnb):
     """Run one 8-bit step under a profiler hook and report which bitsandbytes code ran."""
     import bitsandbytes.backends.cpu.ops as cpu_ops
@@ -425,7 +343,7 @@ def run_case(torch, transformers, bnb, opt_name, c, common_meta):
         opt.step()
         if t in c["check"]:
             tensors[f"expect.step{t}.param"] = p.detach().clone()
-            for key, v in snapshot_state(torch, opt.state[p]).items():
+            for key, v in golden_io.snapshot_state(torch, opt.state[p]).items():
                 tensors[f"expect.step{t}.state.{key}"] = v
     meta = dict(common_meta[opt_name])
     flags = c["flags"] + [f for f in sched_flags(c["steps"]) if f not in c["flags"]]
@@ -460,17 +378,6 @@ def library_string(torch, transformers, bnb, opt_name):
     return tv
 
 
-def read_manifest(path):
-    rows = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        for line in lines[1:]:
-            if line.strip():
-                rows.append(line.split("\t"))
-    return rows
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
@@ -480,8 +387,6 @@ def main():
     args = ap.parse_args()
 
     torch, transformers, bnb = import_libraries()
-    DTYPE_INFO.update({torch.float32: ("F32", 4), torch.bfloat16: ("BF16", 2),
-                       torch.uint8: ("U8", 1), torch.int64: ("I64", 8), torch.float64: ("F64", 8)})
     torch.set_num_threads(1)   # reductions and elementwise chunking then do not depend on cores
     torch.manual_seed(0)
 
@@ -491,13 +396,12 @@ def main():
             die(f"--only: unknown optimizer '{s}' (allowed: {', '.join(OPTIMIZERS)})")
     selected = only or OPTIMIZERS
 
-    with open(os.path.abspath(__file__), "rb") as f:
-        gen_sha = hashlib.sha256(f.read()).hexdigest()
-    generator = f"{GENERATOR_PATH} sha256:{gen_sha[:16]}"
+    goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"),
+                                check=args.check)
     quantizer_path = probe_bnb_path(torch, bnb)
     common_meta = {}
     for name in OPTIMIZERS:
-        m = {"library": library_string(torch, transformers, bnb, name), "generator": generator,
+        m = {"library": library_string(torch, transformers, bnb, name), "generator": goldens.generator,
              "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
              "torch_num_threads": "1", "format": "trainbench-optim-golden-1"}
         if name == "adamw_bnb_8bit":
@@ -505,62 +409,21 @@ def main():
             m["blocksize"] = "256"
         common_meta[name] = m
 
-    out_root = args.out
-    manifest_path = os.path.join(out_root, "MANIFEST.tsv")
-    old_rows = read_manifest(manifest_path)
-    old_by_file = {r[0]: r for r in old_rows}
-    repo_prefix = os.path.relpath(out_root, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    new_rows = {}
-    mismatches = []
-    total = 0
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for opt_name in selected:
         for c in CASES[opt_name]():
             tensors, meta = run_case(torch, transformers, bnb, opt_name, c, common_meta)
-            blob = safetensors_bytes(torch, tensors, meta)
-            rel = os.path.join("optim", opt_name, c["name"] + ".safetensors")
-            path = os.path.join(out_root, rel)
-            repo_rel = os.path.normpath(os.path.join(repo_prefix, rel)).replace(os.sep, "/")
-            sha = hashlib.sha256(blob).hexdigest()
-            total += len(blob)
-            if args.check:
-                try:
-                    with open(path, "rb") as f:
-                        same = f.read() == blob
-                except OSError:
-                    same = False
-                if not same:
-                    mismatches.append(repo_rel)
-                print(f"{'same' if same else 'DIFF'} {repo_rel}")
-                continue
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = path + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, path)
-            old = old_by_file.get(repo_rel)
-            date = old[5] if old and len(old) > 5 and old[1] == sha else now
-            new_rows[repo_rel] = [repo_rel, sha, generator, meta["library"], meta["seed"], date]
-            print(f"wrote {repo_rel} ({len(blob)} bytes)")
-    print(f"total {total} bytes in {'checked' if args.check else 'written'} files")
+            path = os.path.join(args.out, "optim", opt_name, c["name"] + ".safetensors")
+            blob = golden_io.safetensors_bytes(torch, tensors, meta)
+            goldens.put(path, blob, meta["library"], meta["seed"])
+    print(f"total {goldens.total} bytes in {'checked' if args.check else 'written'} files")
     if args.check:
-        if mismatches:
-            die(f"{len(mismatches)} file(s) differ from a fresh run: " + ", ".join(mismatches), code=1)
-        print("all files identical to a fresh run")
+        goldens.finish_check()
         return
-    # manifest: keep rows of other generators and of optimizers not regenerated now
-    rows = [r for r in old_rows if r[0] not in new_rows and not (
-        r[0].startswith(os.path.join(repo_prefix, "optim").replace(os.sep, "/") + "/") and
-        r[0].split("/")[-2] in selected)]
-    rows += list(new_rows.values())
-    rows.sort(key=lambda r: r[0])
-    tmp = manifest_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write("\t".join(MANIFEST_HEADER) + "\n")
-        for r in rows:
-            f.write("\t".join(r) + "\n")
-    os.replace(tmp, manifest_path)
-    print(f"wrote {manifest_path} ({len(rows)} rows)")
+    # manifest: this run's rows replace those of the same files; of this generator's other rows,
+    # those of the optimizers generated now are dropped (cases that no longer exist)
+    optim_dir = golden_io.repo_path(os.path.join(args.out, "optim")) + "/"
+    n = goldens.write_manifest(stale=lambda f: f.startswith(optim_dir) and f.split("/")[-2] in selected)
+    print(f"wrote {goldens.manifest_path} ({n} rows)")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ an import error, a golden folder without goldens, or some case UNUSABLE).
 Needs torch and safetensors (the venv of reference/README.md); writes only under --out.
 """
 import argparse
+import functools
 import glob
 import importlib
 import json
@@ -43,12 +44,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden_io  # noqa: E402 - die, optimizer state snapshots shared by reference/
+
+die = functools.partial(golden_io.die, "validate_python")
 TORCH_F32_EPS = 2.0 ** -23  # torch.finfo(torch.float32).eps: what torch's Adafactor uses for eps1=None
-
-
-def die(msg, code=2):
-    sys.stderr.write("validate_python: " + msg + "\n")
-    sys.exit(code)
 
 
 def load_class(spec):
@@ -156,22 +156,6 @@ def build_kwargs(cls, golden_optim, hp, args):
     return kw, notes
 
 
-def snapshot_state(torch, state):
-    out = {}
-    for key, v in state.items():
-        if torch.is_tensor(v):
-            out[key] = v.detach().clone().contiguous()
-        elif isinstance(v, bool):
-            raise TypeError(f"unexpected bool state entry {key}")
-        elif isinstance(v, int):
-            out[key] = torch.tensor(v, dtype=torch.int64)
-        elif isinstance(v, float):
-            out[key] = torch.tensor(v, dtype=torch.float32)
-        else:
-            raise TypeError(f"state entry {key} of type {type(v).__name__} cannot be written")
-    return out
-
-
 def run_case(torch, cls, golden_path, args):
     """Runs the optimizer on one golden's inputs; returns (tensors dict, kwargs, notes)."""
     from safetensors import safe_open
@@ -194,7 +178,7 @@ def run_case(torch, cls, golden_path, args):
         if t in check:
             tensors[f"expect.step{t}.param"] = p.detach().clone().contiguous()
             if not args.params_only:
-                for key, v in snapshot_state(torch, opt.state[p]).items():
+                for key, v in golden_io.snapshot_state(torch, opt.state[p], floats=True).items():
                     tensors[f"expect.step{t}.state.{key}"] = v
     return tensors, kw, notes
 
