@@ -61,12 +61,63 @@ static float* scratch_f32(LayerCtx* c, int slot, size_t n) {
     return scratch(c, slot, bytes);
 }
 
+// Element-wise conversions of large arrays run on the OpenMP team: each element's result
+// depends on that element only, so the split cannot change a bit. Below PAR_MIN elements the
+// fork/join costs more than the pass, and small passes are often called inside a parallel
+// region (softmax rows, GELU chunks), where even `#pragma omp parallel if (0)` builds a nested
+// team per call (measured: tiny bf16 steps 2.5x slower), so they never reach a pragma.
+// PAR_CHUNK is a multiple of 16 (the SIMD width) so only the last chunk has a scalar tail.
+enum { PAR_MIN = 65536, PAR_CHUNK = 16384 };
+
+// dst (n, dt) = x (n) rounded to dt
+static void narrow_par(void* dst, DType dt, const float* x, size_t n) {
+    if (n <= PAR_MIN) {
+        dtype_from_f32_row(dst, dt, x, n);
+        return;
+    }
+    const size_t es = dtype_traits(dt)->size;
+#pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK)
+        dtype_from_f32_row((char*)dst + i0 * es, dt, x + i0, n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK);
+}
+
+// The row passes between a GEMM's fp32 C (M, N; leading dimension ldc) and its packed low copy
+// cl (M, N): ROWS_NARROW cl = R(C), ROWS_WIDEN C = cl, ROWS_WIDEN_ADD C += cl (fp32 adds).
+typedef enum { ROWS_NARROW, ROWS_WIDEN, ROWS_WIDEN_ADD } RowsOp;
+
+static void low_row(RowsOp op, float* crow, DType dt, char* clrow, int N) {
+    const size_t es = dtype_traits(dt)->size;
+    if (op == ROWS_NARROW) {
+        dtype_from_f32_row(clrow, dt, crow, (size_t)N);
+    } else if (op == ROWS_WIDEN) {
+        dtype_to_f32_row(crow, dt, clrow, (size_t)N);
+    } else {
+        enum { CH = 256 };
+        float t[CH];
+        for (int j0 = 0; j0 < N; j0 += CH) {
+            const int n = N - j0 < CH ? N - j0 : CH;
+            dtype_to_f32_row(t, dt, clrow + (size_t)j0 * es, (size_t)n);
+            for (int j = 0; j < n; j++) crow[j0 + j] += t[j];
+        }
+    }
+}
+
+static void low_rows(RowsOp op, float* C, int ldc, DType dt, char* cl, int M, int N) {
+    const size_t es = dtype_traits(dt)->size;
+    if ((size_t)M * (size_t)N <= PAR_MIN) {
+        for (int i = 0; i < M; i++) low_row(op, C + (size_t)i * (size_t)ldc, dt, cl + (size_t)i * (size_t)N * es, N);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) low_row(op, C + (size_t)i * (size_t)ldc, dt, cl + (size_t)i * (size_t)N * es, N);
+}
+
 // The GEMM operand for an fp32 tensor x (n): x itself in fp32 mode, else x rounded to the low
 // dtype in a scratch slot (autocast's cast of a GEMM input; exact when x already holds low values).
 static const void* gemm_input(LayerCtx* c, int slot, const float* x, size_t n) {
     if (c->low == DTYPE_F32) return x;
     void* dst = scratch(c, slot, n * dtype_traits(c->low)->size);
-    dtype_from_f32_row(dst, c->low, x, n);
+    narrow_par(dst, c->low, x, n);
     return dst;
 }
 
@@ -75,14 +126,18 @@ static const void* elem(const LayerCtx* c, const void* base, size_t off) {
     return (const char*)base + off * dtype_traits(c->low)->size;
 }
 
-typedef enum { OUT_LOW, OUT_F32 } OutKind;
+typedef enum { OUT_LOW, OUT_F32, OUT_LOW_ADD, OUT_LOW_PRESET } OutKind;
 
 // C (M, N) fp32 rows with leading dimension ldc:  C = op(A) @ op(B) + beta*C, with A and B in
 // the ctx's GEMM dtype and fp32 accumulation. OUT_LOW: the result is rounded once to the low
 // dtype (in a low mode the GEMM writes a low-dtype C, which is widened into C exactly);
-// OUT_F32: the fp32 result.
+// OUT_F32: the fp32 result; OUT_LOW_ADD (low modes, beta 0): C += the OUT_LOW result, the fp32
+// add fused into the widening pass (the same adds as OUT_LOW into a temporary, then C += it);
+// OUT_LOW_PRESET (low modes, beta != 0): as OUT_LOW, but the caller already wrote the low C
+// into scratch slot C (packed (M, N)), so C is not read (a linear's bias rows: see below).
 static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int K, const void* A, int lda,
                     const void* B, int ldb, float beta, float* C, int ldc, OutKind out) {
+    CHECK((out != OUT_LOW_ADD && out != OUT_LOW_PRESET) || c->low != DTYPE_F32, "low-only output kind in fp32 mode");
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta,
                   .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb};
     if (c->low == DTYPE_F32 || out == OUT_F32) {
@@ -93,16 +148,15 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
     }
     const size_t es = dtype_traits(c->low)->size;
     char* cl = scratch(c, LAYER_SCRATCH_C, (size_t)M * (size_t)N * es);  // (M, N) low, packed
-    if (beta != 0.0f)
-        for (int i = 0; i < M; i++)
-            dtype_from_f32_row(cl + (size_t)i * (size_t)N * es, c->low, C + (size_t)i * (size_t)ldc, (size_t)N);
+    CHECK(out != OUT_LOW_ADD || beta == 0.0f, "OUT_LOW_ADD with beta %g", (double)beta);
+    CHECK(out != OUT_LOW_PRESET || beta != 0.0f, "OUT_LOW_PRESET with beta 0");
+    if (beta != 0.0f && out != OUT_LOW_PRESET) low_rows(ROWS_NARROW, C, ldc, c->low, cl, M, N);
     g.c_dtype = c->low;
     g.C = cl;
     g.ldc = N;
     Status s = gemm_run(gemm, &g);
     if (!status_is_ok(s)) return s;
-    for (int i = 0; i < M; i++)
-        dtype_to_f32_row(C + (size_t)i * (size_t)ldc, c->low, cl + (size_t)i * (size_t)N * es, (size_t)N);
+    low_rows(out == OUT_LOW_ADD ? ROWS_WIDEN_ADD : ROWS_WIDEN, C, ldc, c->low, cl, M, N);
     return status_ok();
 }
 
@@ -111,7 +165,17 @@ static Status mm(LayerCtx* c, bool ta, bool tb, int M, int N, int K, const void*
     return mm_on(c, c->gemm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, out);
 }
 
-static void round_to(float* x, size_t n, DType dt) { amp_round_count(x, n, dt, NULL, NULL, NULL); }
+// x (n) rounded in place to dt; large arrays on the team (element-wise: see narrow_par)
+static void round_to(float* x, size_t n, DType dt) {
+    if (dt == DTYPE_F32) return;
+    if (n <= PAR_MIN) {
+        amp_round_count(x, n, dt, NULL, NULL, NULL);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK)
+        amp_round_count(x + i0, n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK, dt, NULL, NULL, NULL);
+}
 
 // out[j] = sum over rows i of x[i*C + j], accumulated in double. x (N, C), out (C)
 static void colsum_f64(double* out, const float* x, int N, int C) {
@@ -242,23 +306,43 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
 }
 
 // ---- linear ----
-Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC) {
-    const void* xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);  // (N, IC)
+// linear_forward with x already a GEMM operand xl (N, IC) (gemm_input of x; not in slot B,
+// BIAS or C, which this uses): attention converts its input once for q, k and v.
+static Status linear_forward_xl(LayerCtx* c, float* y, const void* xl, const float* W, const float* b, int N, int IC,
+                                int OC) {
     const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
     float beta = 0.0f;
+    OutKind out = OUT_LOW;
     if (b) {
         // addmm(bias, x, W^T): C starts as the (rounded) bias, C = acc + C is rounded once
         float* bl = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);  // (OC)
         memcpy(bl, b, (size_t)OC * sizeof(float));
         round_to(bl, (size_t)OC, c->low);
-        for (int i = 0; i < N; i++) memcpy(y + (size_t)i * (size_t)OC, bl, (size_t)OC * sizeof(float));
+        if (c->low == DTYPE_F32) {
+            for (int i = 0; i < N; i++) memcpy(y + (size_t)i * (size_t)OC, bl, (size_t)OC * sizeof(float));
+        } else {
+            // the GEMM's low C directly: bl holds low values, so its low bits are what narrowing
+            // fp32 bias rows of y gave (one conversion, then row copies; y is not written)
+            const size_t es = dtype_traits(c->low)->size, row = (size_t)OC * es;
+            char* cl = scratch(c, LAYER_SCRATCH_C, (size_t)N * row);  // (N, OC) low, packed
+            dtype_from_f32_row(cl, c->low, bl, (size_t)OC);
+            for (int i = 1; i < N; i++) memcpy(cl + (size_t)i * row, cl, row);
+            out = OUT_LOW_PRESET;
+        }
         beta = 1.0f;
     }
-    return mm(c, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, OUT_LOW);
+    return mm(c, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out);
 }
 
-Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
-                       const float* W, int N, int IC, int OC) {
+Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC) {
+    const void* xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);  // (N, IC)
+    return linear_forward_xl(c, y, xl, W, b, N, IC, OC);
+}
+
+// linear_backward with the GEMM operand of x given (xl, in a slot other than A, B, C, F32,
+// BIAS, COL) or NULL (x converted here): attention's v, k, q share one conversion of x.
+static Status linear_backward_xl(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                                 const void* xl, const float* W, int N, int IC, int OC) {
     Status s;
     const void* dyl = gemm_input(c, LAYER_SCRATCH_A, dy, (size_t)N * (size_t)OC);  // (N, OC)
     if (dx) {
@@ -266,14 +350,12 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
         if (c->low == DTYPE_F32) {
             s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, 1.0f, dx, IC, OUT_F32);  // dx += dy @ W
         } else {
-            float* t = scratch_f32(c, LAYER_SCRATCH_F32, (size_t)N * (size_t)IC);  // (N, IC)
-            s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, t, IC, OUT_LOW);
-            if (status_is_ok(s)) add_into(dx, t, (size_t)N * (size_t)IC);
+            s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, dx, IC, OUT_LOW_ADD);  // dx += R(dy @ W)
         }
         if (!status_is_ok(s)) return s;
     }
     if (dW) {
-        const void* xl = gemm_input(c, LAYER_SCRATCH_B, x, (size_t)N * (size_t)IC);  // (N, IC)
+        if (!xl) xl = gemm_input(c, LAYER_SCRATCH_B, x, (size_t)N * (size_t)IC);  // (N, IC)
         if (c->low == DTYPE_F32) {
             s = mm(c, true, false, OC, IC, N, dyl, OC, xl, IC, 1.0f, dW, IC, OUT_F32);  // dW += dy^T @ x
         } else {
@@ -297,6 +379,11 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
     return status_ok();
 }
 
+Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                       const float* W, int N, int IC, int OC) {
+    return linear_backward_xl(c, dx, dW, db, dy, x, NULL, W, N, IC, OC);
+}
+
 // ---- GELU ----
 // reference: pytorch aten/src/ATen/native/cpu/Activation.cpp GeluKernelImpl / GeluBackwardKernelImpl
 // (GeluType::None), float math (also for bf16/fp16 inputs: opmath float)
@@ -309,9 +396,13 @@ static inline float gelu_grad_f(float x) {
 }
 
 void gelu_forward(float* y, const float* x, size_t n, DType dt) {
+    enum { CH = 256 };  // rounded chunk by chunk while the values are in cache (element-wise)
 #pragma omp parallel for schedule(static) if (n > 16384)
-    for (size_t i = 0; i < n; i++) y[i] = gelu_f(x[i]);
-    round_to(y, n, dt);
+    for (size_t i0 = 0; i0 < n; i0 += CH) {
+        size_t m = n - i0 < CH ? n - i0 : CH;
+        for (size_t i = 0; i < m; i++) y[i0 + i] = gelu_f(x[i0 + i]);
+        round_to(y + i0, m, dt);
+    }
 }
 
 void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt) {
@@ -348,7 +439,11 @@ void softmax_forward_row(float* p, const float* x, const float* mask, int n, DTy
     }
     float sum = 0.0f;
     for (int j = 0; j < n; j++) {
-        float e = expf(p[j] - mx);
+        // a masked key (x - max near -FLT_MAX) sends glibc's expf down its slow underflow path
+        // (__math_uflowf, measured 7-9% of a padded bf16 step) to return +0. Below -104
+        // (< ln(2^-150) = -103.97, glibc's own cut-off -0x1.9fe368p6) exp rounds to +0 in any
+        // correct implementation, so answering +0 here changes no bit.
+        float e = p[j] - mx < -104.0f ? 0.0f : expf(p[j] - mx);
         p[j] = e;
         sum += e;
     }
@@ -376,10 +471,11 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
     const int N = B * T, dh = D / H;
     const size_t TT = (size_t)T * (size_t)T;
     Status s;
-    if (!status_is_ok(s = linear_forward(c, a->q, x, w->Wq, w->bq, N, D, D))) return s;
-    if (!status_is_ok(s = linear_forward(c, a->k, x, w->Wk, w->bk, N, D, D))) return s;
-    if (!status_is_ok(s = linear_forward(c, a->v, x, w->Wv, w->bv, N, D, D))) return s;
     const size_t nd = (size_t)N * (size_t)D;
+    const void* xl = gemm_input(c, LAYER_SCRATCH_A, x, nd);  // (B, T, D) GEMM dtype, for q, k, v
+    if (!status_is_ok(s = linear_forward_xl(c, a->q, xl, w->Wq, w->bq, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, a->k, xl, w->Wk, w->bk, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, a->v, xl, w->Wv, w->bv, N, D, D))) return s;
     const void* ql = gemm_input(c, LAYER_SCRATCH_Q, a->q, nd);  // (B, T, D) GEMM dtype
     const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);  // (B, T, D)
     const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);  // (B, T, D)
@@ -473,9 +569,10 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
             if (!status_is_ok(s)) return s;
         }
     // autograd sums the input gradient as ((d_residual + d_v) + d_k) + d_q (measured)
-    if (!status_is_ok(s = linear_backward(c, dx, g->Wv, g->bv, dv, x, w->Wv, N, D, D))) return s;
-    if (!status_is_ok(s = linear_backward(c, dx, g->Wk, g->bk, dk, x, w->Wk, N, D, D))) return s;
-    return linear_backward(c, dx, g->Wq, g->bq, dq, x, w->Wq, N, D, D);
+    const void* xl = gemm_input(c, LAYER_SCRATCH_X, x, nd);  // (B, T, D), shared by the three
+    if (!status_is_ok(s = linear_backward_xl(c, dx, g->Wv, g->bv, dv, x, xl, w->Wv, N, D, D))) return s;
+    if (!status_is_ok(s = linear_backward_xl(c, dx, g->Wk, g->bk, dk, x, xl, w->Wk, N, D, D))) return s;
+    return linear_backward_xl(c, dx, g->Wq, g->bq, dq, x, xl, w->Wq, N, D, D);
 }
 
 // ---- classifier head ----
