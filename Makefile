@@ -130,7 +130,11 @@ goldens:
 # libbenchmark-tools reads it) to $(BENCH_OUT), console table to stdout. FULL=1: large matrix.
 # `make test` never runs it; `make bench-build` only builds $(BENCH_BIN).
 BENCH_OUT   ?= $(BUILD)/bench.json
-BENCH_ARGS  ?= --benchmark_min_time=0.05 --benchmark_repetitions=3
+# random interleaving: the repetitions of every benchmark are spread over the whole run instead
+# of back to back, so a noisy minute on a shared machine does not shift one benchmark's whole
+# sample (measured: a rerun of the same binary, gated, flagged 8 false regressions back to back,
+# 1 interleaved; README "trainbench gate")
+BENCH_ARGS  ?= --benchmark_min_time=0.05 --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true
 BENCH_BIN    = $(BUILD)/bench/trainbench-bench
 BENCH_SRCS   = $(wildcard bench/*.c)
 BENCH_OBJS   = $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/obj/%.o) $(BUILD)/bench/obj/gbench_shim.o
@@ -205,10 +209,10 @@ RESULTS   ?= results
 RUN_LABEL ?=
 ifeq ($(filter-out 0,$(FULL)),)
 RUN_STEPS ?= 2000
-RUN_BENCH_ARGS ?= --benchmark_min_time=0.1 --benchmark_repetitions=5
+RUN_BENCH_ARGS ?= --benchmark_min_time=0.1 --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
 else
 RUN_STEPS ?= 6000
-RUN_BENCH_ARGS ?= --benchmark_min_time=0.1 --benchmark_repetitions=10
+RUN_BENCH_ARGS ?= --benchmark_min_time=0.1 --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true
 endif
 # the paraphrase task leaves chance after ~1,000 steps of batch 32 at lr 3e-4 (README "Data"):
 # 2,000 steps reach eval_accuracy ~0.68 in fp32 (~12 s per run on 2 cores)
