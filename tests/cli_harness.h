@@ -37,34 +37,35 @@ static void cli_harness_cleanup(const char* test_name) {
     if (system(cmd) != 0) fprintf(stderr, "%s: could not remove %s\n", test_name, g_tmp);
 }
 
-// Runs `trainbench ARGS` (stdout, plus stderr when with_stderr) into out (NUL-terminated,
-// truncated to out_len - 1), prints the command line and the exit code; returns the exit
-// code, or -1 when the process was killed by a signal (a crash is never an exit code).
-// cli_run_in: the same with the working directory `dir` (the binary by its absolute path).
+// Runs the shell command `cmd`, its stdout into out (NUL-terminated, truncated to out_len - 1);
+// returns the exit code, or -1 when it was killed by a signal.
+static int cli_capture(const char* cmd, char* out, size_t out_len) {
+    FILE* p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, out_len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// cli_run_in: as cli_run, with the working directory `dir` (the binary by its absolute path).
 __attribute__((unused)) static int cli_run_in(const char* dir, const char* args, bool with_stderr, char* out,
                                               size_t out_len) {
     char bin[4096], cmd[16384];
     if (!realpath(g_bin, bin)) return -1;
     snprintf(cmd, sizeof cmd, "cd '%s' && %s %s %s", dir ? dir : ".", bin, args, with_stderr ? "2>&1" : "");
-    FILE* p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, out_len - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int rc = cli_capture(cmd, out, out_len);
     printf("$ (cd %s) trainbench %s  -> exit %d\n", dir ? dir : ".", args, rc);
     return rc;
 }
 
+// Runs `trainbench ARGS` (stdout, plus stderr when with_stderr) into out (NUL-terminated,
+// truncated to out_len - 1), prints the command line and the exit code; returns the exit
+// code, or -1 when the process was killed by a signal (a crash is never an exit code).
 __attribute__((unused)) static int cli_run(const char* args, bool with_stderr, char* out, size_t out_len) {
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "%s %s %s", g_bin, args, with_stderr ? "2>&1" : "");
-    FILE* p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, out_len - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int rc = cli_capture(cmd, out, out_len);
     printf("$ trainbench %s  -> exit %d\n", args, rc);
     return rc;
 }
