@@ -55,6 +55,19 @@ static char* slurp(const char* path) {
     return s;
 }
 
+// Runs `trainbench ARGS`, which must exit 0, and returns the text of DIR/REPORT.md.
+static char* report_md(const char* args, const char* dir) {
+    static RunResult r;
+    run_cmd(&r, args);
+    if (r.exit_code != 0) printf("%s\n", r.out);
+    assert_int_equal(r.exit_code, 0);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/REPORT.md", dir);
+    char* md = slurp(path);
+    assert_non_null(md);
+    return md;
+}
+
 static void expect_in(const char* hay, const char* needle) {
     if (!strstr(hay, needle)) printf("REPORT.md lacks: %s\n", needle);
     assert_non_null(strstr(hay, needle));
@@ -185,14 +198,8 @@ static void test_full_report_single_and_comparison(void** s) {
     make_full_run(a, 1.0, "null", "1111111aaaa");
     make_full_run(b, 0.5, "\"Haswell\"", "2222222bbbb");
     snprintf(args, sizeof args, "report %s %s --out %s", a, b, out);
-    RunResult r;
-    run_cmd(&r, args);
-    if (r.exit_code != 0) printf("%s\n", r.out);
-    assert_int_equal(r.exit_code, 0);
+    char* md = report_md(args, out);
     char path[1024];
-    snprintf(path, sizeof path, "%s/REPORT.md", out);
-    char* md = slurp(path);
-    assert_non_null(md);
     // machine summary
     expect_in(md, "## Machine");
     expect_in(md, "Synthetic CPU 9000");
@@ -257,13 +264,7 @@ static void test_missing_inputs_are_not_measured(void** s) {
     snprintf(m, sizeof m, MACHINE_JSON, "null", "3333333cccc");
     write_text(a, "machine.json", m);
     snprintf(args, sizeof args, "report %s", a);
-    RunResult r;
-    run_cmd(&r, args);
-    if (r.exit_code != 0) printf("%s\n", r.out);
-    assert_int_equal(r.exit_code, 0);
-    snprintf(path, sizeof path, "%s/REPORT.md", a);
-    char* md = slurp(path);
-    assert_non_null(md);
+    char* md = report_md(args, a);
     expect_in(md, "3333333cccc");
     expect_in(md, "## GEMM throughput");
     expect_in(md, "## Optimizer state memory");
@@ -280,11 +281,7 @@ static void test_missing_inputs_are_not_measured(void** s) {
     // training runs only: the speedup comes from the summaries' tokens/s
     write_train(a, "fp32", 1000, 0);
     write_train(a, "bf16", 1250, 0);
-    run_cmd(&r, args);
-    assert_int_equal(r.exit_code, 0);
-    snprintf(path, sizeof path, "%s/REPORT.md", a);
-    md = slurp(path);
-    assert_non_null(md);
+    md = report_md(args, a);
     expect_in(md, "training runs' summaries");
     expect_in(md, "1.25×");
     free(md);
@@ -383,13 +380,7 @@ static void test_optim_without_traffic_counter(void** s) {
     fprintf(f, "]}\n");
     fclose(f);
     snprintf(args, sizeof args, "report %s", a);
-    RunResult r;
-    run_cmd(&r, args);
-    if (r.exit_code != 0) printf("%s\n", r.out);
-    assert_int_equal(r.exit_code, 0);
-    snprintf(path, sizeof path, "%s/REPORT.md", a);
-    char* md = slurp(path);
-    assert_non_null(md);
+    char* md = report_md(args, a);
     expect_in(md, "| adamw_torch |");
     expect_in(md, "(no optimizer benchmark reports a GB/s counter: no plot)");
     free(md);
@@ -419,23 +410,14 @@ static void test_peers_ratios(void** s) {
     // no peers.json: not an error; the section says how to produce it
     snprintf(args, sizeof args, "report %s", a);
     RunResult r;
-    run_cmd(&r, args);
-    if (r.exit_code != 0) printf("%s\n", r.out);
-    assert_int_equal(r.exit_code, 0);
-    snprintf(path, sizeof path, "%s/REPORT.md", a);
-    char* md = slurp(path);
-    assert_non_null(md);
+    char* md = report_md(args, a);
     expect_in(md, "## Speed relative to PyTorch (same machine, same thread count)");
     expect_in(md, "PyTorch was not timed for this folder (no `peers.json`)");
     expect_in(md, "`make peers RESULT_DIR=");
     free(md);
 
     write_peers(a, 4);
-    run_cmd(&r, args);
-    if (r.exit_code != 0) printf("%s\n", r.out);
-    assert_int_equal(r.exit_code, 0);
-    md = slurp(path);
-    assert_non_null(md);
+    md = report_md(args, a);
     expect_in(md, "torch 2.99.0-test, transformers 9.9.9, bitsandbytes 0.99.1");
     expect_in(md, "Threads: ours 4 (machine.json), PyTorch 4");
     expect_in(md, "Above 1: trainbench is faster");
@@ -461,11 +443,7 @@ static void test_peers_ratios(void** s) {
 
     // a different thread count is called out
     write_peers(a, 2);
-    run_cmd(&r, args);
-    assert_int_equal(r.exit_code, 0);
-    snprintf(path, sizeof path, "%s/REPORT.md", a);
-    md = slurp(path);
-    assert_non_null(md);
+    md = report_md(args, a);
     expect_in(md, "Threads: ours 4 (machine.json), PyTorch 2");
     expect_in(md, "thread counts differ");
     free(md);
