@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -260,14 +261,77 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static bool is_dir(const char* path) {
+bool path_is_dir(const char* path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+// In the child: point fd at path (opened for writing) or leave it; _exit(127) on failure.
+static void child_redirect(int fd, const char* path) {
+    if (!path) return;
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f < 0 || dup2(f, fd) < 0) _exit(127);
+}
+
+static int wait_child(pid_t pid) {
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int run_program(const char* const* argv, const char* cwd, const char* stdout_path, const char* stderr_path) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (cwd && chdir(cwd) != 0) _exit(127);
+        child_redirect(STDOUT_FILENO, stdout_path);
+        child_redirect(STDERR_FILENO, stderr_path);
+        execvp(argv[0], (char* const*)argv);
+        _exit(127);
+    }
+    return wait_child(pid);
+}
+
+int run_program_line(const char* const* argv, char* out, size_t cap, bool* any_output) {
+    out[0] = 0;
+    if (any_output) *any_output = false;
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        if (dup2(fds[1], STDOUT_FILENO) < 0) _exit(127);
+        child_redirect(STDERR_FILENO, "/dev/null");
+        execvp(argv[0], (char* const*)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE* p = fdopen(fds[0], "r");
+    if (!p) {
+        close(fds[0]);
+        wait_child(pid);
+        return -1;
+    }
+    bool got = fgets(out, (int)cap, p) != NULL;
+    char sink[256];
+    while (fgets(sink, sizeof sink, p)) got = true;  // drain so the child never blocks
+    fclose(p);
+    out[strcspn(out, "\n")] = 0;
+    if (any_output) *any_output = got;
+    return wait_child(pid);
+}
+
 const char* repo_path(const char* rel, char* buf, size_t n) {
     snprintf(buf, n, "%s", rel);
-    if (rel[0] == '/' || is_dir(rel)) return buf;
+    if (rel[0] == '/' || path_is_dir(rel)) return buf;
     char exe[2048];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) return buf;
@@ -279,7 +343,7 @@ const char* repo_path(const char* rel, char* buf, size_t n) {
         int k = snprintf(cand, sizeof cand, "%s", exe);
         for (int j = 0; j < up && k < (int)sizeof cand; j++) k += snprintf(cand + k, sizeof cand - (size_t)k, "/..");
         if (k < (int)sizeof cand) snprintf(cand + k, sizeof cand - (size_t)k, "/%s", rel);
-        if (is_dir(cand)) {
+        if (path_is_dir(cand)) {
             snprintf(buf, n, "%s", cand);
             break;
         }

@@ -86,6 +86,19 @@ Status make_dirs(const char* path);
 // Writes the result to buf (`rel` unchanged when neither exists) and returns buf.
 const char* repo_path(const char* rel, char* buf, size_t n);
 
+// true when `path` exists and is a folder (follows symlinks)
+bool path_is_dir(const char* path);
+
+// ---- Child processes, without a shell: argv[0] is looked up in PATH, nothing is
+// interpreted (quotes, spaces, newlines in arguments are passed as they are). ----
+// Runs argv in folder `cwd` (NULL: ours), stdout to `stdout_path` and stderr to
+// `stderr_path` (NULL: inherited; "/dev/null" discards), waits, and returns its exit status
+// (0-255), or -1 when it could not be started or died from a signal.
+int run_program(const char* const* argv, const char* cwd, const char* stdout_path, const char* stderr_path);
+// Runs argv (stderr discarded) and captures the first line of its stdout without the newline
+// into out; returns its exit status as run_program. *any_output (optional): anything printed.
+int run_program_line(const char* const* argv, char* out, size_t cap, bool* any_output);
+
 // Monotonic wall-clock seconds.
 double now_seconds(void);
 

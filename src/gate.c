@@ -40,6 +40,8 @@ typedef struct {
 typedef struct {
     Bench* v;
     size_t n, cap;
+    size_t* slot;      // open-addressing hash index: slot[h] = index into v + 1, 0 = empty
+    size_t slot_cap;   // a power of two, kept above twice n
 } BenchSet;
 
 typedef enum {
@@ -47,7 +49,7 @@ typedef enum {
     V_SMALL,         // significant but below the minimum effect
     V_REGRESSION,
     V_IMPROVEMENT,
-    V_TOO_FEW,       // fewer than 2 repetitions on a side: not gated
+    V_UNTESTED,      // too few repetitions on a side for any p <= alpha: exit 2 unless allowed
     V_CAND_ERROR,    // the candidate benchmark failed: gated (a conformance failure)
     V_BASE_ERROR,    // only the baseline failed: nothing to compare, not gated
     V_UNSUPPORTED,   // "unsupported: ..." on both sides (e.g. onednn f16 here): not gated
@@ -55,7 +57,7 @@ typedef enum {
 
 static const char* const VERDICT_NAMES[] = {
     "no significant change", "change below min effect", "REGRESSION", "IMPROVEMENT",
-    "too few repetitions",   "FAILED in candidate",     "failed in baseline",
+    "UNTESTED: too few repetitions", "FAILED in candidate",     "failed in baseline",
     "unsupported on both",
 };
 
@@ -76,19 +78,44 @@ static void benchset_free(BenchSet* s) {
         free(s->v[i].error);
     }
     free(s->v);
+    free(s->slot);
 }
 
+static uint64_t name_hash(const char* s) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+// The slot of `name` in the index: where it is, or the empty slot where it would go.
+static size_t benchset_slot(const BenchSet* s, const char* name) {
+    size_t mask = s->slot_cap - 1, h = (size_t)name_hash(name) & mask;
+    while (s->slot[h] && strcmp(s->v[s->slot[h] - 1].name, name)) h = (h + 1) & mask;
+    return h;
+}
+
+// Finds a benchmark by name in expected O(1) (matching is linear in the number of benchmarks);
+// with create, adds it when missing.
 static Bench* benchset_get(BenchSet* s, const char* name, bool create) {
-    for (size_t i = 0; i < s->n; i++)
-        if (!strcmp(s->v[i].name, name)) return &s->v[i];
+    if (s->slot_cap) {
+        size_t h = benchset_slot(s, name);
+        if (s->slot[h]) return &s->v[s->slot[h] - 1];
+    }
     if (!create) return NULL;
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 16;
         s->v = xrealloc(s->v, s->cap * sizeof(Bench));
     }
-    Bench* b = &s->v[s->n++];
+    if (2 * (s->n + 1) > s->slot_cap) {  // grow and rehash
+        free(s->slot);
+        s->slot_cap = s->slot_cap ? 2 * s->slot_cap : 64;
+        s->slot = xcalloc(s->slot_cap, sizeof(size_t));
+        for (size_t i = 0; i < s->n; i++) s->slot[benchset_slot(s, s->v[i].name)] = i + 1;
+    }
+    Bench* b = &s->v[s->n];
     memset(b, 0, sizeof *b);
     b->name = xstrdup(name);
+    s->slot[benchset_slot(s, name)] = ++s->n;
     return b;
 }
 
@@ -98,11 +125,6 @@ static void bench_push(Bench* b, double t) {
         b->t = xrealloc(b->t, b->cap * sizeof(double));
     }
     b->t[b->n++] = t;
-}
-
-static bool is_dir(const char* path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 static bool file_exists(const char* path) {
@@ -133,7 +155,7 @@ static bool unit_seconds(const char* unit, double* scale) {
 static Status load_bench(const char* dir, BenchSet* out) {
     memset(out, 0, sizeof *out);
     char path[4096];
-    if (!is_dir(dir)) return status_make(STATUS_IO, "result folder %s does not exist", dir);
+    if (!path_is_dir(dir)) return status_make(STATUS_IO, "result folder %s does not exist", dir);
     snprintf(path, sizeof path, "%s/bench.json", dir);
     if (!file_exists(path)) return status_make(STATUS_IO, "%s: missing (a result folder holds bench.json)", path);
     Status st = status_ok();
@@ -309,6 +331,34 @@ static Status load_memory(const char* dir, MemoryResult* r) {
 
 // ---- comparison ----
 
+// The smallest two-sided p the Mann-Whitney test (as stats.c runs it: exact up to
+// STATS_MWU_EXACT_MAX a side, else the normal approximation) can give with n and m
+// repetitions: that of two samples with no overlap (exact: 2 / C(n+m, n)); 1 when a side has none.
+static double gate_min_p(size_t n, size_t m) {
+    if (n == 0 || m == 0) return 1.0;
+    double* v = xmalloc((n + m) * sizeof(double));
+    for (size_t i = 0; i < n + m; i++) v[i] = (double)i;
+    double p = mann_whitney_u(v, n, v + n, m).p;
+    free(v);
+    return p;
+}
+
+// The smallest number of repetitions per side (equal sides) with which a difference can be
+// significant at alpha: the least n with gate_min_p(n, n) <= alpha (exact: 2 / C(2n, n); 4 at
+// 0.05, 5 at 0.01).
+static size_t gate_reps_needed(double alpha) {
+    // gate_min_p(n, n) falls as n grows: double up to a bound, then bisect
+    size_t hi = 1;
+    while (gate_min_p(hi, hi) > alpha && hi < (1u << 20)) hi *= 2;
+    size_t lo = hi / 2;  // gate_min_p(lo, lo) > alpha (or lo == 0)
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (gate_min_p(mid, mid) > alpha) lo = mid;
+        else hi = mid;
+    }
+    return hi;
+}
+
 static Row compare_one(const Bench* b, const Bench* c, double alpha, double min_effect) {
     Row r = {.name = b->name, .nb = b->n, .nc = c->n, .med_b = NAN, .med_c = NAN, .change = NAN};
     if (b->n) r.med_b = stats_median(b->t, b->n);
@@ -333,13 +383,13 @@ static Row compare_one(const Bench* b, const Bench* c, double alpha, double min_
         r.error = b->error;
         return r;
     }
-    if (b->n < 2 || c->n < 2) {
-        r.verdict = V_TOO_FEW;
+    if (gate_min_p(b->n, c->n) > alpha) {  // no outcome could be significant
+        r.verdict = V_UNTESTED;
         return r;
     }
     r.mw = mann_whitney_u(c->t, c->n, b->t, b->n);
     r.tested = true;
-    if (!(r.mw.p < alpha)) r.verdict = V_SAME;
+    if (!(r.mw.p <= alpha)) r.verdict = V_SAME;
     else if (r.change > min_effect) r.verdict = V_REGRESSION;
     else if (r.change < -min_effect) r.verdict = V_IMPROVEMENT;
     else r.verdict = V_SMALL;
@@ -361,7 +411,10 @@ static int gate_run(int argc, char** argv);
 const Command cmd_gate = {
     .name = "gate",
     .summary = "compare a candidate result folder with a baseline; exit 1 on a regression",
-    .usage = "trainbench gate --baseline DIR --candidate DIR [--alpha 0.01] [--min-effect 0.05] [--json]",
+    .usage = "trainbench gate --baseline DIR --candidate DIR [--alpha 0.01] [--min-effect 0.05] [--allow-untested]\n"
+             "    [--json]\n"
+             "  A benchmark timed on both sides with too few repetitions for any p <= alpha (the exact\n"
+             "  test's smallest p is 2/C(n1+n2, n1)) makes the gate exit 2, unless --allow-untested.",
     .run = gate_run,
 };
 
@@ -391,10 +444,12 @@ static int gate_run(int argc, char** argv) {
     const char* base_dir = NULL;
     const char* cand_dir = NULL;
     double alpha = GATE_DEFAULT_ALPHA, min_effect = GATE_DEFAULT_MIN_EFFECT;
-    bool as_json = false;
+    bool as_json = false, allow_untested = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             as_json = true;
+        } else if (!strcmp(argv[i], "--allow-untested")) {
+            allow_untested = true;
         } else if (flag_matches(argv[i], "--baseline")) {
             if (!flag_value(&cmd_gate, argc, argv, &i, "--baseline", &base_dir)) return 2;
         } else if (flag_matches(argv[i], "--candidate")) {
@@ -452,17 +507,21 @@ static int gate_run(int argc, char** argv) {
 
     // ---- compare ----
     Row* rows = xcalloc(base.n, sizeof(Row));
-    size_t n_regr = 0, n_err = 0, n_tested = 0;
+    size_t n_regr = 0, n_err = 0, n_tested = 0, n_untested = 0;
     size_t name_w = 9;
     for (size_t i = 0; i < base.n; i++) {
         rows[i] = compare_one(&base.v[i], benchset_get(&cand, base.v[i].name, false), alpha, min_effect);
         n_regr += rows[i].verdict == V_REGRESSION;
         n_err += rows[i].verdict == V_CAND_ERROR;
         n_tested += rows[i].tested;
+        n_untested += rows[i].verdict == V_UNTESTED;
         if (strlen(rows[i].name) > name_w) name_w = strlen(rows[i].name);
     }
     size_t n_conf = json_array_size(conf.failures), n_mem = json_array_size(mem.mismatches);
     bool fail = n_regr || n_err || n_conf || n_mem;
+    // untested benchmarks make the verdict unusable (exit 2) unless the user allows them
+    bool untested_stop = n_untested && !allow_untested && !fail;
+    size_t reps_needed = gate_reps_needed(alpha);
 
     // the why: one clause per kind of failure
     char* why = NULL;
@@ -493,8 +552,16 @@ static int gate_run(int argc, char** argv) {
                  json_integer_value(json_object_get(f, "measured_bytes")));
         reason_add(&why, &why_len, buf);
     }
+    if (n_untested) {
+        snprintf(buf, sizeof buf,
+                 "%zu benchmark%s timed on both sides could not be tested: alpha %g needs at least %zu repetitions "
+                 "per side (the smallest n whose smallest possible p, 2/C(2n, n) for the exact test, is <= alpha)%s",
+                 n_untested, n_untested == 1 ? "" : "s", alpha, reps_needed,
+                 allow_untested ? "; allowed by --allow-untested" : "; rerun with more repetitions or pass --allow-untested");
+        reason_add(&why, &why_len, buf);
+    }
     if (!fail) {
-        snprintf(buf, sizeof buf, "%zu benchmarks compared (%zu tested), no regression at p < %g beyond %g%%", base.n,
+        snprintf(buf, sizeof buf, "%zu benchmarks compared (%zu tested), no regression at p <= %g beyond %g%%", base.n,
                  n_tested, alpha, 100 * min_effect);
         reason_add(&why, &why_len, buf);
         snprintf(buf, sizeof buf, conf.present ? "%zu conformance cases, none failed" : "no conform.json", conf.cases);
@@ -538,7 +605,9 @@ static int gate_run(int argc, char** argv) {
         json_object_set_new(m, "rows", json_integer((json_int_t)mem.rows));
         json_object_set_new(m, "mismatches", json_incref(mem.mismatches));
         json_object_set_new(root, "memory", m);
-        json_object_set_new(root, "result", json_string(fail ? "FAIL" : "PASS"));
+        json_object_set_new(root, "untested", json_integer((json_int_t)n_untested));
+        json_object_set_new(root, "repetitions_needed", json_integer((json_int_t)reps_needed));
+        json_object_set_new(root, "result", json_string(fail ? "FAIL" : untested_stop ? "UNTESTED" : "PASS"));
         json_object_set_new(root, "reason", json_string(why));
         char* s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s);
@@ -562,19 +631,6 @@ static int gate_run(int argc, char** argv) {
             printf("%-*s %5s %12s %12s %9s %9s  %s%s%s\n", (int)name_w, r->name, reps, tb, tc, ch, p,
                    VERDICT_NAMES[r->verdict], r->error ? ": " : "", r->error ? r->error : "");
         }
-        // a note when a sample size makes significance impossible (exact, no ties: p >= 2/C(n+m, n))
-        for (size_t i = 0; i < base.n; i++) {
-            const Row* r = &rows[i];
-            if (!r->tested || !r->mw.exact) continue;
-            double binom = 1;
-            for (size_t q = 1; q <= r->nb; q++) binom = binom * (double)(r->nc + q) / (double)q;
-            if (2.0 / binom >= alpha) {
-                printf("\nnote: with %zu and %zu repetitions the smallest possible p is %.2g >= alpha %g; "
-                       "use more repetitions (5 each for alpha 0.01)\n",
-                       r->nb, r->nc, 2.0 / binom, alpha);
-                break;
-            }
-        }
         if (conf.present && n_conf) printf("\nconformance failures (%zu of %zu cases)\n", n_conf, conf.cases);
         json_array_foreach(conf.failures, k, f)
             printf("  %s  %s\n", json_string_value(json_object_get(f, "id")),
@@ -584,11 +640,11 @@ static int gate_run(int argc, char** argv) {
             printf("  %-32s estimate %lld  measured %lld bytes\n", json_string_value(json_object_get(f, "row")),
                    json_integer_value(json_object_get(f, "estimate_bytes")),
                    json_integer_value(json_object_get(f, "measured_bytes")));
-        printf("\n%s: %s\n", fail ? "FAIL" : "PASS", why);
+        printf("\n%s: %s\n", fail ? "FAIL" : untested_stop ? "UNTESTED" : "PASS", why);
     }
     free(why);
     free(rows);
-    rc = fail ? 1 : 0;
+    rc = fail ? 1 : untested_stop ? 2 : 0;
 done:
     free(only);
     json_decref(conf.failures);

@@ -78,30 +78,17 @@ static void machine_id(char* out, size_t cap) {
     snprintf(out, cap, "%s-%dc-%08x", slug, cpu_logical_cores(), fnv1a(host));
 }
 
-// First line of a shell command's stdout without the newline; false when the command failed
-// or printed nothing. `*any_output` (optional) tells whether it printed anything at all.
-static bool command_line(const char* cmd, char* out, size_t cap, bool* any_output) {
-    FILE* p = popen(cmd, "r");
-    if (!p) return false;
-    out[0] = 0;
-    bool got = fgets(out, (int)cap, p) != NULL;
-    char sink[256];
-    while (fgets(sink, sizeof sink, p)) got = true;  // drain so the child never blocks
-    int st = pclose(p);
-    out[strcspn(out, "\n")] = 0;
-    if (any_output) *any_output = got;
-    return st == 0;
-}
-
 static json_t* git_json(void) {
     json_t* g = json_object();
     char commit[128];
     bool any = false;
-    if (command_line("git rev-parse HEAD 2>/dev/null", commit, sizeof commit, &any) && commit[0]) {
+    const char* rev[] = {"git", "rev-parse", "HEAD", NULL};
+    if (run_program_line(rev, commit, sizeof commit, &any) == 0 && commit[0]) {
         json_object_set_new(g, "commit", json_string(commit));
         char line[512];
         // results/ is excluded: result folders written by earlier runs do not make the source dirty
-        if (command_line("git status --porcelain -- . ':(exclude)results' 2>/dev/null", line, sizeof line, &any))
+        const char* status[] = {"git", "status", "--porcelain", "--", ".", ":(exclude)results", NULL};
+        if (run_program_line(status, line, sizeof line, &any) == 0)
             json_object_set_new(g, "dirty", json_boolean(any));
         else
             json_object_set_new(g, "dirty", json_null());

@@ -62,10 +62,6 @@ typedef struct {
 
 // ---------------------------------------------------------------- loading
 
-static bool is_dir(const char* p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
 static bool exists(const char* p) {
     struct stat st;
     return stat(p, &st) == 0;
@@ -148,7 +144,7 @@ static int cmp_str(const void* a, const void* b) {
 static int load_run(Run* r, const char* dir) {
     memset(r, 0, sizeof *r);
     r->dir = dir;
-    if (!is_dir(dir)) {
+    if (!path_is_dir(dir)) {
         fprintf(stderr, "trainbench report: result folder %s does not exist\n", dir);
         return 2;
     }
@@ -344,6 +340,52 @@ static bool buf_save(Buf* b, const char* out, const char* name) {
     return true;
 }
 
+typedef enum { IMAGE_PNG, IMAGE_SVG } ImageKind;
+
+// true when `path` holds a whole image: a PNG that starts with its signature and ends with
+// the IEND chunk, or an SVG whose last non-blank bytes are </svg>
+static bool image_complete(const char* path, ImageKind kind) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return false;
+    uint8_t head[8] = {0}, tail[64] = {0};
+    bool ok = false;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size >= 20 && fseek(f, 0, SEEK_SET) == 0 && fread(head, 1, 8, f) == 8) {
+        long n = size < (long)sizeof tail ? size : (long)sizeof tail;
+        if (fseek(f, size - n, SEEK_SET) == 0 && fread(tail, 1, (size_t)n, f) == (size_t)n) {
+            if (kind == IMAGE_PNG) {
+                static const uint8_t SIG[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+                static const uint8_t IEND[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+                ok = memcmp(head, SIG, 8) == 0 && memcmp(tail + n - 12, IEND, 12) == 0;
+            } else {
+                while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == ' ' || tail[n - 1] == '\r')) n--;
+                ok = n >= 6 && memcmp(tail + n - 6, "</svg>", 6) == 0;
+            }
+        }
+    }
+    fclose(f);
+    return ok;
+}
+
+// `s` made safe inside a single-quoted gnuplot string or a quoted .dat label: quotes,
+// backquotes (gnuplot's command substitution), '@' (macros), '$', backslashes and control
+// characters become '_'. Folder and run names come from other people's result folders.
+// GQ(s) returns one of 8 rotating static buffers (report runs on one thread; a format call
+// uses at most 4 at once).
+static const char* GQ(const char* s) {
+    static char bufs[8][512];
+    static unsigned next;
+    char* buf = bufs[next++ % 8];
+    size_t i = 0;
+    for (; s[i] && i + 1 < sizeof bufs[0]; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        buf[i] = (ch < 0x20 || ch == 0x7f || strchr("'\"`@$\\", ch)) ? '_' : (char)ch;
+    }
+    buf[i] = 0;
+    return buf;
+}
+
 // Writes NAME.gp (header: both terminals around `body`, which ends in one plot command) and
 // runs gnuplot in the out folder; renames NAME.png.tmp/NAME.svg.tmp on success. Appends the
 // Markdown image (or why there is none) to md.
@@ -369,19 +411,27 @@ static void plot(Ctx* c, FILE* md, const char* name, const char* title, const ch
         c->plot_failures++;
         return;
     }
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot '%s.gp' 2>'%s.gp.log'", c->out, name, name);
-    int rc = system(cmd);
-    char a[4096], b[4096], logp[4096];
-    snprintf(logp, sizeof logp, "%s/%s.gp.log", c->out, name);
+    // gnuplot runs in the out folder from an argument vector (no shell: folder names with
+    // quotes, spaces or newlines are only names); stderr to NAME.gp.log
+    char logname[300], logp[4096], a[4096], b[4096];
+    snprintf(logname, sizeof logname, "%s.gp.log", name);
+    snprintf(logp, sizeof logp, "%s/%s", c->out, logname);
+    const char* argv[] = {"gnuplot", gp, NULL};
+    int rc = run_program(argv, c->out, "/dev/null", logp);
     bool ok = rc == 0;
     for (int k = 0; k < 2 && ok; k++) {
         const char* ext = k ? "svg" : "png";
         snprintf(a, sizeof a, "%s/%s.%s.tmp", c->out, name, ext);
         snprintf(b, sizeof b, "%s/%s.%s", c->out, name, ext);
-        struct stat st;
-        if (stat(a, &st) != 0 || st.st_size == 0 || rename(a, b) != 0) ok = false;
+        // gnuplot exits 0 even when the disk filled up under it: only a complete image
+        // (PNG ending in its IEND chunk, SVG ending in </svg>) is renamed into place
+        if (!image_complete(a, k ? IMAGE_SVG : IMAGE_PNG) || rename(a, b) != 0) ok = false;
     }
+    if (!ok)
+        for (int k = 0; k < 2; k++) {
+            snprintf(a, sizeof a, "%s/%s.%s.tmp", c->out, name, k ? "svg" : "png");
+            unlink(a);
+        }
     if (!ok) {
         fprintf(stderr, "trainbench report: gnuplot failed on %s/%s.gp (see %s)\n", c->out, name, logp);
         fprintf(md, "\n_Plot not drawn: gnuplot failed on `%s.gp`._\n", name);
@@ -535,7 +585,7 @@ static void section_gemm(Ctx* c, FILE* md, const Run* r) {
     buf_open(&d);
     double lo = INFINITY, hi = 0;
     for (int s = 0; s < nser; s++) {
-        fprintf(d.f, "# %s: x(shape index) GFLOP/s\n", series[s]);
+        fprintf(d.f, "# %s: x(shape index) GFLOP/s\n", GQ(series[s]));
         for (int k = 0; k < ns; k++) {
             char nm[256], sb[64];
             snprintf(sb, sizeof sb, "%s", shapes[k]);
@@ -563,11 +613,11 @@ static void section_gemm(Ctx* c, FILE* md, const Run* r) {
         fprintf(g.f, "set ylabel 'throughput (GFLOP/s, log scale)'\nset logscale y\nset yrange [%g:%g]\n", lo / 2, hi * 2);
     else fprintf(g.f, "set ylabel 'throughput (GFLOP/s)'\nset yrange [0:%g]\n", hi * 1.15);
     fprintf(g.f, "set xrange [-0.5:%g]\nset lmargin 24\nset xtics rotate by 30 right font ',10' (", ns - 0.5);
-    for (int k = 0; k < ns; k++) fprintf(g.f, "%s'%s' %d", k ? ", " : "", shapes[k], k);
+    for (int k = 0; k < ns; k++) fprintf(g.f, "%s'%s' %d", k ? ", " : "", GQ(shapes[k]), k);
     fprintf(g.f, ")\nplot ");
     for (int s = 0; s < nser; s++)
         fprintf(g.f, "'gemm.dat' index %d using 1:2 with linespoints lw 2 pt %d ps 1.5 title '%s', ", s, 5 + 2 * (s % 4),
-                series[s]);
+                GQ(series[s]));
     if (!isnan(fma)) fprintf(g.f, "%g with lines lw 2 dt 2 lc rgb 'black' title 'roofline fma_f32 (%.0f GFLOP/s)', ", fma, fma);
     if (!isnan(dot)) fprintf(g.f, "%g with lines lw 2 dt 3 lc rgb 'red' title 'roofline dot_bf16 (%.0f GFLOP/s)', ", dot, dot);
     fprintf(g.f, "\n");
@@ -623,7 +673,7 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
     buf_open(&d);
     int rows[16] = {0};  // plotted points per optimizer: a series without GB/s is left out
     for (int k = 0; k < nn; k++) {
-        fprintf(d.f, "# %s: n_params GB/s params/s\n", names[k]);
+        fprintf(d.f, "# %s: n_params GB/s params/s\n", GQ(names[k]));
         for (size_t i = 0; i < r->nb; i++) {
             char buf[512], *p[4];
             if (split(r->b[i].name, buf, sizeof buf, p, 4) != 3 || strcmp(p[0], "optim") || strcmp(p[1], names[k]) ||
@@ -655,7 +705,7 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
     for (int k = 0, first = 1; k < nn; k++) {
         if (!rows[k]) continue;
         fprintf(g.f, "%s'optim.dat' index %d using 1:2 with linespoints lw 2 pt %d ps 1.3 title '%s'", first ? "" : ", ",
-                k, 5 + 2 * (k % 4), names[k]);
+                k, 5 + 2 * (k % 4), GQ(names[k]));
         first = 0;
     }
     if (!isnan(triad))
@@ -706,8 +756,8 @@ static void section_memory(Ctx* c, FILE* md, const Run* r) {
             const char* ref = json_string_value(json_object_get(o, "reference"));
             fprintf(md, "| %s | %s | %.2f | %.2f | %s | %s |\n", on ? on : "?", va ? va : "", est, mea, eq ? "yes" : "**NO**",
                     ref ? ref : "");
-            fprintf(d.f, "%d \"%s%s%s\" %.6g %.6g\n", row++, on ? on : "?", va && strcmp(va, "default") ? "/" : "",
-                    va && strcmp(va, "default") ? va : "", est, mea);
+            fprintf(d.f, "%d \"%s%s%s\" %.6g %.6g\n", row++, GQ(on ? on : "?"), va && strcmp(va, "default") ? "/" : "",
+                    GQ(va && strcmp(va, "default") ? va : ""), est, mea);
             if (est > 0 && est < lo) lo = est;
             if (mea > 0 && mea < lo) lo = mea;
             if (est > hi) hi = est;
@@ -770,7 +820,7 @@ static void section_train(Ctx* c, FILE* md, const Run* r) {
                 json_number_value(json_object_get(s, "eval_f1")), tps);
         // Column 3 is the mean of the last W logged losses (W = 1/40 of the records): the
         // per-batch loss is too noisy to compare eight overlaid runs by eye.
-        fprintf(d.f, "# %s: step loss running_mean\n", t->name);
+        fprintf(d.f, "# %s: step loss running_mean\n", GQ(t->name));
         json_t* recs = json_object_get(t->root, "records");
         size_t nrec = json_array_size(recs), W = nrec / 40 ? nrec / 40 : 1, k, in_win = 0;
         double* win = xcalloc(W, sizeof(double));
@@ -810,7 +860,7 @@ static void section_train(Ctx* c, FILE* md, const Run* r) {
     fprintf(g.f, "set xlabel 'optimizer step'\nset ylabel 'training loss (cross-entropy, nats; running mean of %zu logs)'\nplot ",
             loss_window);
     for (size_t i = 0; i < r->ntr; i++)
-        fprintf(g.f, "%s'loss.dat' index %zu using 1:3 with lines lw 2 title '%s'", i ? ", " : "", i, r->tr[i].name);
+        fprintf(g.f, "%s'loss.dat' index %zu using 1:3 with lines lw 2 title '%s'", i ? ", " : "", i, GQ(r->tr[i].name));
     fprintf(g.f, "\n");
     fclose(g.f);
     plot(c, md, "loss", "Training loss (running mean), one line per precision-optimizer run", g.data);
@@ -820,7 +870,7 @@ static void section_train(Ctx* c, FILE* md, const Run* r) {
         fprintf(g.f, "set xlabel 'optimizer step'\nset ylabel 'eval accuracy (fraction correct)'\nset yrange [0:1.05]\nplot ");
         for (size_t i = 0; i < r->ntr; i++)
             fprintf(g.f, "%s'eval.dat' index %zu using 1:2 with linespoints lw 2 pt %zu ps 1.3 title '%s'", i ? ", " : "", i,
-                    5 + 2 * (i % 4), r->tr[i].name);
+                    5 + 2 * (i % 4), GQ(r->tr[i].name));
         fprintf(g.f, "\n");
         fclose(g.f);
         plot(c, md, "eval_accuracy", "Eval accuracy during training, per precision-optimizer run", g.data);
@@ -897,7 +947,7 @@ static void section_speedup(Ctx* c, FILE* md, const Run* r) {
         else if (isnan(v[i].base) || isnan(v[i].tps)) fprintf(md, "| %s | %s | %s | – |\n", v[i].label, a, b);
         else fprintf(md, "| %s | %s | %s | %.2f× |\n", v[i].label, a, b, s);
         if (!isnan(s) && s > 0) {
-            fprintf(d.f, "%d \"%s\" %.6g\n", np++, v[i].label, s);
+            fprintf(d.f, "%d \"%s\" %.6g\n", np++, GQ(v[i].label), s);
             if (s > smax) smax = s;
         }
     }
@@ -949,7 +999,7 @@ static void section_underflow(Ctx* c, FILE* md, const Run* r) {
         double scale = NAN;
         size_t k;
         json_t* rec;
-        fprintf(d.f, "# %s: step grad_underflow act_grad_underflow loss_scale\n", sel[i]->name);
+        fprintf(d.f, "# %s: step grad_underflow act_grad_underflow loss_scale\n", GQ(sel[i]->name));
         json_array_foreach(json_object_get(sel[i]->root, "records"), k, rec) {
             long long u = json_integer_value(json_object_get(rec, "grad_underflow"));
             long long a = json_integer_value(json_object_get(rec, "act_grad_underflow"));
@@ -977,7 +1027,7 @@ static void section_underflow(Ctx* c, FILE* md, const Run* r) {
     for (int i = 0; i < n; i++)
         fprintf(g.f, "%s'underflow.dat' index %d using 1:($2%s) with lines lw 2 title '%s: parameter grads', "
                      "'' index %d using 1:($3%s) with lines lw 1 dt 2 title '%s: activation grads'",
-                i ? ", " : "", i, hi > 100 ? "+1" : "", sel[i]->name, i, hi > 100 ? "+1" : "", sel[i]->name);
+                i ? ", " : "", i, hi > 100 ? "+1" : "", GQ(sel[i]->name), i, hi > 100 ? "+1" : "", GQ(sel[i]->name));
     fprintf(g.f, "\n");
     fclose(g.f);
     plot(c, md, "underflow", "fp16 gradient underflow per step: loss-scaled vs unscaled", g.data);
@@ -1143,7 +1193,7 @@ static void section_peers(Ctx* c, FILE* md, const Run* r) {
         double ratio = ov / pv;
         if (!isnan(ratio) && ratio > 0) {
             snprintf(ratio_cell, sizeof ratio_cell, "%.2f×", ratio);
-            fprintf(d.f, "%d \"%s: %s\" %.6g\n", np++, variant, problem, ratio);
+            fprintf(d.f, "%d \"%s: %s\" %.6g\n", np++, GQ(variant), GQ(problem), ratio);
             if (ratio < lo) lo = ratio;
             if (ratio > hi) hi = ratio;
         }
@@ -1258,13 +1308,13 @@ static void section_compare(Ctx* c, FILE* md, Run* runs, int nr) {
     int np = 0;
     double glo = 1.0, ghi = 1.0;
     fprintf(d.f, "# family");
-    for (int k = 1; k < nr && k < 8; k++) fprintf(d.f, " geomean_ratio_%s", runs[k].label);
+    for (int k = 1; k < nr && k < 8; k++) fprintf(d.f, " geomean_ratio_%s", GQ(runs[k].label));
     fprintf(d.f, "\n");
     for (int f = 0; f < nf; f++) {
         bool any = false;
         for (int k = 1; k < nr && k < 8; k++) any |= fcnt[f][k] > 0;
         if (!any) continue;
-        fprintf(d.f, "%d \"%s\"", np++, fam[f]);
+        fprintf(d.f, "%d \"%s\"", np++, GQ(fam[f]));
         for (int k = 1; k < nr && k < 8; k++) {
             double gm = fcnt[f][k] ? exp(lsum[f][k] / fcnt[f][k]) : NAN;
             fprintf(d.f, " %.6g", gm);
@@ -1291,11 +1341,11 @@ static void section_compare(Ctx* c, FILE* md, Run* runs, int nr) {
                  "set ytics (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 10, 20, 50, 100)\n"
                  "set ylabel 'speed ratio to %s (x, geometric mean, log scale)'\nset xlabel 'benchmark family'\n"
                  "set xtics rotate by 30 right font ',10'\nset lmargin 24\nplot ",
-            w, glo / 1.5, ghi * 1.5, np - 1, runs[0].label);
+            w, glo / 1.5, ghi * 1.5, np - 1, GQ(runs[0].label));
     for (int k = 1; k <= nm; k++)
         fprintf(g.f, "'compare.dat' using ($1+%g):%d%s with boxes title '%s', ", (k - 1 - (nm - 1) / 2.0) * w, k + 2,
-                k == 1 ? ":xtic(2)" : "", runs[k].label);
-    fprintf(g.f, "1 with lines lw 2 dt 2 lc rgb 'black' title '%s (1.0x)'\n", runs[0].label);
+                k == 1 ? ":xtic(2)" : "", GQ(runs[k].label));
+    fprintf(g.f, "1 with lines lw 2 dt 2 lc rgb 'black' title '%s (1.0x)'\n", GQ(runs[0].label));
     fclose(g.f);
     fprintf(md, "\nThe plot shows the geometric mean of the ratios per benchmark family (first two name parts).\n");
     plot(c, md, "compare", "Hardware comparison: speed relative to the first result folder", g.data);
@@ -1356,7 +1406,8 @@ static int run_report(int argc, char** argv) {
         rc = 1;
     }
     Ctx c = {.out = out};
-    c.have_gnuplot = system("gnuplot --version >/dev/null 2>&1") == 0;
+    const char* probe[] = {"gnuplot", "--version", NULL};
+    c.have_gnuplot = run_program(probe, NULL, "/dev/null", "/dev/null") == 0;
     if (!rc) {
         Buf md;
         buf_open(&md);

@@ -157,32 +157,59 @@ static json_t* records_evals_json(const Records* r) {
     return a;
 }
 
-// Reads records written by records_*_json (resume). Timing fields are kept as they were.
-static Status records_from_json(Records* r, json_t* steps, json_t* evals) {
+// Reads records written by records_*_json (resume) from a checkpoint of `step` steps,
+// checking every field: exactly `step` step records numbered 1..step, counters >= 0, eval
+// steps within [0, step] in order. Timing fields are kept as they were.
+static Status records_from_json(Records* r, json_t* steps, json_t* evals, int64_t step) {
     size_t i;
     json_t* o;
-    if (!json_is_array(steps) || !json_is_array(evals)) return status_make(STATUS_INVALID, "records are not arrays");
+    if (!json_is_array(steps) || !json_is_array(evals))
+        return status_make(STATUS_INVALID, "field records: 'records' and 'evals' must be arrays");
+    if ((int64_t)json_array_size(steps) != step)
+        return status_make(STATUS_INVALID, "field records: %zu step records for a checkpoint at step %lld",
+                           json_array_size(steps), (long long)step);
+    static const char* const COUNTS[] = {"grad_values", "grad_underflow", "grad_overflow", "act_grad_underflow",
+                                         "act_grad_overflow", "tokens", "real_tokens"};
     json_array_foreach(steps, i, o) {
         StepRecord s;
         memset(&s, 0, sizeof s);
-        s.step = json_integer_value(json_object_get(o, "step"));
         json_t* l = json_object_get(o, "loss");
+        json_t* sc = json_object_get(o, "loss_scale");
+        json_t* tm = json_object_get(o, "step_time_s");
+        if (!json_is_object(o) || !json_is_integer(json_object_get(o, "step")) ||
+            json_integer_value(json_object_get(o, "step")) != (json_int_t)i + 1 || !(json_is_number(l) || json_is_null(l)) ||
+            !json_is_number(sc) || !json_is_boolean(json_object_get(o, "skipped")) || !json_is_number(tm))
+            return status_make(STATUS_INVALID, "field records[%zu]: not a step record of step %zu (step, loss, "
+                               "loss_scale, skipped, step_time_s)", i, i + 1);
+        int64_t v[ARRAY_LEN(COUNTS)];
+        for (size_t k = 0; k < ARRAY_LEN(COUNTS); k++) {
+            json_t* c = json_object_get(o, COUNTS[k]);
+            if (!json_is_integer(c) || json_integer_value(c) < 0)
+                return status_make(STATUS_INVALID, "field records[%zu].%s: must be an integer >= 0", i, COUNTS[k]);
+            v[k] = json_integer_value(c);
+        }
+        s.step = (int64_t)i + 1;
         s.loss = json_is_number(l) ? json_number_value(l) : NAN;
-        s.scale = json_number_value(json_object_get(o, "loss_scale"));
+        s.scale = json_number_value(sc);
         s.skipped = json_is_true(json_object_get(o, "skipped"));
-        s.counters.param_values = (uint64_t)json_integer_value(json_object_get(o, "grad_values"));
-        s.counters.param_underflow = (uint64_t)json_integer_value(json_object_get(o, "grad_underflow"));
-        s.counters.param_overflow = (uint64_t)json_integer_value(json_object_get(o, "grad_overflow"));
-        s.counters.act_underflow = (uint64_t)json_integer_value(json_object_get(o, "act_grad_underflow"));
-        s.counters.act_overflow = (uint64_t)json_integer_value(json_object_get(o, "act_grad_overflow"));
-        s.step_time_s = json_number_value(json_object_get(o, "step_time_s"));
-        s.tokens = json_integer_value(json_object_get(o, "tokens"));
-        s.real_tokens = json_integer_value(json_object_get(o, "real_tokens"));
+        s.counters.param_values = (uint64_t)v[0];
+        s.counters.param_underflow = (uint64_t)v[1];
+        s.counters.param_overflow = (uint64_t)v[2];
+        s.counters.act_underflow = (uint64_t)v[3];
+        s.counters.act_overflow = (uint64_t)v[4];
+        s.tokens = v[5];
+        s.real_tokens = v[6];
+        s.step_time_s = json_number_value(tm);
         records_add_step(r, &s);
     }
+    int64_t prev = 0;
     json_array_foreach(evals, i, o) {
         EvalRecord e;
-        e.step = json_integer_value(json_object_get(o, "step"));
+        json_t* st = json_object_get(o, "step");
+        if (!json_is_object(o) || !json_is_integer(st) || json_integer_value(st) < prev || json_integer_value(st) > step)
+            return status_make(STATUS_INVALID, "field evals[%zu].step: must be an integer in [%lld, %lld], in order", i,
+                               (long long)prev, (long long)step);
+        e.step = prev = json_integer_value(st);
         e.epoch = json_number_value(json_object_get(o, "epoch"));
         json_t* l = json_object_get(o, "eval_loss");
         e.loss = json_is_number(l) ? json_number_value(l) : NAN;
@@ -436,10 +463,35 @@ static Status load_checkpoint(Run* r, const char* dir) {
         st_free(&st);
         return status_make(STATUS_INVALID, "%s: not a trainbench checkpoint (format %s expected)", path, CHECKPOINT_FORMAT);
     }
+    // Every number is checked against the run it is applied to before anything is used: the
+    // step indexes the data order and the records, the scaler's fields drive every later step.
+    char* end = NULL;
+    double scale = strtod(scale_text, &end);
+    const GradScaler* sc = &r->scaler;
+    const long long max_step = (long long)INT32_MAX * 1024;
+    const long long interval = sc->cfg.enabled ? sc->cfg.growth_interval : 1;
+    s = status_ok();
+    if (step < 0 || step > max_step)
+        s = status_make(STATUS_INVALID, "%s: metadata field step must be in [0, %lld] (got %lld)", path, max_step, step);
+    else if (skipped < 0 || skipped > step)
+        s = status_make(STATUS_INVALID, "%s: metadata field scaler_skipped must be in [0, step = %lld] (got %lld)", path,
+                        step, skipped);
+    else if (ostep != step - skipped)
+        s = status_make(STATUS_INVALID, "%s: metadata field optimizer_step must be step - scaler_skipped = %lld (got %lld)",
+                        path, step - skipped, ostep);
+    else if (end == scale_text || *end || !isfinite(scale) || scale < 0 || (!sc->cfg.enabled && scale != sc->scale))
+        s = status_make(STATUS_INVALID, "%s: metadata field scaler_scale must be a finite number >= 0%s (got '%.60s')",
+                        path, sc->cfg.enabled ? "" : " equal to 1 (this run has no loss scaling)", scale_text);
+    else if (tracker < 0 || tracker >= interval)
+        s = status_make(STATUS_INVALID, "%s: metadata field scaler_growth_tracker must be in [0, %lld) (got %lld)", path,
+                        interval, tracker);
+    if (!status_is_ok(s)) {
+        st_free(&st);
+        return s;
+    }
     json_t* saved_cfg = json_loads(cfg_text, 0, NULL);
     const char* key;
     json_t* val;
-    s = status_ok();
     if (!saved_cfg) s = status_make(STATUS_INVALID, "%s: config metadata is not JSON", path);
     else {
         json_object_foreach(r->config_json, key, val) {
@@ -485,10 +537,11 @@ static Status load_checkpoint(Run* r, const char* dir) {
     }
     if (status_is_ok(s)) {
         json_t* recs = json_loads(rec_text, 0, NULL);
-        s = recs ? records_from_json(&r->rec, json_object_get(recs, "records"), json_object_get(recs, "evals"))
-                 : status_make(STATUS_INVALID, "%s: records metadata is not JSON", path);
+        s = recs ? records_from_json(&r->rec, json_object_get(recs, "records"), json_object_get(recs, "evals"), step)
+                 : status_make(STATUS_INVALID, "records metadata is not JSON");
         json_decref(recs);
-        r->scaler.scale = (float)strtod(scale_text, NULL);
+        if (!status_is_ok(s)) s = status_make(STATUS_INVALID, "%s: %s", path, s.msg);
+        r->scaler.scale = (float)scale;
         r->scaler.growth_tracker = (int32_t)tracker;
         r->scaler.n_skipped = (uint64_t)skipped;
         r->step = step;

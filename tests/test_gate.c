@@ -53,6 +53,7 @@ typedef struct {
 } Spec;
 
 #define REPS 10
+static int g_reps = REPS;  // repetitions write_bench writes per benchmark
 
 // error_message written for the benchmark named by write_bench's err_name
 static const char* g_err_msg = "result differs from naive";
@@ -64,10 +65,10 @@ static void write_bench(const char* dir, const Spec* specs, size_t n, double amp
     json_t* arr = json_array();
     for (size_t b = 0; b < n; b++) {
         bool us = b % 2;  // mix units
-        for (int r = 0; r < REPS; r++) {
+        for (int r = 0; r < g_reps; r++) {
             double t = specs[b].time_ns * specs[b].scale * (1.0 + amp * noise(&seed));
             json_t* e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:s, s:f}", "name", specs[b].name, "run_name",
-                                  specs[b].name, "run_type", "iteration", "repetitions", REPS, "repetition_index", r,
+                                  specs[b].name, "run_type", "iteration", "repetitions", g_reps, "repetition_index", r,
                                   "threads", 1, "real_time", us ? t / 1000 : t, "cpu_time", us ? t / 1000 : t,
                                   "time_unit", us ? "us" : "ns", "GFLOP/s", 12.5);
             if (err_name && !strcmp(err_name, specs[b].name)) {
@@ -186,8 +187,9 @@ static void test_3pct_change_passes_under_default(void** s) {
     assert_non_null(strstr(g_run.out, "PASS"));
     gate_args(args, sizeof args, dir, "--min-effect 0.01");  // a stricter gate catches it
     expect(args, 1, "regression in gemm/naive/f32/nn/64x64x64");
-    gate_args(args, sizeof args, dir, "--min-effect=0.01 --alpha=1e-9");  // but not at an impossible alpha
-    expect(args, 0, "PASS");
+    // at an alpha 10 repetitions cannot reach, the gate says so instead of passing
+    gate_args(args, sizeof args, dir, "--min-effect=0.01 --alpha=1e-9");
+    expect(args, 2, "could not be tested: alpha 1e-09 needs at least");
 }
 
 static void test_failed_candidate_benchmark_fails(void** s) {
@@ -287,7 +289,9 @@ static void test_unusable_input_exits_2(void** s) {
     expect("", 2, "missing --baseline DIR");
 }
 
-static void test_too_few_repetitions_not_gated(void** s) {
+// One repetition a side: nothing can be significant, so the gate cannot say PASS (exit 2,
+// naming the repetitions alpha needs) unless --allow-untested.
+static void test_too_few_repetitions_exit_2(void** s) {
     (void)s;
     char dir[512], args[2048];
     dir_of(dir, sizeof dir, "one");
@@ -300,7 +304,74 @@ static void test_too_few_repetitions_not_gated(void** s) {
     write_text(dir2, "bench.json",
                "{\"benchmarks\": [{\"name\": \"a\", \"run_type\": \"iteration\", \"real_time\": 9, \"time_unit\": \"ms\"}]}");
     snprintf(args, sizeof args, "--baseline %s --candidate %s", dir, dir2);
-    expect(args, 0, "too few repetitions");
+    expect(args, 2, "UNTESTED: too few repetitions");
+    assert_non_null(strstr(g_run.out, "needs at least 5 repetitions per side"));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --allow-untested", dir, dir2);
+    expect(args, 0, "allowed by --allow-untested");
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --json", dir, dir2);
+    expect(args, 2, "\"result\": \"UNTESTED\"");
+}
+
+// The rule "smallest n with 2/C(2n, n) <= alpha": 3 repetitions of a 10x slower candidate
+// cannot pass silently; 4 a side suffice at alpha 0.05 but not at 0.01, 5 suffice at 0.01.
+static void test_repetitions_needed_per_alpha(void** s) {
+    (void)s;
+    static const Spec SLOW[] = {{"a", 1000, 10.0}}, FAST[] = {{"a", 1000, 1.0}};
+    char b[512], c[512], args[2048];
+    static const struct { int reps; const char* alpha; int code; const char* needle; } CASES[] = {
+        {3, "0.05", 2, "needs at least 4 repetitions"},
+        {3, "0.01", 2, "needs at least 5 repetitions"},
+        {4, "0.05", 1, "REGRESSION"},
+        {4, "0.01", 2, "needs at least 5 repetitions"},
+        {5, "0.01", 1, "REGRESSION"},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        g_reps = CASES[k].reps;
+        char leaf[64];
+        snprintf(leaf, sizeof leaf, "reps%d_base", g_reps);
+        write_bench(dir_of(b, sizeof b, leaf), FAST, 1, 0.01, 7, NULL);
+        snprintf(leaf, sizeof leaf, "reps%d_slow", g_reps);
+        write_bench(dir_of(c, sizeof c, leaf), SLOW, 1, 0.01, 8, NULL);
+        snprintf(args, sizeof args, "--baseline %s --candidate %s --alpha %s", b, c, CASES[k].alpha);
+        expect(args, CASES[k].code, CASES[k].needle);
+    }
+    g_reps = REPS;
+}
+
+// 80,000 benchmark names a side: matched by hash (this took minutes when matching was a
+// linear search per name); every one is reported.
+static void test_many_benchmarks(void** s) {
+    (void)s;
+    enum { N = 80000 };
+    char dir[512];
+    for (int side = 0; side < 2; side++) {
+        dir_of(dir, sizeof dir, side ? "many_c" : "many_b");
+        mkdir(dir, 0755);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/bench.json", dir);
+        FILE* f = fopen(path, "w");
+        assert_non_null(f);
+        fputs("{\"benchmarks\": [", f);
+        for (int i = 0; i < N; i++)  // the candidate lists them in reverse order
+            fprintf(f, "%s{\"name\": \"b/%d\", \"real_time\": 1, \"time_unit\": \"ms\"}", i ? ", " : "",
+                    side ? N - 1 - i : i);
+        fputs("]}", f);
+        fclose(f);
+    }
+    // 80,000 table rows: the output goes to a file (a pipe would fill)
+    char cmd[8192], b[512], out[1024];
+    snprintf(out, sizeof out, "%s/many.out", g_tmp);
+    snprintf(cmd, sizeof cmd, "%s gate --baseline %s --candidate %s --allow-untested --json > %s 2>&1", g_bin,
+             dir_of(b, sizeof b, "many_b"), dir, out);
+    char none[8];
+    assert_int_equal(cli_capture(cmd, none, sizeof none), 0);
+    FILE* f = fopen(out, "r");
+    assert_non_null(f);
+    char line[512];
+    bool found = false;
+    while (fgets(line, sizeof line, f)) found |= strstr(line, "\"untested\": 80000") != NULL;
+    fclose(f);
+    assert_true(found);
 }
 
 int main(int argc, char** argv) {
@@ -317,7 +388,9 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_conformance_failure_fails),
         cmocka_unit_test(test_memory_mismatch_fails),
         cmocka_unit_test(test_unusable_input_exits_2),
-        cmocka_unit_test(test_too_few_repetitions_not_gated),
+        cmocka_unit_test(test_too_few_repetitions_exit_2),
+        cmocka_unit_test(test_repetitions_needed_per_alpha),
+        cmocka_unit_test(test_many_benchmarks),
     };
     int rc = cmocka_run_group_tests_name("gate", tests, NULL, NULL);
     cli_harness_cleanup("gate");

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli_harness.h"
+#include "common.h"
 
 typedef struct {
     int exit_code;
@@ -35,11 +36,7 @@ static void write_text(const char* dir, const char* name, const char* text) {
     fclose(f);
 }
 
-static void mkdir_p(const char* path) {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
-    assert_int_equal(system(cmd), 0);
-}
+static void mkdir_p(const char* path) { assert_true(status_is_ok(make_dirs(path))); }
 
 static char* slurp(const char* path) {
     FILE* f = fopen(path, "rb");
@@ -456,6 +453,46 @@ static void test_peers_ratios(void** s) {
     assert_non_null(strstr(r.out, "malformed JSON"));
 }
 
+// Folder and run names are data, never code: a result folder, a training run and an output
+// folder whose names hold quotes, a backquote, '$(...)', spaces and a newline are reported
+// with every plot drawn, and nothing named in them runs (no shell; gnuplot strings sanitized).
+static void test_hostile_names_run_nothing(void** s) {
+    (void)s;
+    char base[512], a[1024], b[1024], out[1024], args[4096], path[2048];
+    snprintf(base, sizeof base, "%s/hostile", g_tmp);
+    snprintf(a, sizeof a, "%s/m'; touch PWNED1; echo '/r `touch PWNED2` $(touch PWNED3)", base);
+    snprintf(b, sizeof b, "%s/m2/run\n'@x", base);
+    snprintf(out, sizeof out, "%s/out ' dir", base);
+    make_full_run(a, 1.0, "null", "1111111aaaa");
+    make_full_run(b, 0.5, "null", "2222222bbbb");
+    snprintf(path, sizeof path, "%s/train/x'; system('touch PWNED4'); '-adamw_torch", a);
+    mkdir_p(path);
+    snprintf(path, sizeof path, "%s/train/fp32-adamw_torch/results.json", a);
+    char* res = slurp(path);
+    assert_non_null(res);
+    write_text(strcat(strcpy(path, a), "/train/x'; system('touch PWNED4'); '-adamw_torch"), "results.json", res);
+    free(res);
+    // the names go to the command as single arguments: quote them for the harness's shell
+    snprintf(args, sizeof args, "report \"%s\" \"%s\" --out \"%s\"", a, b, out);
+    for (char* p = args; *p; p++)
+        if (*p == '`' || *p == '$') {  // escape for the double quotes of the harness's command line
+            memmove(p + 1, p, strlen(p) + 1);
+            *p++ = '\\';
+        }
+    char* md = report_md(args, out);
+    free(md);
+    static const char* const PLOTS[] = {"gemm", "loss", "compare"};
+    for (size_t i = 0; i < sizeof PLOTS / sizeof PLOTS[0]; i++) expect_plot(out, PLOTS[i]);
+    static const char* const MARKS[] = {"PWNED1", "PWNED2", "PWNED3", "PWNED4"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", out, MARKS[i]);
+        assert_int_not_equal(access(path, F_OK), 0);
+        assert_int_not_equal(access(MARKS[i], F_OK), 0);
+        snprintf(path, sizeof path, "%s/%s", g_tmp, MARKS[i]);
+        assert_int_not_equal(access(path, F_OK), 0);
+    }
+}
+
 int main(int argc, char** argv) {
     (void)argc;
     if (cli_harness_setup(argv[0], "report") != 0) return 1;
@@ -465,6 +502,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_bad_input_exits_2),
         cmocka_unit_test(test_peers_ratios),
         cmocka_unit_test(test_optim_without_traffic_counter),
+        cmocka_unit_test(test_hostile_names_run_nothing),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     cli_harness_cleanup("report");

@@ -231,6 +231,60 @@ static void test_bad_input(void** s) {
     expect_exit2(args, "optim");
 }
 
+// Copies checkpoint folder `src` to `dst` with metadata `key` set to `value` (tensors as they are).
+static void write_crafted_checkpoint(const char* src, const char* dst, const char* key, const char* value) {
+    char in[1024], out[1024];
+    snprintf(in, sizeof in, "%s/checkpoint.safetensors", src);
+    snprintf(out, sizeof out, "%s/checkpoint.safetensors", dst);
+    assert_true(status_is_ok(make_dirs(dst)));
+    SafeTensors st;
+    assert_true(status_is_ok(st_read(in, &st)));
+    StWriter* w = st_writer_new();
+    for (size_t i = 0; i < st.n_tensors; i++) {
+        const StTensor* t = &st.tensors[i];
+        st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    for (size_t i = 0; i < st.n_meta; i++)
+        st_writer_meta(w, st.meta_keys[i], strcmp(st.meta_keys[i], key) ? st.meta_values[i] : value);
+    assert_true(status_is_ok(st_writer_save(w, out)));
+    st_writer_free(w);
+    st_free(&st);
+}
+
+// Every number read from a checkpoint is checked before it is used; each crafted field is
+// refused with exit 2 naming the file and the field (a negative step used to read out of
+// bounds in dataset_gather; a NaN loss scale was accepted).
+static void test_crafted_checkpoints_refused(void** s) {
+    (void)s;
+    static const struct { const char* precision; const char* key; const char* value; } CASES[] = {
+        {"fp32", "step", "-3"},
+        {"fp32", "step", "99999999999999"},
+        {"fp32", "optimizer_step", "-1"},
+        {"fp32", "optimizer_step", "7"},
+        {"fp32", "scaler_skipped", "9"},
+        {"fp32", "scaler_scale", "2"},
+        {"fp16", "scaler_scale", "nan"},
+        {"fp16", "scaler_scale", "-inf"},
+        {"fp16", "scaler_scale", "0x1p+16junk"},
+        {"fp16", "scaler_growth_tracker", "-1"},
+        {"fp16", "scaler_growth_tracker", "3"},  // --growth-interval 3
+        {"fp32", "records", "{\"records\": [], \"evals\": []}"},
+        {"fp32", "records", "{\"records\": 5, \"evals\": []}"},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        char src[512], dst[512], args[2048], needle[256];
+        snprintf(src, sizeof src, "%s/full-adamw_torch-%s/checkpoint-8", g_tmp, CASES[k].precision);
+        snprintf(dst, sizeof dst, "%s/crafted-%zu/checkpoint-8", g_tmp, k);
+        write_crafted_checkpoint(src, dst, CASES[k].key, CASES[k].value);
+        snprintf(args, sizeof args, "--max-steps 16 --save-steps 8 --learning-rate 1e-3 --weight-decay 0.01 "
+                 "--init-scale 16777216 --growth-interval 3 --optim adamw_torch --precision %s "
+                 "--output-dir %s/crafted-out-%zu --resume-from-checkpoint %s", CASES[k].precision, g_tmp, k, dst);
+        snprintf(needle, sizeof needle, "%s", !strcmp(CASES[k].key, "records") ? "field records" : CASES[k].key);
+        expect_exit2(args, needle);
+        assert_non_null(strstr(g_out, "crafted-"));  // the file is named
+    }
+}
+
 int main(int argc, char** argv) {
     (void)argc;
     if (cli_harness_setup(argv[0], "train") != 0) return 1;
@@ -241,6 +295,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_fp16_noscale_underflows),
         cmocka_unit_test(test_nonfinite_loss_stops_with_valid_results),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_crafted_checkpoints_refused),
     };
     int rc = cmocka_run_group_tests_name("train", tests, NULL, NULL);
     cli_harness_cleanup("train");
