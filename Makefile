@@ -32,9 +32,10 @@ endif
 
 # record.c stores the flags it was compiled with in machine.json (`trainbench record`)
 RECORD_CFLAGS := $(subst ',,$(subst ",,$(CFLAGS_ALL)))
-$(BUILD)/obj/record.o: CFLAGS_ALL += '-DTRAINBENCH_CFLAGS="$(RECORD_CFLAGS)"'
+$(BUILD)/obj/results/record.o: CFLAGS_ALL += '-DTRAINBENCH_CFLAGS="$(RECORD_CFLAGS)"'
 
-LIB_SRCS  = $(filter-out src/main.c,$(wildcard src/*.c))
+# src/<layer>/<module>.c (README "Layout"); every .c but the CLI's main is in the library
+LIB_SRCS  = $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
 LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -57,7 +58,7 @@ $(BUILD)/libtrainbench.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/trainbench: $(BUILD)/obj/main.o $(BUILD)/libtrainbench.a
+$(BUILD)/trainbench: $(BUILD)/obj/cli/main.o $(BUILD)/libtrainbench.a
 	$(CC) $(LDFLAGS_ALL) $^ $(LIBS) -o $@
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainbench.a
@@ -72,8 +73,9 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainbench.a
 # correct; the others are wrong or misbehave on purpose).
 PLUGIN_DIR   = $(BUILD)/plugins
 PLUGIN_FLAGS = -fPIC -fvisibility=hidden
-PLUGIN_OBJS  = $(patsubst %,$(PLUGIN_DIR)/obj/%.o,optim optim_adamw_torch optim_adafactor_hf optim_adafactor_torch \
-                 optim_adamw_bnb_8bit torch_sqrt torch_reduce cpu dtype common)
+PLUGIN_OBJS  = $(patsubst %,$(PLUGIN_DIR)/obj/%.o,optim/optim optim/optim_adamw_torch optim/optim_adafactor_hf \
+                 optim/optim_adafactor_torch optim/optim_adamw_bnb_8bit optim/torch_sqrt optim/torch_reduce core/cpu \
+                 core/dtype core/common)
 ADAPTER_adamw_torch      = -DADAPTER_OPTIM='"adamw_torch"'
 ADAPTER_adafactor        = -DADAPTER_OPTIM='"adafactor"'
 ADAPTER_adafactor_torch  = -DADAPTER_OPTIM='"adafactor_torch"'
@@ -92,7 +94,7 @@ $(PLUGIN_DIR)/obj/%.o: src/%.c
 $(PLUGIN_DIR)/adapter_%.so: tests/plugins/adapter.c $(PLUGIN_OBJS)
 	$(CC) $(CFLAGS_ALL) $(PLUGIN_FLAGS) $(ADAPTER_$*) -shared $< $(PLUGIN_OBJS) $(LDFLAGS_ALL) -ljansson -lm -o $@
 
-$(PLUGIN_DIR)/adamw_%.so: tests/plugins/adamw_plain.c src/trainbench_plugin.h
+$(PLUGIN_DIR)/adamw_%.so: tests/plugins/adamw_plain.c src/validate/trainbench_plugin.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c99 $(OPT) -g -Wall -Wextra -ffp-contract=off -Isrc $(PLUGIN_FLAGS) $(SANITIZE) \
 	    -DMISTAKE=MISTAKE_$(shell echo $* | tr a-z A-Z) -shared $< $(SANITIZE) -o $@ -lm
@@ -271,6 +273,6 @@ run: deps
 clean:
 	rm -rf build $(BUILD)
 
--include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)
--include $(wildcard $(BUILD)/plugins/obj/*.d $(BUILD)/plugins/*.d)
+-include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/plugins/obj/*/*.d $(BUILD)/plugins/*.d)
 -include $(wildcard $(BUILD)/bench/obj/*.d)

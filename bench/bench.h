@@ -14,7 +14,7 @@
 
 #include "gbench_shim.h"
 
-// Set from the environment by bench_main.c: FULL=1 registers the large matrix (1e8 params,
+// Set from the environment by bench_main.c (defined in bench_util.c): FULL=1 registers the large matrix (1e8 params,
 // more GEMM shapes).
 extern bool bench_full;
 
@@ -36,6 +36,7 @@ void bench_register_gemm(void);
 void bench_register_optim(void);
 void bench_register_train(void);
 
+// ---- helpers (bench_util.c) ----
 // Seconds from a monotonic clock.
 double bench_now(void);
 // Registers fn under a printf-formatted name.

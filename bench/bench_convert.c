@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "bench.h"
-#include "common.h"
-#include "dtype.h"
-#include "rng.h"
+#include "core/common.h"
+#include "core/dtype.h"
+#include "core/rng.h"
 
 typedef struct {
     DType dt;

@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "gemm.h"
-#include "rng.h"
+#include "gemm/gemm.h"
+#include "core/rng.h"
 
 typedef struct {
     bool ta, tb;

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "optim.h"
-#include "rng.h"
+#include "optim/optim.h"
+#include "core/rng.h"
 
 typedef struct {
     const Optimizer* o;

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 
 #include "bench.h"
-#include "common.h"
-#include "cpu.h"
+#include "core/common.h"
+#include "core/cpu.h"
 
 static double best[ROOF_COUNT];
 

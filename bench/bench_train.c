@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "rng.h"
-#include "train.h"
+#include "core/rng.h"
+#include "train/train.h"
 
 typedef struct {
     const char* model;

@@ -75,7 +75,7 @@ import golden_io  # noqa: E402 - die, import checks, the version parser shared b
 GENERATOR = "reference/bench_peers.py"
 OPTIM_SHAPES = [(100, 100), (1000, 1000), (2500, 4000)]
 FULL_SHAPE = (10000, 10000)
-# name: (vocab, dim, layers, heads, hidden, positions, labels), batch, seq  (src/model.c PRESETS,
+# name: (vocab, dim, layers, heads, hidden, positions, labels), batch, seq  (src/model/model.c PRESETS,
 # bench/bench_train.c add())
 MODELS = {
     "tiny": ((64, 32, 2, 2, 64, 32, 2), 8, 32),
@@ -108,7 +108,7 @@ def import_libraries():
 
 def optim_cases(torch, transformers, bnb, bnb_error):
     """(problem optimizer name, variant, label, factory(params) -> optimizer or raises)."""
-    adamw = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)   # src/optim_adamw_torch.c
+    adamw = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)   # src/optim/optim_adamw_torch.c
     aft = dict(lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=0.0)  # optim_adafactor_torch.c
     afhf = dict(lr=5e-5, eps=(1e-30, 1e-3), clip_threshold=1.0, decay_rate=-0.8, beta1=None,
                 weight_decay=0.0, scale_parameter=False, relative_step=False, warmup_init=False)

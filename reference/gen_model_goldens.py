@@ -238,7 +238,7 @@ def summarize_trace(rows):
 
 
 def make_counter(torch):
-    """Backward-pass counters at the rounding points of CPU autocast (src/amp.h's definition).
+    """Backward-pass counters at the rounding points of CPU autocast (src/model/amp.h's definition).
 
     activation points: every aten._to_copy fp32 -> low in the backward (autograd handing an fp32
       gradient to a low-dtype tensor: the logits cast, the residual adds, the scores + mask add).
@@ -633,7 +633,7 @@ STEP_PROTOCOL = ("for s in 1..20: opt.zero_grad(set_to_none=True); with autocast
 STEP_PROTOCOL_SCALER = ("for s in 1..20: opt.zero_grad(set_to_none=True); scale[s] = scaler.get_scale(); "
                         "with autocast: out = model(...batch s...); scaler.scale(out.loss).backward(); "
                         "scaler.unscale_(opt); scaler.step(opt); scaler.update()")
-COUNTERS_DOC = ("backward of loss*scale (src/amp.h): param_values/underflow/overflow = at the parameter-"
+COUNTERS_DOC = ("backward of loss*scale (src/model/amp.h): param_values/underflow/overflow = at the parameter-"
                 "gradient rounding points (the fp32 value of each Linear weight/bias gradient before "
                 "torch rounds it to the low dtype, recomputed in float64 from torch's own low-dtype "
                 "GEMM/sum inputs and rounded to fp32): finite nonzero values / those that round to +-0 "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent Python implementation of trainbench's RNG (src/rng.h documents the algorithm).
+"""Independent Python implementation of trainbench's RNG (src/core/rng.h documents the algorithm).
 
 Prints the test vectors that tests/test_rng.c hard-codes, so the C expectations come from a
 second implementation written from the documented algorithm, not from the C code itself.

@@ -13,7 +13,7 @@ reference/gen_optim_goldens.py drove the library that made the golden:
 and at each checked step writes p and every entry of opt.state[p] (under the optimizer's own
 keys; Python ints as 0-d int64) as expect.step{t}.param / expect.step{t}.state.<key> into
 <out>/<case>.safetensors. Then it runs `trainbench check GOLDEN CANDIDATE` per case (the golden's
-own tolerances: src/conform.c) and prints one summary row per case.
+own tolerances: src/validate/conform.c) and prints one summary row per case.
 
 Hyperparameters: the goldens store the constructor kwargs under the library's own names. When
 the class is the other Adafactor dialect than the golden's (torch.optim.Adafactor on

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
-#include "train.h"
+#include "core/safetensors.h"
+#include "train/train.h"
 
 #define GOLDEN_REPLAY_MAX_BATCH 64
 

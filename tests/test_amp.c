@@ -1,4 +1,4 @@
-// test_amp.c — precision modes and loss scaling (src/amp.c): the precision-mode table, the
+// test_amp.c — precision modes and loss scaling (src/model/amp.c): the precision-mode table, the
 // GradScaler state machine as torch.amp.GradScaler("cpu") runs it (growth after the interval,
 // backoff on inf/NaN, skipped steps do not advance the optimizer, no growth to inf, unscale by
 // float32(1/scale)), the GradScaler replayed against torch's own scale sequence from the
@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "gemm.h"
-#include "layers.h"
-#include "model.h"
-#include "optim.h"
-#include "safetensors.h"
+#include "model/amp.h"
+#include "gemm/gemm.h"
+#include "model/layers.h"
+#include "model/model.h"
+#include "optim/optim.h"
+#include "core/safetensors.h"
 
 // ---- the precision table --------------------------------------------------------------------
 static void test_mode_table(void** state) {

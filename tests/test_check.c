@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
-#include "safetensors.h"
+#include "core/safetensors.h"
 
 #define ADAMW_GOLDEN "reference/golden/optim/adamw_torch/vec_257.safetensors"
 #define BNB_GOLDEN "reference/golden/optim/adamw_bnb_8bit/vec_4096.safetensors"

@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gemm.h"
-#include "safetensors.h"
+#include "gemm/gemm.h"
+#include "core/safetensors.h"
 #include "cli_harness.h"
 
 

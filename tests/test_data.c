@@ -1,4 +1,4 @@
-// test_data.c — datasets and metrics (src/data.h): the synthetic "paraphrase" task is
+// test_data.c — datasets and metrics (src/model/data.h): the synthetic "paraphrase" task is
 // deterministic per (seed, split, index), balanced, well padded, disjoint between splits,
 // solvable by its rule and not by a linear bag-of-words model; safetensors export/import
 // round-trips and rejects every malformed input with a message naming file, tensor and
@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data.h"
-#include "model.h"
-#include "safetensors.h"
+#include "model/data.h"
+#include "model/model.h"
+#include "core/safetensors.h"
 
 // ---------------------------------------------------------------------------------------
 // helpers

@@ -1,5 +1,5 @@
 // test_dtype.c — fp16/bf16 conversions against SPEC.md section 1.
-// The oracle here is independent of src/dtype.c: it lists every finite positive value of the
+// The oracle here is independent of src/core/dtype.c: it lists every finite positive value of the
 // format computed with ldexp() from the format's definition, and rounds an fp32 input by
 // binary search for the nearest listed value (ties to the even bit pattern; the first
 // pattern past the largest finite value is +inf and sits where the next value would be).
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "dtype.h"
+#include "core/cpu.h"
+#include "core/dtype.h"
 
 static uint32_t bits_of(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 static float float_of(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }

@@ -27,7 +27,7 @@
 
 #define GOLDENS "reference/golden/model"
 #define DEMO "reference/golden/fingerprint"
-#define TOL 3e-5  // the command's default (src/fingerprint.c explains it)
+#define TOL 3e-5  // the command's default (src/validate/fingerprint.c explains it)
 
 static char g_out[65536];
 

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
-#include "rng.h"
+#include "gemm/gemm.h"
+#include "core/rng.h"
 
 #define TEST_THREADS 2
 

@@ -1,4 +1,4 @@
-// test_layers.c — every layer's backward (src/layers.c, fp32 mode, naive backend) against
+// test_layers.c — every layer's backward (src/model/layers.c, fp32 mode, naive backend) against
 // central finite differences of an independent DOUBLE-precision reference of the same layer
 // written here, plus the forward against that reference, and a whole-model gradient check on
 // the tiny preset (model_forward/model_backward vs finite differences of a double-precision
@@ -34,11 +34,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "gemm.h"
-#include "layers.h"
-#include "model.h"
-#include "rng.h"
+#include "model/amp.h"
+#include "gemm/gemm.h"
+#include "model/layers.h"
+#include "model/model.h"
+#include "core/rng.h"
 
 #define EPS32 0x1p-23
 #define K_TOL 16.0    // single layers

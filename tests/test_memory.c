@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "cli_harness.h"
 
 

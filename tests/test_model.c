@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 
 static char g_tmp[256];
 

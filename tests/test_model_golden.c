@@ -22,12 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "compare.h"
-#include "gemm.h"
-#include "model.h"
-#include "optim.h"
-#include "safetensors.h"
+#include "model/amp.h"
+#include "validate/compare.h"
+#include "gemm/gemm.h"
+#include "model/model.h"
+#include "optim/optim.h"
+#include "core/safetensors.h"
 
 #define GOLDEN_DIR "reference/golden/model"
 

@@ -2,8 +2,8 @@
 // (reference/gen_optim_goldens.py: torch, transformers, bitsandbytes), plus hyperparameter
 // validation and estimate == measured state size. Iterates the optimizer registry: a
 // registered optimizer without goldens FAILS. Tolerances and their justification live in
-// src/conform.c (conform_tolerance) and are printed with every comparison.
-// Every known mistake of src/optim_mistakes.c (eps inside the sqrt, decay after the update, the
+// src/validate/conform.c (conform_tolerance) and are printed with every comparison.
+// Every known mistake of src/optim/optim_mistakes.c (eps inside the sqrt, decay after the update, the
 // other Adafactor dialect, ...) runs through the same conformance check and must FAIL it: proof
 // that the check can fail, and that each diagnosis of `trainbench conform` is distinguishable.
 #include <setjmp.h>
@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "conform.h"
-#include "optim.h"
-#include "torch_sqrt.h"
+#include "validate/conform.h"
+#include "optim/optim.h"
+#include "optim/torch_sqrt.h"
 
 static void run_all_cases(const Optimizer* o, FILE* log, size_t* n_cases, size_t* n_failed_cases, ConformSummary* total) {
     char** paths;
@@ -78,7 +78,7 @@ static void test_every_optimizer_matches_its_goldens(void** state) {
     assert_int_equal(failed_optims, 0);
 }
 
-// ---- every known mistake (src/optim_mistakes.c) must FAIL its optimizer's goldens: proof that
+// ---- every known mistake (src/optim/optim_mistakes.c) must FAIL its optimizer's goldens: proof that
 // the check can fail, and that `trainbench conform` can tell each mistake from a correct step ----
 static void test_every_known_mistake_fails(void** s) {
     (void)s;

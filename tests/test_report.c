@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cli_harness.h"
-#include "common.h"
+#include "core/common.h"
 
 typedef struct {
     int exit_code;

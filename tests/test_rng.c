@@ -9,7 +9,7 @@
 
 #include <math.h>
 
-#include "rng.h"
+#include "core/rng.h"
 
 static void test_splitmix64_published_value(void** state) {
     (void)state;

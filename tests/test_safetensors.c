@@ -1,4 +1,4 @@
-// test_safetensors.c — unit tests of the safetensors reader and writer (src/safetensors.c):
+// test_safetensors.c — unit tests of the safetensors reader and writer (src/core/safetensors.c):
 // round trips of every DType, the exact byte layout the writer produces, headers from other
 // producers (odd length, unsorted keys, misaligned data), one test per malformed-input rule,
 // truncated files on disk, a prefix/corruption fuzz loop and atomic saving.
@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "dtype.h"
-#include "safetensors.h"
+#include "core/common.h"
+#include "core/dtype.h"
+#include "core/safetensors.h"
 
 #define BAD_NAME "bad.safetensors"
 

@@ -1,4 +1,4 @@
-// test_stats.c — median and the Mann-Whitney U test of src/stats.c. The expected p-values were
+// test_stats.c — median and the Mann-Whitney U test of src/results/stats.c. The expected p-values were
 // computed OFFLINE with scipy 1.17.1, scipy.stats.mannwhitneyu(x, y, alternative="two-sided",
 // method=<as noted>, use_continuity=True), not with this code; the rest are closed forms
 // (complete separation: 2 / C(n+m, n)) and properties (symmetry, identical samples).
@@ -11,8 +11,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "common.h"
-#include "stats.h"
+#include "core/common.h"
+#include "results/stats.h"
 
 #define REL_TOL 1e-12  // both sides are double arithmetic on the same formulas
 

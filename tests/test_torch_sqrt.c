@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "compare.h"
-#include "torch_sqrt.h"
+#include "validate/compare.h"
+#include "optim/torch_sqrt.h"
 
 static float f_of(uint32_t b) { float x; memcpy(&x, &b, 4); return x; }
 

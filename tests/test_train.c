@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "optim.h"
-#include "safetensors.h"
+#include "optim/optim.h"
+#include "core/safetensors.h"
 #include "cli_harness.h"
 
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compare.h"
+#include "validate/compare.h"
 #include "golden_replay.h"
 
 typedef struct {

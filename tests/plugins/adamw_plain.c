@@ -16,7 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "trainbench_plugin.h"
+#include "validate/trainbench_plugin.h"
 
 #define MISTAKE_PLAIN 1               /* correct */
 #define MISTAKE_EPS_INSIDE_SQRT 2     /* denom = sqrt(v_hat + eps) */

@@ -1,5 +1,5 @@
 // adapter.c — trainbench's own optimizers exposed through the plugin ABI
-// (src/trainbench_plugin.h): the "correct plugin built from our own optimizer" of
+// (src/validate/trainbench_plugin.h): the "correct plugin built from our own optimizer" of
 // tests/test_plugin.c, compiled once per optimizer together with the optimizer sources
 // (Makefile: $(BUILD)/plugins/adapter_<name>.so). It converts the ABI's resolved
 // hyperparameters back into an OptimConfig, so the numeric fields of TrainbenchHparams are
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
-#include "trainbench_plugin.h"
+#include "optim/optim.h"
+#include "validate/trainbench_plugin.h"
 
 #ifndef ADAPTER_IMPLEMENTS
 #define ADAPTER_IMPLEMENTS ADAPTER_OPTIM

@@ -1,0 +1,352 @@
+// common.c — implementation of common.h: CHECK failures, x-wrappers, Status, logging,
+// number parsing, whole-file reads and atomic writes.
+#include "core/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void check_failed(const char* file, int line, const char* cond, const char* fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "trainbench: internal error at %s:%d: CHECK(%s) failed", file, line, cond);
+    if (fmt && fmt[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs(": ", stderr);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+    }
+    fputs("\n  this is a bug in trainbench; please report it with the command line used\n",
+          stderr);
+    abort();
+}
+
+static void env_failure(const char* file, int line, const char* what, const char* hint) {
+    fflush(stdout);
+    fprintf(stderr, "trainbench: %s (at %s:%d)\n  hint: %s\n", what, file, line, hint);
+    exit(EXIT_FAILURE);
+}
+
+static void alloc_failure(size_t n, const char* file, int line) {
+    char what[128];
+    snprintf(what, sizeof what, "out of memory allocating %zu bytes", n);
+    env_failure(file, line, what,
+                "use a smaller model/batch, or free memory (see `free -h`)");
+}
+
+void* xmalloc_impl(size_t n, const char* file, int line) {
+    void* p = malloc(n ? n : 1);
+    if (!p) alloc_failure(n, file, line);
+    return p;
+}
+
+void* xcalloc_impl(size_t n, size_t size, const char* file, int line) {
+    void* p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) alloc_failure(n * size, file, line);
+    return p;
+}
+
+void* xrealloc_impl(void* p, size_t n, const char* file, int line) {
+    void* q = realloc(p, n ? n : 1);
+    if (!q) alloc_failure(n, file, line);
+    return q;
+}
+
+void* xaligned_alloc_impl(size_t n, const char* file, int line) {
+    size_t rounded = (n + 63) / 64 * 64;
+    if (rounded < n) alloc_failure(n, file, line);
+    void* p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) alloc_failure(n, file, line);
+    return p;
+}
+
+char* xstrdup_impl(const char* s, const char* file, int line) {
+    size_t n = strlen(s) + 1;
+    char* p = xmalloc_impl(n, file, line);
+    memcpy(p, s, n);
+    return p;
+}
+
+FILE* xfopen_impl(const char* path, const char* mode, const char* file, int line) {
+    FILE* f = fopen(path, mode);
+    if (!f) {
+        char what[1024];
+        snprintf(what, sizeof what, "cannot open '%s' (mode %s): %s", path, mode,
+                 strerror(errno));
+        env_failure(file, line, what, "check that the path exists and is accessible");
+    }
+    return f;
+}
+
+bool size_mul_ok(size_t a, size_t b, size_t* out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+bool size_add_ok(size_t a, size_t b, size_t* out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+Status status_ok(void) {
+    Status s;
+    s.code = STATUS_OK;
+    s.msg[0] = '\0';
+    return s;
+}
+
+Status status_make(StatusCode code, const char* fmt, ...) {
+    Status s;
+    s.code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s.msg, sizeof s.msg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char* status_code_name(StatusCode code) {
+    static const char* const names[STATUS_COUNT] = {"ok", "unsupported", "invalid", "io"};
+    CHECK(code >= 0 && code < STATUS_COUNT);
+    return names[code];
+}
+
+int user_error(const char* fmt, ...) {
+    fflush(stdout);
+    fputs("trainbench: ", stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+static void log_line(const char* level, const char* fmt, va_list ap) {
+    fflush(stdout);
+    fprintf(stderr, "[trainbench %s] ", level);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void log_info(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    log_line("info", fmt, ap);
+    va_end(ap);
+}
+
+void log_warn(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    log_line("warn", fmt, ap);
+    va_end(ap);
+}
+
+bool parse_long(const char* s, long min, long max, long* out) {
+    if (!s || !*s) return false;
+    char* end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0') return false;
+    if (v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+bool parse_double(const char* s, double* out) {
+    if (!s || !*s) return false;
+    char* end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0') return false;
+    if (errno == ERANGE && isinf(v)) return false;  // overflow: "1e999"
+    *out = v;
+    return true;
+}
+
+Status read_file(const char* path, uint8_t** data, size_t* len) {
+    *data = NULL;
+    *len = 0;
+    FILE* f = fopen(path, "rb");
+    if (!f) return status_make(STATUS_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return status_make(STATUS_IO, "%s: not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t* buf = xaligned_alloc(n + 1);
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    int err = ferror(f);
+    fclose(f);
+    if (got != n || err) {
+        free(buf);
+        return status_make(STATUS_IO, "%s: read failed after %zu of %zu bytes", path, got, n);
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return status_ok();
+}
+
+Status write_file_atomic(const char* path, const void* data, size_t len) {
+    size_t plen = strlen(path);
+    char* tmp = xmalloc(plen + 32);
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        Status s = status_make(STATUS_IO, "%s: cannot create temp file: %s", path, strerror(errno));
+        free(tmp);
+        return s;
+    }
+    const uint8_t* p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            Status s = status_make(STATUS_IO, "%s: write failed: %s", path, strerror(errno));
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return s;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        Status s = status_make(STATUS_IO, "%s: flush failed: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return s;
+    }
+    if (rename(tmp, path) != 0) {
+        Status s = status_make(STATUS_IO, "%s: rename from temp failed: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return s;
+    }
+    free(tmp);
+    return status_ok();
+}
+
+Status make_dirs(const char* path) {
+    char* buf = xstrdup(path);
+    for (char* p = buf + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                Status s = status_make(STATUS_IO, "%s: cannot create folder: %s", buf, strerror(errno));
+                free(buf);
+                return s;
+            }
+            *p = saved;
+            if (saved == '\0') break;
+        }
+    }
+    free(buf);
+    return status_ok();
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool path_is_dir(const char* path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+// In the child: point fd at path (opened for writing) or leave it; _exit(127) on failure.
+static void child_redirect(int fd, const char* path) {
+    if (!path) return;
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f < 0 || dup2(f, fd) < 0) _exit(127);
+}
+
+static int wait_child(pid_t pid) {
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int run_program(const char* const* argv, const char* cwd, const char* stdout_path, const char* stderr_path) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (cwd && chdir(cwd) != 0) _exit(127);
+        child_redirect(STDOUT_FILENO, stdout_path);
+        child_redirect(STDERR_FILENO, stderr_path);
+        execvp(argv[0], (char* const*)argv);
+        _exit(127);
+    }
+    return wait_child(pid);
+}
+
+int run_program_line(const char* const* argv, char* out, size_t cap, bool* any_output) {
+    out[0] = 0;
+    if (any_output) *any_output = false;
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        if (dup2(fds[1], STDOUT_FILENO) < 0) _exit(127);
+        child_redirect(STDERR_FILENO, "/dev/null");
+        execvp(argv[0], (char* const*)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE* p = fdopen(fds[0], "r");
+    if (!p) {
+        close(fds[0]);
+        wait_child(pid);
+        return -1;
+    }
+    bool got = fgets(out, (int)cap, p) != NULL;
+    char sink[256];
+    while (fgets(sink, sizeof sink, p)) got = true;  // drain so the child never blocks
+    fclose(p);
+    out[strcspn(out, "\n")] = 0;
+    if (any_output) *any_output = got;
+    return wait_child(pid);
+}
+
+const char* repo_path(const char* rel, char* buf, size_t n) {
+    snprintf(buf, n, "%s", rel);
+    if (rel[0] == '/' || path_is_dir(rel)) return buf;
+    char exe[2048];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return buf;
+    exe[len] = 0;
+    char* slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    char cand[4096];
+    for (int up = 1; up <= 3; up++) {
+        int k = snprintf(cand, sizeof cand, "%s", exe);
+        for (int j = 0; j < up && k < (int)sizeof cand; j++) k += snprintf(cand + k, sizeof cand - (size_t)k, "/..");
+        if (k < (int)sizeof cand) snprintf(cand + k, sizeof cand - (size_t)k, "/%s", rel);
+        if (path_is_dir(cand)) {
+            snprintf(buf, n, "%s", cand);
+            break;
+        }
+    }
+    return buf;
+}

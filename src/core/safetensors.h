@@ -1,0 +1,98 @@
+// safetensors.h — reader and writer for the safetensors format (goldens, checkpoints,
+// candidate outputs), compatible with the Python/Rust `safetensors` reference library.
+//
+// Format: an 8-byte little-endian u64 N, then N bytes of UTF-8 JSON object, then the data
+// region. Each JSON key is a tensor name mapping to
+//   {"dtype": "F32"|"F16"|"BF16"|"F64"|"U8"|"I32"|"I64", "shape": [ints],
+//    "data_offsets": [begin, end]}
+// with offsets relative to the start of the data region; the optional key "__metadata__"
+// maps to a flat object of string -> string. Data is raw little-endian, row-major.
+//
+// Reader: accepts any key order and any header length; validates everything (types,
+// dtypes, shapes, offsets, contiguity like the Rust reference: tensors sorted by begin must
+// tile the data region exactly; unknown extra fields in an entry are ignored, as there) and
+// returns STATUS_INVALID with one message naming the file and the problem; never reads
+// outside the given bytes. Tensor data is always aligned to at least its element size
+// (copied into 64-byte aligned slots when the file's layout is not).
+// Writer: lays tensors out contiguously in the order added, writes "__metadata__" first when
+// present, pads the header with spaces so 8 + N is a multiple of 8 (as the reference does),
+// and saves atomically (temp file + rename).
+//
+// Not here: memory mapping or lazy loading (files are read whole), dtypes outside the DType
+// table (F8_*, I8, I16, U16, U32, U64, BOOL are rejected as unknown), tolerance comparison
+// of tensors (check.c), and the meaning of particular tensor names (model.h).
+// Little-endian hosts only: the build refuses big-endian targets.
+#ifndef TRAINBENCH_SAFETENSORS_H
+#define TRAINBENCH_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/common.h"
+#include "core/dtype.h"
+
+#define ST_MAX_NDIM 8
+#define ST_MAX_HEADER_BYTES 100000000u  // 100 MB, the reference library's limit
+
+typedef struct {
+    char* name;
+    DType dtype;
+    int ndim;                       // 0 = scalar (numel 1)
+    int64_t shape[ST_MAX_NDIM];     // (shape[0], ..., shape[ndim-1]); unused entries are 0
+    size_t numel;                   // product of shape (1 for a scalar, 0 if any dim is 0)
+    size_t nbytes;                  // numel * element size
+    void* data;                     // (numel) elements of dtype, aligned to >= element size;
+                                    // owned by the SafeTensors; never NULL, even when nbytes 0
+} StTensor;
+
+typedef struct {
+    char* path;                     // file name used in messages
+    StTensor* tensors;              // (n_tensors) in data-offset (file layout) order
+    size_t n_tensors;
+    char** meta_keys;               // (n_meta) "__metadata__" keys, in header order
+    char** meta_values;             // (n_meta)
+    size_t n_meta;
+    void* storage;                  // backing buffer for all tensor data (internal)
+} SafeTensors;
+
+// Reads the whole file at `path` into memory and parses it. On success *out owns everything
+// (free with st_free). On failure *out is left empty (zeroed) and the Status is STATUS_IO
+// (cannot read) or STATUS_INVALID (malformed), with a message naming the file and the problem.
+Status st_read(const char* path, SafeTensors* out);
+
+// Parses `len` bytes of a safetensors file; `name_for_messages` names it in messages and is
+// stored as out->path. The bytes are copied (the caller keeps `buf`). Same outcome contract
+// as st_read. *out is overwritten, not freed.
+Status st_parse(const uint8_t* buf, size_t len, const char* name_for_messages, SafeTensors* out);
+
+// NULL when there is no tensor / metadata key of that name.
+const StTensor* st_find(const SafeTensors* st, const char* name);
+const char* st_meta(const SafeTensors* st, const char* key);
+
+// Frees everything and zeroes *st; safe on a zeroed or already freed SafeTensors.
+void st_free(SafeTensors* st);
+
+// A fresh f32 copy of a F32, F16 or BF16 tensor (widening is exact). *out is (numel) floats,
+// 64-byte aligned, free with free(). Other dtypes: STATUS_INVALID, *out NULL.
+Status st_tensor_to_f32(const StTensor* t, float** out);
+
+// ---- Writer ----
+typedef struct StWriter StWriter;
+
+StWriter* st_writer_new(void);
+// Adds a tensor; `data` holds (numel) elements of dt, little-endian, and is copied (it may be
+// NULL only when numel is 0). shape is (ndim) entries, ndim 0..ST_MAX_NDIM, dims >= 0.
+// Programming errors (duplicate or non-UTF-8 name, name "__metadata__", bad ndim/dims, size
+// overflow) are bugs and abort through CHECK.
+void st_writer_add(StWriter* w, const char* name, DType dt, int ndim, const int64_t* shape,
+                   const void* data);
+// Sets a "__metadata__" entry (both UTF-8; CHECKed); setting a key again replaces its value.
+void st_writer_meta(StWriter* w, const char* key, const char* value);
+// The complete file image in a fresh buffer (*buf, free with free(); *len bytes).
+Status st_writer_serialize(const StWriter* w, uint8_t** buf, size_t* len);
+// Writes the file atomically (temp file in the same folder, fsync, rename): on failure
+// (STATUS_IO) nothing is left at `path` that was not there before.
+Status st_writer_save(const StWriter* w, const char* path);
+void st_writer_free(StWriter* w);
+
+#endif

@@ -1,0 +1,115 @@
+// gemm.h — GEMM arguments, the GemmBackend vtable and the backend registry.
+// Semantics (all backends): row-major, C = alpha * op(A) * op(B) + beta * C with
+//   op(A) (M, K): A is (M, K) with lda >= K, or (K, M) with lda >= M when trans_a;
+//   op(B) (K, N): B is (K, N) with ldb >= N, or (N, K) with ldb >= K when trans_b;
+//   C (M, N) with ldc >= N.
+// Inputs A and B share one dtype (f32, bf16 or f16); products are accumulated in fp32; C is
+// f32 or the input's low dtype (then the fp32 result alpha*acc + beta*C is rounded once).
+// beta == 0 means C is not read (NaN already in C does not propagate), as in BLAS.
+// Not here: threading policy of the rest of the program, model layers (model.h).
+#ifndef TRAINBENCH_GEMM_H
+#define TRAINBENCH_GEMM_H
+
+#include "core/common.h"
+#include "core/dtype.h"
+
+typedef struct {
+    bool trans_a, trans_b;
+    int M, N, K;
+    float alpha, beta;
+    DType ab_dtype;  // dtype of A and B: DTYPE_F32, DTYPE_BF16 or DTYPE_F16
+    DType c_dtype;   // DTYPE_F32 or == ab_dtype
+    const void* A;
+    int lda;
+    const void* B;
+    int ldb;
+    void* C;
+    int ldc;
+} GemmArgs;
+
+typedef enum {
+    GEMM_NATIVE = 0,   // the library computes this dtype itself
+    GEMM_EMULATED,     // inputs widened exactly to fp32, then an fp32 GEMM (same math)
+    GEMM_UNSUPPORTED,  // cannot run; `why` says so
+    GEMM_SUPPORT_COUNT
+} GemmSupport;
+
+// One "key: value" fact about the library behind a backend (version, core, ISA), for
+// `trainbench info` and machine.json.
+typedef struct {
+    const char* key;  // static string, e.g. "version", "core", "isa"
+    char value[256];
+} GemmInfoItem;
+
+typedef struct GemmBackend {
+    const char* name;         // registry name: "naive", "openblas", "onednn"
+    const char* description;  // one line for `trainbench info`
+    // How this backend handles a dtype combination. `why` (may be NULL) receives a reason
+    // for UNSUPPORTED and a note for EMULATED.
+    GemmSupport (*supports)(DType ab_dtype, DType c_dtype, char* why, size_t why_len);
+    // Optional: create per-user context (primitive caches, scratch). May be NULL.
+    Status (*init)(void** ctx, int threads);
+    void (*free)(void* ctx);
+    // Runs one GEMM. Returns STATUS_UNSUPPORTED (never falls back) if supports() says no.
+    Status (*run)(void* ctx, const GemmArgs* args);
+    // Optional (may be NULL): fills up to `max` facts about the library; returns how many.
+    int (*library_info)(GemmInfoItem* items, int max);
+} GemmBackend;
+
+// A ready-to-use backend instance: the vtable, its context and the thread count.
+// A Gemm is used by one calling thread at a time (its context holds caches and scratch);
+// open one per thread that issues GEMMs concurrently.
+typedef struct {
+    const GemmBackend* backend;
+    void* ctx;
+    int threads;
+} Gemm;
+
+// Registry iteration and lookup.
+size_t gemm_backend_count(void);
+const GemmBackend* gemm_backend_at(size_t i);
+const GemmBackend* gemm_find(const char* name);  // NULL if unknown
+const char* gemm_backend_names_list(void);       // "naive, openblas, onednn"
+
+const char* gemm_support_name(GemmSupport s);    // "native", "emulated", "unsupported"
+
+// threads <= 0 means "all cores". Fails with STATUS_UNSUPPORTED if the backend cannot start.
+Status gemm_open(Gemm* g, const GemmBackend* backend, int threads);
+void gemm_close(Gemm* g);
+// Validates shapes/leading dimensions (STATUS_INVALID with a message), checks support
+// (STATUS_UNSUPPORTED), then runs.
+Status gemm_run(Gemm* g, const GemmArgs* args);
+// Shape/ld validation shared by all backends; returns STATUS_OK or STATUS_INVALID.
+// Checks: M, N, K >= 1; A, B, C non-NULL; ab_dtype is a GEMM input dtype (f32, bf16, f16);
+// c_dtype is f32 or ab_dtype; lda >= (trans_a ? M : K), ldb >= (trans_b ? K : N), ldc >= N.
+Status gemm_validate(const GemmArgs* a);
+// True when (ab_dtype, c_dtype) is a combination the GEMM contract defines (see above).
+// Backends' supports() answer UNSUPPORTED for any other pair.
+bool gemm_dtypes_valid(DType ab_dtype, DType c_dtype);
+
+// Helpers shared by backends that compute in fp32: widen a (rows, cols) matrix with leading
+// dimension ld into a packed fp32 (rows, cols) buffer, and store an fp32 result into C's dtype.
+void gemm_widen_matrix(float* dst, const void* src, DType dt, int rows, int cols, int ld);
+// Scratch that grows to the largest request and is then reused (no allocation per call):
+// returns *buf with room for n floats (64-byte aligned), reallocating only when n > *cap.
+float* gemm_scratch_grow(float** buf, size_t* cap, size_t n);
+// C = alpha*acc + beta*C, rounding to C's dtype once; beta == 0 does not read C.
+void gemm_store_result(const GemmArgs* a, const float* acc /* (M, N) packed */);
+
+// oneDNN primitive-cache counters of an open onednn Gemm (tests, `trainbench info`).
+// Returns false when `g` is not an open onednn backend (or oneDNN was not built in).
+typedef struct {
+    size_t capacity;   // fixed number of cached primitives per context
+    size_t entries;    // primitives currently cached
+    size_t created;    // primitives created (cache misses) since gemm_open
+    size_t hits;       // runs that reused a cached primitive
+    size_t evictions;  // primitives destroyed to make room (least recently used first)
+} GemmOnednnCacheStats;
+bool gemm_onednn_cache_stats(const Gemm* g, GemmOnednnCacheStats* out);
+
+// The registered backends (one file each).
+extern const GemmBackend gemm_backend_naive;
+extern const GemmBackend gemm_backend_openblas;
+extern const GemmBackend gemm_backend_onednn;
+
+#endif

@@ -1,0 +1,638 @@
+// layers.c — forward and backward of every layer of the DistilBERT-architecture classifier
+// (layers.h), fp32 math with the precision mode's rounding points; every matrix product goes
+// through gemm_run with the mode's dtype. Not here: which activations the model keeps, the
+// order of the layers, loss scaling (model.c, amp.c).
+#include "model/layers.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---- context and scratch ----
+void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters) {
+    CHECK(gemm && gemm->backend, "layer_ctx_init needs an open Gemm");
+    CHECK(low == DTYPE_F32 || low == DTYPE_BF16 || low == DTYPE_F16, "low dtype %s", dtype_name(low));
+    memset(c, 0, sizeof *c);
+    c->gemm = gemm;
+    c->low = low;
+    c->counters = counters;
+}
+
+void layer_ctx_free(LayerCtx* c) {
+    for (int i = 0; i < LAYER_SCRATCH_COUNT; i++) free(c->scratch[i]);
+    if (c->small_backend) gemm_close(&c->small);
+    memset(c, 0, sizeof *c);
+}
+
+// The single-threaded handle for per-head GEMMs, on the backend of c->gemm.
+static Status small_gemm(LayerCtx* c, Gemm** out) {
+    if (c->small_backend != c->gemm->backend) {
+        if (c->small_backend) gemm_close(&c->small);
+        c->small_backend = NULL;
+        Status s = gemm_open(&c->small, c->gemm->backend, 1);
+        if (!status_is_ok(s)) return s;
+        c->small_backend = c->gemm->backend;
+    }
+    *out = &c->small;
+    return status_ok();
+}
+
+size_t layer_ctx_scratch_bytes(const LayerCtx* c) {
+    size_t t = 0;
+    for (int i = 0; i < LAYER_SCRATCH_COUNT; i++) t += c->scratch_bytes[i];
+    return t;
+}
+
+static void* scratch(LayerCtx* c, int slot, size_t bytes) {
+    CHECK(slot >= 0 && slot < LAYER_SCRATCH_COUNT);
+    if (bytes > c->scratch_bytes[slot]) {
+        free(c->scratch[slot]);
+        size_t rounded = (bytes + 63) / 64 * 64;
+        c->scratch[slot] = xaligned_alloc(rounded);
+        c->scratch_bytes[slot] = rounded;
+    }
+    return c->scratch[slot];
+}
+
+static float* scratch_f32(LayerCtx* c, int slot, size_t n) {
+    size_t bytes;
+    CHECK(size_mul_ok(n, sizeof(float), &bytes));
+    return scratch(c, slot, bytes);
+}
+
+// Element-wise conversions of large arrays run on the OpenMP team: each element's result
+// depends on that element only, so the split cannot change a bit. Below PAR_MIN elements the
+// fork/join costs more than the pass, and small passes are often called inside a parallel
+// region (softmax rows, GELU chunks), where even `#pragma omp parallel if (0)` builds a nested
+// team per call (measured: tiny bf16 steps 2.5x slower), so they never reach a pragma.
+// PAR_CHUNK is a multiple of 16 (the SIMD width) so only the last chunk has a scalar tail.
+enum { PAR_MIN = 65536, PAR_CHUNK = 16384 };
+
+// dst (n, dt) = x (n) rounded to dt
+static void narrow_par(void* dst, DType dt, const float* x, size_t n) {
+    if (n <= PAR_MIN) {
+        dtype_from_f32_row(dst, dt, x, n);
+        return;
+    }
+    const size_t es = dtype_traits(dt)->size;
+#pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK)
+        dtype_from_f32_row((char*)dst + i0 * es, dt, x + i0, n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK);
+}
+
+// The row passes between a GEMM's fp32 C (M, N; leading dimension ldc) and its packed low copy
+// cl (M, N): ROWS_NARROW cl = R(C), ROWS_WIDEN C = cl, ROWS_WIDEN_ADD C += cl (fp32 adds).
+typedef enum { ROWS_NARROW, ROWS_WIDEN, ROWS_WIDEN_ADD } RowsOp;
+
+static void low_row(RowsOp op, float* crow, DType dt, char* clrow, int N) {
+    const size_t es = dtype_traits(dt)->size;
+    if (op == ROWS_NARROW) {
+        dtype_from_f32_row(clrow, dt, crow, (size_t)N);
+    } else if (op == ROWS_WIDEN) {
+        dtype_to_f32_row(crow, dt, clrow, (size_t)N);
+    } else {
+        enum { CH = 256 };
+        float t[CH];
+        for (int j0 = 0; j0 < N; j0 += CH) {
+            const int n = N - j0 < CH ? N - j0 : CH;
+            dtype_to_f32_row(t, dt, clrow + (size_t)j0 * es, (size_t)n);
+            for (int j = 0; j < n; j++) crow[j0 + j] += t[j];
+        }
+    }
+}
+
+static void low_rows(RowsOp op, float* C, int ldc, DType dt, char* cl, int M, int N) {
+    const size_t es = dtype_traits(dt)->size;
+    if ((size_t)M * (size_t)N <= PAR_MIN) {
+        for (int i = 0; i < M; i++) low_row(op, C + (size_t)i * (size_t)ldc, dt, cl + (size_t)i * (size_t)N * es, N);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) low_row(op, C + (size_t)i * (size_t)ldc, dt, cl + (size_t)i * (size_t)N * es, N);
+}
+
+// The GEMM operand for an fp32 tensor x (n): x itself in fp32 mode, else x rounded to the low
+// dtype in a scratch slot (autocast's cast of a GEMM input; exact when x already holds low values).
+static const void* gemm_input(LayerCtx* c, int slot, const float* x, size_t n) {
+    if (c->low == DTYPE_F32) return x;
+    void* dst = scratch(c, slot, n * dtype_traits(c->low)->size);
+    narrow_par(dst, c->low, x, n);
+    return dst;
+}
+
+// element `off` of a GEMM operand of the ctx's dtype
+static const void* elem(const LayerCtx* c, const void* base, size_t off) {
+    return (const char*)base + off * dtype_traits(c->low)->size;
+}
+
+typedef enum { OUT_LOW, OUT_F32, OUT_LOW_ADD, OUT_LOW_PRESET } OutKind;
+
+// C (M, N) fp32 rows with leading dimension ldc:  C = op(A) @ op(B) + beta*C, with A and B in
+// the ctx's GEMM dtype and fp32 accumulation. OUT_LOW: the result is rounded once to the low
+// dtype (in a low mode the GEMM writes a low-dtype C, which is widened into C exactly);
+// OUT_F32: the fp32 result; OUT_LOW_ADD (low modes, beta 0): C += the OUT_LOW result, the fp32
+// add fused into the widening pass (the same adds as OUT_LOW into a temporary, then C += it);
+// OUT_LOW_PRESET (low modes, beta != 0): as OUT_LOW, but the caller already wrote the low C
+// into scratch slot C (packed (M, N)), so C is not read (a linear's bias rows: see below).
+static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int K, const void* A, int lda,
+                    const void* B, int ldb, float beta, float* C, int ldc, OutKind out) {
+    CHECK((out != OUT_LOW_ADD && out != OUT_LOW_PRESET) || c->low != DTYPE_F32, "low-only output kind in fp32 mode");
+    GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta,
+                  .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb};
+    if (c->low == DTYPE_F32 || out == OUT_F32) {
+        g.c_dtype = DTYPE_F32;
+        g.C = C;
+        g.ldc = ldc;
+        return gemm_run(gemm, &g);
+    }
+    const size_t es = dtype_traits(c->low)->size;
+    char* cl = scratch(c, LAYER_SCRATCH_C, (size_t)M * (size_t)N * es);  // (M, N) low, packed
+    CHECK(out != OUT_LOW_ADD || beta == 0.0f, "OUT_LOW_ADD with beta %g", (double)beta);
+    CHECK(out != OUT_LOW_PRESET || beta != 0.0f, "OUT_LOW_PRESET with beta 0");
+    if (beta != 0.0f && out != OUT_LOW_PRESET) low_rows(ROWS_NARROW, C, ldc, c->low, cl, M, N);
+    g.c_dtype = c->low;
+    g.C = cl;
+    g.ldc = N;
+    Status s = gemm_run(gemm, &g);
+    if (!status_is_ok(s)) return s;
+    low_rows(out == OUT_LOW_ADD ? ROWS_WIDEN_ADD : ROWS_WIDEN, C, ldc, c->low, cl, M, N);
+    return status_ok();
+}
+
+static Status mm(LayerCtx* c, bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
+                 float beta, float* C, int ldc, OutKind out) {
+    return mm_on(c, c->gemm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, out);
+}
+
+// x (n) rounded in place to dt; large arrays on the team (element-wise: see narrow_par)
+static void round_to(float* x, size_t n, DType dt) {
+    if (dt == DTYPE_F32) return;
+    if (n <= PAR_MIN) {
+        amp_round_count(x, n, dt, NULL, NULL, NULL);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK)
+        amp_round_count(x + i0, n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK, dt, NULL, NULL, NULL);
+}
+
+// out[j] = sum over rows i of x[i*C + j], accumulated in double. x (N, C), out (C)
+static void colsum_f64(double* out, const float* x, int N, int C) {
+#pragma omp parallel for schedule(static) if ((size_t)N * (size_t)C > 65536)
+    for (int j0 = 0; j0 < C; j0 += 64) {
+        int j1 = j0 + 64 < C ? j0 + 64 : C;
+        for (int j = j0; j < j1; j++) out[j] = 0.0;
+        for (int i = 0; i < N; i++) {
+            const float* r = x + (size_t)i * (size_t)C;  // (C)
+            for (int j = j0; j < j1; j++) out[j] += (double)r[j];
+        }
+    }
+}
+
+static void add_into(float* dst, const float* src, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+// ---- embedding ----
+void embedding_forward(float* out, const int64_t* ids, const float* Wtok, const float* Wpos, int B, int T, int D,
+                       int64_t V) {
+    for (size_t i = 0; i < (size_t)B * (size_t)T; i++)
+        CHECK(ids[i] >= 0 && ids[i] < V, "token id %lld at %zu outside [0, %lld)", (long long)ids[i], i, (long long)V);
+#pragma omp parallel for schedule(static) if ((size_t)B * T * D > 65536)
+    for (int r = 0; r < B * T; r++) {
+        const float* wt = Wtok + (size_t)ids[r] * (size_t)D;  // (D)
+        const float* wp = Wpos + (size_t)(r % T) * (size_t)D;  // (D)
+        float* o = out + (size_t)r * (size_t)D;                 // (D)
+        for (int d = 0; d < D; d++) o[d] = wt[d] + wp[d];
+    }
+}
+
+void embedding_backward(float* dWtok, float* dWpos, const float* dout, const int64_t* ids, int B, int T, int D,
+                        int64_t V, int64_t padding_idx) {
+    if (dWtok) {
+        // torch embedding_dense_backward_cpu: rows in index order, the padding row skipped
+        for (int r = 0; r < B * T; r++) {
+            int64_t id = ids[r];
+            CHECK(id >= 0 && id < V);
+            if (id == padding_idx) continue;
+            float* g = dWtok + (size_t)id * (size_t)D;             // (D)
+            const float* s = dout + (size_t)r * (size_t)D;          // (D)
+            for (int d = 0; d < D; d++) g[d] += s[d];
+        }
+    }
+    if (dWpos) {
+        // the position ids are one (1, T) row broadcast over the batch: torch sums the (B, T, D)
+        // gradient over b (fp32, b in order), then scatters it into rows 0..T-1
+#pragma omp parallel for schedule(static) if ((size_t)B * T * D > 65536)
+        for (int t = 0; t < T; t++) {
+            float* g = dWpos + (size_t)t * (size_t)D;  // (D)
+            for (int d = 0; d < D; d++) {
+                float s = 0.0f;
+                for (int b = 0; b < B; b++) s += dout[((size_t)b * (size_t)T + (size_t)t) * (size_t)D + (size_t)d];
+                g[d] += s;
+            }
+        }
+    }
+}
+
+// ---- LayerNorm ----
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N,
+                       int D, float eps) {
+#pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
+    for (int i = 0; i < N; i++) {
+        const float* xi = x + (size_t)i * (size_t)D;  // (D)
+        float* yi = y + (size_t)i * (size_t)D;        // (D)
+        double s = 0.0;
+        for (int d = 0; d < D; d++) s += xi[d];
+        const double m = s / D;
+        double v = 0.0;
+        for (int d = 0; d < D; d++) v += ((double)xi[d] - m) * ((double)xi[d] - m);
+        const float mf = (float)m;
+        const float rs = 1.0f / sqrtf((float)(v / D) + eps);  // torch: T(1) / std::sqrt(var + eps)
+        // torch's vectorized map3 contracts `* gamma + beta` into one FMA (measured bit for bit:
+        // reference/gen_model_goldens.py --facts)
+        for (int d = 0; d < D; d++) yi[d] = fmaf((xi[d] - mf) * rs, w[d], b[d]);
+        mean[i] = mf;
+        rstd[i] = rs;
+    }
+}
+
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
+                        const float* rstd, const float* w, int N, int D) {
+    if (dx) {
+#pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
+        for (int i = 0; i < N; i++) {
+            const float* xi = x + (size_t)i * (size_t)D;    // (D)
+            const float* dyi = dy + (size_t)i * (size_t)D;  // (D)
+            float* dxi = dx + (size_t)i * (size_t)D;        // (D)
+            const double m = mean[i], a = rstd[i];
+            double sg = 0.0, sgx = 0.0;  // sum(dy*w), sum(dy*w*xhat)
+            for (int d = 0; d < D; d++) {
+                double g = (double)dyi[d] * (double)w[d];
+                sg += g;
+                sgx += g * (((double)xi[d] - m) * a);
+            }
+            sg /= D;
+            sgx /= D;
+            for (int d = 0; d < D; d++) {
+                double xhat = ((double)xi[d] - m) * a;
+                double g = (double)dyi[d] * (double)w[d];
+                dxi[d] += (float)(a * (g - sg - xhat * sgx));
+            }
+        }
+    }
+    if (dw || db) {
+#pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
+        for (int j0 = 0; j0 < D; j0 += 32) {
+            int j1 = j0 + 32 < D ? j0 + 32 : D;
+            double sw[32] = {0}, sb[32] = {0};
+            for (int i = 0; i < N; i++) {
+                const float* xi = x + (size_t)i * (size_t)D;
+                const float* dyi = dy + (size_t)i * (size_t)D;
+                const double m = mean[i], a = rstd[i];
+                for (int j = j0; j < j1; j++) {
+                    sw[j - j0] += (double)dyi[j] * (((double)xi[j] - m) * a);
+                    sb[j - j0] += (double)dyi[j];
+                }
+            }
+            for (int j = j0; j < j1; j++) {
+                if (dw) dw[j] += (float)sw[j - j0];
+                if (db) db[j] += (float)sb[j - j0];
+            }
+        }
+    }
+}
+
+// ---- linear ----
+// linear_forward with x already a GEMM operand xl (N, IC) (gemm_input of x; not in slot B,
+// BIAS or C, which this uses): attention converts its input once for q, k and v.
+static Status linear_forward_xl(LayerCtx* c, float* y, const void* xl, const float* W, const float* b, int N, int IC,
+                                int OC) {
+    const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
+    float beta = 0.0f;
+    OutKind out = OUT_LOW;
+    if (b) {
+        // addmm(bias, x, W^T): C starts as the (rounded) bias, C = acc + C is rounded once
+        float* bl = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);  // (OC)
+        memcpy(bl, b, (size_t)OC * sizeof(float));
+        round_to(bl, (size_t)OC, c->low);
+        if (c->low == DTYPE_F32) {
+            for (int i = 0; i < N; i++) memcpy(y + (size_t)i * (size_t)OC, bl, (size_t)OC * sizeof(float));
+        } else {
+            // the GEMM's low C directly: bl holds low values, so its low bits are what narrowing
+            // fp32 bias rows of y gave (one conversion, then row copies; y is not written)
+            const size_t es = dtype_traits(c->low)->size, row = (size_t)OC * es;
+            char* cl = scratch(c, LAYER_SCRATCH_C, (size_t)N * row);  // (N, OC) low, packed
+            dtype_from_f32_row(cl, c->low, bl, (size_t)OC);
+            for (int i = 1; i < N; i++) memcpy(cl + (size_t)i * row, cl, row);
+            out = OUT_LOW_PRESET;
+        }
+        beta = 1.0f;
+    }
+    return mm(c, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out);
+}
+
+Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC) {
+    const void* xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);  // (N, IC)
+    return linear_forward_xl(c, y, xl, W, b, N, IC, OC);
+}
+
+// linear_backward with the GEMM operand of x given (xl, in a slot other than A, B, C, F32,
+// BIAS, COL) or NULL (x converted here): attention's v, k, q share one conversion of x.
+static Status linear_backward_xl(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                                 const void* xl, const float* W, int N, int IC, int OC) {
+    Status s;
+    const void* dyl = gemm_input(c, LAYER_SCRATCH_A, dy, (size_t)N * (size_t)OC);  // (N, OC)
+    if (dx) {
+        const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
+        if (c->low == DTYPE_F32) {
+            s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, 1.0f, dx, IC, OUT_F32);  // dx += dy @ W
+        } else {
+            s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, dx, IC, OUT_LOW_ADD);  // dx += R(dy @ W)
+        }
+        if (!status_is_ok(s)) return s;
+    }
+    if (dW) {
+        if (!xl) xl = gemm_input(c, LAYER_SCRATCH_B, x, (size_t)N * (size_t)IC);  // (N, IC)
+        if (c->low == DTYPE_F32) {
+            s = mm(c, true, false, OC, IC, N, dyl, OC, xl, IC, 1.0f, dW, IC, OUT_F32);  // dW += dy^T @ x
+        } else {
+            float* t = scratch_f32(c, LAYER_SCRATCH_F32, (size_t)OC * (size_t)IC);  // (OC, IC)
+            s = mm(c, true, false, OC, IC, N, dyl, OC, xl, IC, 0.0f, t, IC, OUT_F32);
+            if (status_is_ok(s)) {
+                amp_round_param_grad(t, (size_t)OC * (size_t)IC, c->low, c->counters);
+                add_into(dW, t, (size_t)OC * (size_t)IC);
+            }
+        }
+        if (!status_is_ok(s)) return s;
+    }
+    if (db) {
+        double* acc = scratch(c, LAYER_SCRATCH_COL, (size_t)OC * sizeof(double));  // (OC)
+        float* t = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);                  // (OC)
+        colsum_f64(acc, dy, N, OC);
+        for (int j = 0; j < OC; j++) t[j] = (float)acc[j];
+        amp_round_param_grad(t, (size_t)OC, c->low, c->counters);
+        for (int j = 0; j < OC; j++) db[j] += t[j];
+    }
+    return status_ok();
+}
+
+Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                       const float* W, int N, int IC, int OC) {
+    return linear_backward_xl(c, dx, dW, db, dy, x, NULL, W, N, IC, OC);
+}
+
+// ---- GELU ----
+// reference: pytorch aten/src/ATen/native/cpu/Activation.cpp GeluKernelImpl / GeluBackwardKernelImpl
+// (GeluType::None), float math (also for bf16/fp16 inputs: opmath float)
+static inline float gelu_f(float x) { return x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)); }
+static inline float gelu_grad_f(float x) {
+    const float kBeta = (float)(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+    float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+    float pdf = kBeta * expf(x * x * -0.5f);
+    return cdf + x * pdf;
+}
+
+void gelu_forward(float* y, const float* x, size_t n, DType dt) {
+    enum { CH = 256 };  // rounded chunk by chunk while the values are in cache (element-wise)
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (size_t i0 = 0; i0 < n; i0 += CH) {
+        size_t m = n - i0 < CH ? n - i0 : CH;
+        for (size_t i = 0; i < m; i++) y[i0 + i] = gelu_f(x[i0 + i]);
+        round_to(y + i0, m, dt);
+    }
+}
+
+void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt) {
+    enum { CH = 256 };
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (size_t i0 = 0; i0 < n; i0 += CH) {
+        size_t m = n - i0 < CH ? n - i0 : CH;
+        float t[CH];
+        for (size_t i = 0; i < m; i++) t[i] = dy[i0 + i] * gelu_grad_f(x[i0 + i]);
+        round_to(t, m, dt);
+        for (size_t i = 0; i < m; i++) dx[i0 + i] += t[i];
+    }
+}
+
+// ---- ReLU ----
+void relu_forward(float* y, const float* x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
+    // threshold_backward(grad, result, 0): grad where result > 0, else 0
+    for (size_t i = 0; i < n; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+// ---- softmax ----
+// reference: pytorch aten/src/ATen/native/cpu/SoftMaxKernel.cpp _vec_softmax_lastdim
+// (max, exp(x - max), sum, multiply by 1/sum) and _vec_softmax_backward ((dy - dot) * y)
+void softmax_forward_row(float* p, const float* x, const float* mask, int n, DType dt) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        float v = mask ? x[j] + mask[j] : x[j];
+        p[j] = v;
+        mx = v > mx ? v : mx;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        // a masked key (x - max near -FLT_MAX) sends glibc's expf down its slow underflow path
+        // (__math_uflowf, measured 7-9% of a padded bf16 step) to return +0. Below -104
+        // (< ln(2^-150) = -103.97, glibc's own cut-off -0x1.9fe368p6) exp rounds to +0 in any
+        // correct implementation, so answering +0 here changes no bit.
+        float e = p[j] - mx < -104.0f ? 0.0f : expf(p[j] - mx);
+        p[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) p[j] *= inv;
+    round_to(p, (size_t)n, dt);
+}
+
+void softmax_backward_row(float* dx, const float* dp, const float* p, int n, DType dt) {
+    double dot = 0.0;
+    for (int j = 0; j < n; j++) dot += (double)dp[j] * (double)p[j];
+    const float d = (float)dot;
+    for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
+    round_to(dx, (size_t)n, dt);
+}
+
+// ---- attention ----
+float attention_scaling(int dh) { return (float)pow((double)dh, -0.5); }
+
+size_t attention_work_floats(int B, int T, int D) { return 4 * (size_t)B * (size_t)T * (size_t)D; }
+
+Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const float* x,
+                         const AttentionParams* w, const float* key_mask, int B, int T, int D, int H) {
+    CHECK(H >= 1 && D % H == 0, "dim %d is not a multiple of n_heads %d", D, H);
+    const int N = B * T, dh = D / H;
+    const size_t TT = (size_t)T * (size_t)T;
+    Status s;
+    const size_t nd = (size_t)N * (size_t)D;
+    const void* xl = gemm_input(c, LAYER_SCRATCH_A, x, nd);  // (B, T, D) GEMM dtype, for q, k, v
+    if (!status_is_ok(s = linear_forward_xl(c, a->q, xl, w->Wq, w->bq, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, a->k, xl, w->Wk, w->bk, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, a->v, xl, w->Wv, w->bv, N, D, D))) return s;
+    const void* ql = gemm_input(c, LAYER_SCRATCH_Q, a->q, nd);  // (B, T, D) GEMM dtype
+    const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);  // (B, T, D)
+    const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);  // (B, T, D)
+    Gemm* hg;
+    if (!status_is_ok(s = small_gemm(c, &hg))) return s;
+    // raw scores R(q_h @ k_h^T) per (b, h) into p: (T, T) each
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
+            float* S = a->p + ((size_t)b * (size_t)H + (size_t)h) * TT;  // (T, T)
+            s = mm_on(c, hg, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D, 0.0f, S, T, OUT_LOW);
+            if (!status_is_ok(s)) return s;
+        }
+    // * scaling (in the scores' dtype), then softmax: fp32 with the mask, else the low dtype
+    const float scale = attention_scaling(dh);
+    const DType low = c->low;
+    const DType pdt = key_mask ? DTYPE_F32 : low;
+#pragma omp parallel for schedule(static) if ((size_t)B * H * TT > 65536)
+    for (size_t r = 0; r < (size_t)B * (size_t)H * (size_t)T; r++) {
+        const size_t b = r / ((size_t)H * (size_t)T);
+        float* row = a->p + r * (size_t)T;  // (T)
+        for (int j = 0; j < T; j++) row[j] *= scale;
+        round_to(row, (size_t)T, low);
+        softmax_forward_row(row, row, key_mask ? key_mask + b * (size_t)T : NULL, T, pdt);
+    }
+    // ctx_h = R(R(P) @ v_h), heads merged into (B, T, D)
+    const void* pl = gemm_input(c, LAYER_SCRATCH_P, a->p, (size_t)B * (size_t)H * TT);  // (B, H, T, T) R(P)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
+            size_t poff = ((size_t)b * (size_t)H + (size_t)h) * TT;
+            s = mm_on(c, hg, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D, 0.0f, a->ctx + off, D,
+                   OUT_LOW);
+            if (!status_is_ok(s)) return s;
+        }
+    return linear_forward(c, out, a->ctx, w->Wo, w->bo, N, D, D);
+}
+
+Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const float* dout,
+                          const AttentionActs* a, const float* x, const AttentionParams* w,
+                          const float* key_mask, float* work, int B, int T, int D, int H) {
+    CHECK(H >= 1 && D % H == 0);
+    const int N = B * T, dh = D / H;
+    const size_t nd = (size_t)N * (size_t)D, TT = (size_t)T * (size_t)T;
+    float* dq = work;            // (B, T, D)
+    float* dk = work + nd;       // (B, T, D)
+    float* dv = work + 2 * nd;   // (B, T, D)
+    float* dctx = work + 3 * nd; // (B, T, D)
+    Status s;
+    memset(dctx, 0, nd * sizeof(float));
+    if (!status_is_ok(s = linear_backward(c, dctx, g->Wo, g->bo, dout, a->ctx, w->Wo, N, D, D))) return s;
+
+    const void* dctxl = gemm_input(c, LAYER_SCRATCH_DCTX, dctx, nd);                     // (B, T, D)
+    const void* ql = gemm_input(c, LAYER_SCRATCH_Q, a->q, nd);                           // (B, T, D)
+    const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);                           // (B, T, D)
+    const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);                           // (B, T, D)
+    const void* pl = gemm_input(c, LAYER_SCRATCH_P, a->p, (size_t)B * (size_t)H * TT);  // (B, H, T, T)
+    Gemm* hg;
+    if (!status_is_ok(s = small_gemm(c, &hg))) return s;
+    float* dP = scratch_f32(c, LAYER_SCRATCH_DP, TT);  // (T, T)
+    float* dS = scratch_f32(c, LAYER_SCRATCH_DS, TT);  // (T, T)
+    const float scale = attention_scaling(dh);
+    const DType low = c->low;
+    const DType pdt = key_mask ? DTYPE_F32 : low;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
+            const size_t poff = ((size_t)b * (size_t)H + (size_t)h) * TT;
+            // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
+            s = mm_on(c, hg, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, 0.0f, dP, T, OUT_LOW);
+            if (!status_is_ok(s)) return s;
+            s = mm_on(c, hg, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, 0.0f, dv + off, D,
+                   OUT_LOW);
+            if (!status_is_ok(s)) return s;
+            // softmax backward in its forward dtype (fp32 P and the widened dP with a mask)
+            const float* P = a->p + poff;  // (T, T)
+#pragma omp parallel for schedule(static) if (TT > 16384)
+            for (int i = 0; i < T; i++)
+                softmax_backward_row(dS + (size_t)i * (size_t)T, dP + (size_t)i * (size_t)T,
+                                     P + (size_t)i * (size_t)T, T, pdt);
+            // with a mask the fp32 gradient flows back through the mixed add to the low scores
+            if (key_mask) amp_round_act_grad(dS, TT, low, c->counters);
+            // the `* scaling` backward, in the scores' dtype
+            for (size_t j = 0; j < TT; j++) dS[j] *= scale;
+            round_to(dS, TT, low);
+            const void* dSl = gemm_input(c, LAYER_SCRATCH_DSL, dS, TT);  // (T, T)
+            // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
+            s = mm_on(c, hg, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, 0.0f, dq + off, D, OUT_LOW);
+            if (!status_is_ok(s)) return s;
+            s = mm_on(c, hg, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, 0.0f, dk + off, D, OUT_LOW);
+            if (!status_is_ok(s)) return s;
+        }
+    // autograd sums the input gradient as ((d_residual + d_v) + d_k) + d_q (measured)
+    const void* xl = gemm_input(c, LAYER_SCRATCH_X, x, nd);  // (B, T, D), shared by the three
+    if (!status_is_ok(s = linear_backward_xl(c, dx, g->Wv, g->bv, dv, x, xl, w->Wv, N, D, D))) return s;
+    if (!status_is_ok(s = linear_backward_xl(c, dx, g->Wk, g->bk, dk, x, xl, w->Wk, N, D, D))) return s;
+    return linear_backward_xl(c, dx, g->Wq, g->bq, dq, x, xl, w->Wq, N, D, D);
+}
+
+// ---- classifier head ----
+Status classifier_forward(LayerCtx* c, float* logits, const ClassifierActs* a, const float* h,
+                          const ClassifierParams* w, int B, int T, int D, int L) {
+    for (int b = 0; b < B; b++)
+        memcpy(a->pooled + (size_t)b * (size_t)D, h + (size_t)b * (size_t)T * (size_t)D, (size_t)D * sizeof(float));
+    Status s = linear_forward(c, a->pre, a->pooled, w->Wpre, w->bpre, B, D, D);
+    if (!status_is_ok(s)) return s;
+    relu_forward(a->act, a->pre, (size_t)B * (size_t)D);
+    return linear_forward(c, logits, a->act, w->Wcls, w->bcls, B, D, L);
+}
+
+Status classifier_backward(LayerCtx* c, float* dh, const ClassifierGrads* g, const float* dlogits,
+                           const ClassifierActs* a, const ClassifierParams* w, float* work, int B, int T, int D,
+                           int L) {
+    const size_t bd = (size_t)B * (size_t)D;
+    float* dact = work;  // (B, D)
+    memset(dact, 0, bd * sizeof(float));
+    Status s = linear_backward(c, dact, g->Wcls, g->bcls, dlogits, a->act, w->Wcls, B, D, L);
+    if (!status_is_ok(s)) return s;
+    float* dpre = dact;  // ReLU backward in place: (B, D)
+    for (size_t i = 0; i < bd; i++) dpre[i] = a->act[i] > 0.0f ? dact[i] : 0.0f;
+    float* dpooled = work + bd;  // (B, D)
+    memset(dpooled, 0, bd * sizeof(float));
+    s = linear_backward(c, dpooled, g->Wpre, g->bpre, dpre, a->pooled, w->Wpre, B, D, D);
+    if (!status_is_ok(s)) return s;
+    for (int b = 0; b < B; b++) {
+        float* d = dh + (size_t)b * (size_t)T * (size_t)D;  // (D) token 0 of sequence b
+        for (int j = 0; j < D; j++) d[j] += dpooled[(size_t)b * (size_t)D + (size_t)j];
+    }
+    return status_ok();
+}
+
+// ---- cross-entropy ----
+// reference: pytorch SoftMaxKernel.cpp _vec_log_softmax_lastdim (x - max - log(sum exp(x - max))),
+// LossNLL.cpp nll_loss_out_frame (mean: -sum / total_weight) and nll_loss_backward_out_frame
+// (-(grad / total_weight) at the target), _vec_log_softmax_backward (dy - exp(y) * sum(dy))
+float cross_entropy_forward(float* logp, const float* logits, const int32_t* labels, int B, int L) {
+    float total = 0.0f;
+    for (int i = 0; i < B; i++) {
+        const float* x = logits + (size_t)i * (size_t)L;  // (L)
+        float* lp = logp + (size_t)i * (size_t)L;         // (L)
+        CHECK(labels[i] >= 0 && labels[i] < L, "label %d of row %d outside [0, %d)", labels[i], i, L);
+        float mx = -INFINITY;
+        for (int j = 0; j < L; j++) mx = x[j] > mx ? x[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j < L; j++) sum += expf(x[j] - mx);
+        const float lse = logf(sum);
+        for (int j = 0; j < L; j++) lp[j] = x[j] - mx - lse;
+        total += lp[labels[i]];
+    }
+    return -total / (float)B;
+}
+
+void cross_entropy_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L) {
+    const float g = -(dloss / (float)B);
+    for (int i = 0; i < B; i++) {
+        const float* lp = logp + (size_t)i * (size_t)L;  // (L)
+        float* d = dlogits + (size_t)i * (size_t)L;      // (L)
+        for (int j = 0; j < L; j++) d[j] += (j == labels[i] ? g : 0.0f) - expf(lp[j]) * g;
+    }
+}

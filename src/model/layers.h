@@ -1,0 +1,181 @@
+// layers.h — the layers of the DistilBERT-architecture classifier, each a `<layer>_forward`
+// and a `<layer>_backward`, computed in fp32 with the rounding points of the precision mode
+// (amp.h explains the rounding model: a "low" tensor is an fp32 array holding values exactly
+// representable in the low dtype). Every matrix product (linears, attention's QK^T and PV, and
+// all their backward products) goes through the LayerCtx's Gemm handle with the mode's dtype:
+// f32, bf16 or f16 inputs, fp32 accumulation, output rounded once to the low dtype (weight
+// gradients: fp32 output, rounded by amp_round_param_grad so the counters see the value before
+// rounding; the single rounding is the same).
+//
+// Conventions:
+//   - Shapes are in the comments: x (N, IC) means N rows of IC floats, row-major, contiguous.
+//   - Every backward ACCUMULATES (+=) into its gradient outputs (dx, dW, db, ...): the caller
+//     zeroes them once (model_zero_grad for parameters; the model zeroes activation gradients).
+//     A NULL gradient output is not computed.
+//   - A backward's incoming gradient dy of a low-dtype tensor must hold low-dtype values (the
+//     caller rounds where an fp32 gradient meets a low tensor: amp_round_act_grad).
+//   - Functions that run GEMMs return a Status: STATUS_UNSUPPORTED when the backend cannot run
+//     the dtype (model_forward checks that up front), anything else is a bug.
+// Reference semantics: transformers' DistilBERT (modeling_distilbert.py, eager attention) and
+// the torch CPU kernels it calls; reference/MODEL_SEMANTICS.md lists them op by op.
+// Not here: the model's wiring and saved activations (model.c), loss scaling (amp.h).
+#ifndef TRAINBENCH_LAYERS_H
+#define TRAINBENCH_LAYERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/amp.h"
+#include "core/common.h"
+#include "core/dtype.h"
+#include "gemm/gemm.h"
+
+#define LAYERNORM_EPS 1e-12f  // DistilBERT's nn.LayerNorm(eps=1e-12), as float32 (torch passes
+                              // eps to the float kernel as float)
+
+// Scratch buffers: low-dtype copies of GEMM operands and small temporaries. Grown on demand and
+// kept, so after the first step a training loop allocates nothing.
+enum {
+    LAYER_SCRATCH_A = 0, LAYER_SCRATCH_B, LAYER_SCRATCH_C, LAYER_SCRATCH_F32, LAYER_SCRATCH_BIAS,
+    LAYER_SCRATCH_Q, LAYER_SCRATCH_K, LAYER_SCRATCH_V, LAYER_SCRATCH_P, LAYER_SCRATCH_DCTX,
+    LAYER_SCRATCH_DP, LAYER_SCRATCH_DS, LAYER_SCRATCH_DSL, LAYER_SCRATCH_COL, LAYER_SCRATCH_X,
+    LAYER_SCRATCH_COUNT
+};
+
+typedef struct {
+    Gemm* gemm;             // the selected backend (used by one thread at a time)
+    DType low;              // DTYPE_F32 (fp32 mode: nothing is rounded), DTYPE_BF16 or DTYPE_F16
+    AmpCounters* counters;  // NULL: rounding points do not count
+    void* scratch[LAYER_SCRATCH_COUNT];
+    size_t scratch_bytes[LAYER_SCRATCH_COUNT];
+    // A second, single-threaded handle on the same backend for attention's per-head products
+    // (B*H small GEMMs per matmul: one thread each avoids a fork/join per head, which costs a
+    // scheduler time slice on a busy machine). Opened on first use; reopened if gemm changes.
+    Gemm small;
+    const GemmBackend* small_backend;  // backend `small` was opened on; NULL: not open
+} LayerCtx;
+
+void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters);
+void layer_ctx_free(LayerCtx* c);
+size_t layer_ctx_scratch_bytes(const LayerCtx* c);  // bytes currently held by the scratch
+
+// ---- embedding: out[b,t] = Wtok[ids[b,t]] + Wpos[t] (fp32; nn.Embedding is in no autocast list)
+// ids (B, T) in [0, V) (CHECKed), Wtok (V, D), Wpos (P >= T, D), out (B, T, D)
+void embedding_forward(float* out, const int64_t* ids, const float* Wtok, const float* Wpos, int B, int T, int D,
+                       int64_t V);
+// backward ACCUMULATES: dWtok[ids[b,t]] += dout[b,t] except where ids[b,t] == padding_idx
+// (nn.Embedding(padding_idx=...): that row never receives gradient; -1 = none), and
+// dWpos[t] += sum over b of dout[b,t]. dWtok (V, D), dWpos (P, D), dout (B, T, D).
+void embedding_backward(float* dWtok, float* dWpos, const float* dout, const int64_t* ids, int B, int T, int D,
+                        int64_t V, int64_t padding_idx);
+
+// ---- LayerNorm over the last dim (fp32 in, fp32 out; torch's CPU kernel form):
+// mean and biased variance per row (accumulated in double), rstd = 1/sqrtf(var + eps),
+// y = fma((x - mean) * rstd, w, b).   x, y (N, D); w, b (D); mean, rstd (N) saved for backward
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N,
+                       int D, float eps);
+// backward ACCUMULATES into dx (N, D), dw (D), db (D); row sums in double.
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
+                        const float* rstd, const float* w, int N, int D);
+
+// ---- linear (torch addmm): y = R(R(x) @ R(W)^T + R(b)), R = round to ctx->low (identity in
+// fp32), the bias added to the fp32 accumulator before the single rounding.
+// x (N, IC), W (OC, IC), b (OC) or NULL, y (N, OC)
+Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC);
+// backward ACCUMULATES into dx (N, IC), dW (OC, IC), db (OC) (any may be NULL):
+//   dx += R(dy @ R(W))                 (fp32 add of the low result, as autograd sums grads)
+//   dW += R(dy^T @ R(x))               (parameter-gradient rounding point, counted)
+//   db += R(sum over rows of dy)       (the same; the sum accumulates in double)
+// dy (N, OC) holds low values; x is the forward's fp32 input (rounded again here, as forward).
+Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                       const float* W, int N, int IC, int OC);
+
+// ---- GELU, exact (erf) form: y = R(x * 0.5 * (1 + erf(x / sqrt(2)))) computed in fp32, rounded
+// to dt (the dtype x holds: autocast leaves gelu in the dtype it receives). x, y (n)
+void gelu_forward(float* y, const float* x, size_t n, DType dt);
+// dx += R(dy * (cdf(x) + x * pdf(x))) (torch's GeluBackward, fp32 math, rounded to dt)
+void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt);
+
+// ---- ReLU: y = max(x, 0) (exact in every dtype). dx += dy where y > 0 (threshold_backward)
+void relu_forward(float* y, const float* x, size_t n);
+void relu_backward(float* dx, const float* dy, const float* y, size_t n);
+
+// ---- softmax over rows of length n with an optional additive fp32 mask (n) added first;
+// torch's kernel form: p = exp(x - max) * (1 / sum). Output rounded to dt.
+void softmax_forward_row(float* p, const float* x, const float* mask, int n, DType dt);
+// dx = R(p * (dp - sum(dp * p))), written (not accumulated); dt as forward.
+void softmax_backward_row(float* dx, const float* dp, const float* p, int n, DType dt);
+
+// ---- multi-head self-attention (transformers eager_attention_forward + DistilBertSelfAttention)
+//   q, k, v = linear(x) (low), per head h (width dh = D/H):
+//   S = R(R(q_h @ k_h^T) * scaling), scaling = float(dh ** -0.5) (the multiply runs in S's dtype)
+//   with key_mask: S' = S + mask (fp32 add: mask is fp32, so the scores promote to fp32),
+//                  P = softmax(S') in fp32 (not rounded)
+//   without:       P = R(softmax(S))   (transformers passes no mask when nothing is padded,
+//                  so the softmax runs in the low dtype)
+//   ctx_h = R(R(P) @ v_h); out = linear(ctx) with out_lin.
+// key_mask (B, T): additive, 0 for a real token and -FLT_MAX (torch.finfo(float32).min) for a
+// padded key, or NULL. Masked keys get probability exactly 0, hence zero gradient.
+typedef struct {
+    const float *Wq, *bq, *Wk, *bk, *Wv, *bv, *Wo, *bo;  // W (D, D), b (D)
+} AttentionParams;
+typedef struct {
+    float *Wq, *bq, *Wk, *bk, *Wv, *bv, *Wo, *bo;  // gradients, same shapes (any may be NULL)
+} AttentionGrads;
+typedef struct {
+    float* q;    // (B, T, D) low values
+    float* k;    // (B, T, D)
+    float* v;    // (B, T, D)
+    float* p;    // (B, H, T, T) softmax output: fp32 with a key_mask, low values without
+    float* ctx;  // (B, T, D) heads merged, low values
+} AttentionActs;
+
+float attention_scaling(int dh);  // float(dh ** -0.5)
+// x (B, T, D) fp32; out (B, T, D) low values; acts filled (caller-owned storage)
+Status attention_forward(LayerCtx* c, float* out, const AttentionActs* acts, const float* x,
+                         const AttentionParams* w, const float* key_mask, int B, int T, int D, int H);
+// Floats of `work` attention_backward needs: 4 * B*T*D.
+size_t attention_work_floats(int B, int T, int D);
+// backward ACCUMULATES into dx (B, T, D) and the gradients; dout (B, T, D) low values.
+// On return work holds dq, dk, dv, dctx, each (B, T, D): the gradients of the projections'
+// outputs and of the merged context (low values), in that order (tests read dk and dv).
+// dx receives ((dx + d_v) + d_k) + d_q in fp32, the order autograd sums them in.
+Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const float* dout,
+                          const AttentionActs* acts, const float* x, const AttentionParams* w,
+                          const float* key_mask, float* work, int B, int T, int D, int H);
+
+// ---- classifier head on the first token (DistilBertForSequenceClassification):
+//   pooled = h[:, 0] (fp32) ; pre = linear(pooled) (low) ; act = relu(pre) ; logits = linear(act)
+typedef struct {
+    const float *Wpre, *bpre;  // pre_classifier (D, D), (D)
+    const float *Wcls, *bcls;  // classifier (L, D), (L)
+} ClassifierParams;
+typedef struct {
+    float *Wpre, *bpre, *Wcls, *bcls;
+} ClassifierGrads;
+typedef struct {
+    float* pooled;  // (B, D) fp32 copy of h[:, 0]
+    float* pre;     // (B, D) pre_classifier output (low)
+    float* act;     // (B, D) relu(pre)
+} ClassifierActs;
+
+// h (B, T, D); logits (B, L) low values
+Status classifier_forward(LayerCtx* c, float* logits, const ClassifierActs* a, const float* h,
+                          const ClassifierParams* w, int B, int T, int D, int L);
+// backward ACCUMULATES into dh[:, 0] (dh (B, T, D); other tokens untouched) and the grads.
+// dlogits (B, L) low values; work: (B, D) floats.
+Status classifier_backward(LayerCtx* c, float* dh, const ClassifierGrads* g, const float* dlogits,
+                           const ClassifierActs* a, const ClassifierParams* w, float* work, int B, int T, int D,
+                           int L);
+
+// ---- cross-entropy, mean over the batch, in fp32 (autocast's fp32 list: logits widened):
+// logp = log_softmax(logits) saved (B, L); loss = -(sum_i logp[i, labels[i]]) / B.
+// labels (B) must be in [0, L) (CHECKed: the model validates them first).
+float cross_entropy_forward(float* logp, const float* logits, const int32_t* labels, int B, int L);
+// dlogits (B, L) += dlogp - exp(logp) * sum(dlogp), with dlogp[i, labels[i]] = -(dloss / B)
+// (nll_loss + log_softmax backward as torch's CPU kernels write them). dloss = the loss's
+// incoming gradient: 1, or the loss scale under GradScaler.
+void cross_entropy_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L);
+
+#endif

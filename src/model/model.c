@@ -1,0 +1,800 @@
+// model.c — DistilBERT-architecture configuration (presets, HF config.json, validation), the
+// parameter table with Hugging Face names, weight initialisation, per-tensor optimizer
+// state over the table, and the forward/backward pass (see model.h; the op-by-op semantics are
+// written out above model_forward). Not here: the layers' arithmetic (layers.c), datasets.
+#include "model/model.h"
+
+#include <float.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/layers.h"
+#include "core/rng.h"
+
+// To add a preset: add one line here (registry name, one-line description, the sizes in
+// ModelConfig order: vocab, dim, layers, heads, hidden, positions, labels). Tests and the
+// memory report iterate this table; model_config_validate() must accept the new line.
+static const ModelPreset PRESETS[] = {
+    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2}},
+    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2}},
+    {"distilbert-base-cased", "the real model's shape (HF distilbert-base-cased, 2 labels)",
+     {28996, 768, 6, 12, 3072, 512, 2}},
+};
+
+size_t model_preset_count(void) { return ARRAY_LEN(PRESETS); }
+
+const ModelPreset* model_preset_at(size_t i) {
+    CHECK(i < ARRAY_LEN(PRESETS));
+    return &PRESETS[i];
+}
+
+const ModelConfig* model_config_find(const char* name) {
+    for (size_t i = 0; i < ARRAY_LEN(PRESETS); i++)
+        if (strcmp(PRESETS[i].name, name) == 0) return &PRESETS[i].cfg;
+    return NULL;
+}
+
+const char* model_preset_names_list(void) {
+    static char buf[256];
+    if (!buf[0]) {
+        for (size_t i = 0; i < ARRAY_LEN(PRESETS); i++) {
+            if (i) strcat(buf, ", ");
+            strcat(buf, PRESETS[i].name);
+        }
+    }
+    return buf;
+}
+
+// ---- validation ----
+static Status check_range(const char* field, int64_t v, int64_t max) {
+    if (v < 1 || v > max)
+        return status_make(STATUS_INVALID, "%s must be an integer in [1, %lld] (got %lld)", field, (long long)max,
+                           (long long)v);
+    return status_ok();
+}
+
+// Parameter count in checked size_t arithmetic; false on overflow. Assumes nothing about the
+// ranges, so it is safe to call before (or without) the range checks.
+static bool config_param_count(const ModelConfig* c, size_t* out) {
+    const int64_t f[] = {c->vocab_size, c->dim, c->n_layers, c->n_heads, c->hidden_dim, c->max_positions, c->n_labels};
+    for (size_t i = 0; i < ARRAY_LEN(f); i++)
+        if (f[i] < 0) return false;
+    size_t V = (size_t)c->vocab_size, D = (size_t)c->dim, Ly = (size_t)c->n_layers, H = (size_t)c->hidden_dim,
+           P = (size_t)c->max_positions, L = (size_t)c->n_labels;
+    size_t a, b, emb, layer, head, total;
+    // embeddings: V*D + P*D + 2D
+    if (!size_mul_ok(V, D, &a) || !size_mul_ok(P, D, &b) || !size_add_ok(a, b, &emb) || !size_add_ok(emb, 2 * D, &emb))
+        return false;
+    // layer: 4(D*D + D) attention, 2D sa_layer_norm, H*D + H lin1, D*H + D lin2, 2D output_layer_norm
+    if (!size_mul_ok(D, D, &a) || !size_add_ok(a, D, &a) || !size_mul_ok(a, 4, &layer)) return false;
+    if (!size_mul_ok(H, D, &b) || !size_mul_ok(b, 2, &b) || !size_add_ok(layer, b, &layer)) return false;
+    if (!size_add_ok(layer, H + 5 * D, &layer)) return false;  // H, D, 2D, 2D (D <= 2^62 checked by D*D)
+    // head: pre_classifier D*D + D, classifier L*D + L
+    if (!size_mul_ok(D, D, &a) || !size_add_ok(a, D, &head) || !size_mul_ok(L, D, &b) || !size_add_ok(head, b, &head) ||
+        !size_add_ok(head, L, &head))
+        return false;
+    if (!size_mul_ok(layer, Ly, &total) || !size_add_ok(total, emb, &total) || !size_add_ok(total, head, &total))
+        return false;
+    *out = total;
+    return true;
+}
+
+Status model_config_validate(const ModelConfig* c) {
+    Status s;
+    if (!status_is_ok(s = check_range("vocab_size", c->vocab_size, MODEL_MAX_VOCAB))) return s;
+    if (!status_is_ok(s = check_range("dim", c->dim, MODEL_MAX_DIM))) return s;
+    if (!status_is_ok(s = check_range("n_layers", c->n_layers, MODEL_MAX_LAYERS))) return s;
+    if (!status_is_ok(s = check_range("n_heads", c->n_heads, c->dim))) return s;
+    if (!status_is_ok(s = check_range("hidden_dim", c->hidden_dim, MODEL_MAX_HIDDEN))) return s;
+    if (!status_is_ok(s = check_range("max_position_embeddings", c->max_positions, MODEL_MAX_POSITIONS))) return s;
+    if (!status_is_ok(s = check_range("num_labels", c->n_labels, MODEL_MAX_LABELS))) return s;
+    if (c->dim % c->n_heads != 0)
+        return status_make(STATUS_INVALID, "dim (%lld) must be divisible by n_heads (%lld)", (long long)c->dim,
+                           (long long)c->n_heads);
+    size_t total;
+    if (!config_param_count(c, &total) || total > (size_t)MODEL_MAX_PARAMS)
+        return status_make(STATUS_INVALID,
+                           "the configuration has too many parameters (vocab_size*dim + n_layers*(4*dim^2 + "
+                           "2*dim*hidden_dim) + ... must be <= %lld)",
+                           (long long)MODEL_MAX_PARAMS);
+    return status_ok();
+}
+
+// ---- config.json ----
+// Keys of DistilBertConfig / PretrainedConfig that do not change the parameter table.
+static const char* const IGNORED_KEYS[] = {
+    "activation", "attention_dropout", "dropout", "qa_dropout", "seq_classif_dropout", "initializer_range",
+    "pad_token_id", "output_past", "tie_weights_", "architectures", "transformers_version", "torch_dtype",
+    "dtype", "_name_or_path", "problem_type", "finetuning_task", "output_hidden_states", "output_attentions",
+    "return_dict", "torchscript", "bos_token_id", "eos_token_id", "use_cache",
+};
+
+static Status json_int_field(const char* path, const char* key, json_t* v, int64_t* out) {
+    if (!json_is_integer(v))
+        return status_make(STATUS_INVALID, "%s: %s must be an integer", path, key);
+    *out = (int64_t)json_integer_value(v);
+    return status_ok();
+}
+
+static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg) {
+    if (!json_is_object(root)) return status_make(STATUS_INVALID, "%s: the top level must be a JSON object", path);
+    static const char* const REQUIRED[] = {"vocab_size", "dim", "n_layers", "n_heads", "hidden_dim",
+                                           "max_position_embeddings"};
+    int64_t* dest[] = {&cfg->vocab_size, &cfg->dim, &cfg->n_layers, &cfg->n_heads, &cfg->hidden_dim,
+                       &cfg->max_positions};
+    memset(cfg, 0, sizeof *cfg);
+    cfg->n_labels = 2;  // PretrainedConfig default
+    bool seen[ARRAY_LEN(REQUIRED)] = {false};
+    int64_t num_labels = -1, n_id2label = -1;
+    const char* key;
+    json_t* v;
+    Status s;
+    json_object_foreach(root, key, v) {
+        bool known = false;
+        for (size_t i = 0; i < ARRAY_LEN(REQUIRED); i++) {
+            if (!strcmp(key, REQUIRED[i])) {
+                if (!status_is_ok(s = json_int_field(path, key, v, dest[i]))) return s;
+                seen[i] = known = true;
+            }
+        }
+        if (known) continue;
+        if (!strcmp(key, "num_labels")) {
+            if (!status_is_ok(s = json_int_field(path, key, v, &num_labels))) return s;
+        } else if (!strcmp(key, "id2label") || !strcmp(key, "label2id")) {
+            if (!json_is_object(v)) return status_make(STATUS_INVALID, "%s: %s must be a JSON object", path, key);
+            int64_t n = (int64_t)json_object_size(v);
+            if (n_id2label >= 0 && n != n_id2label)
+                return status_make(STATUS_INVALID, "%s: id2label and label2id have different sizes", path);
+            n_id2label = n;
+        } else if (!strcmp(key, "model_type")) {
+            if (!json_is_string(v) || strcmp(json_string_value(v), "distilbert") != 0)
+                return status_make(STATUS_INVALID, "%s: model_type must be \"distilbert\"", path);
+        } else if (!strcmp(key, "sinusoidal_pos_embds")) {
+            // true makes HF freeze position_embeddings (requires_grad=False): a different
+            // trainable parameter set, which this table does not model.
+            if (!json_is_boolean(v)) return status_make(STATUS_INVALID, "%s: sinusoidal_pos_embds must be a boolean", path);
+            if (json_is_true(v))
+                return status_make(STATUS_INVALID, "%s: sinusoidal_pos_embds=true is not supported (allowed: false)", path);
+        } else {
+            bool ignored = false;
+            for (size_t i = 0; i < ARRAY_LEN(IGNORED_KEYS) && !ignored; i++) ignored = !strcmp(key, IGNORED_KEYS[i]);
+            if (!ignored)
+                return status_make(STATUS_INVALID,
+                                   "%s: unknown key '%s' (allowed: vocab_size, dim, n_layers, n_heads, hidden_dim, "
+                                   "max_position_embeddings, num_labels, id2label, label2id, model_type, "
+                                   "sinusoidal_pos_embds and common HF keys that do not change the parameters)",
+                                   path, key);
+        }
+    }
+    for (size_t i = 0; i < ARRAY_LEN(REQUIRED); i++)
+        if (!seen[i]) return status_make(STATUS_INVALID, "%s: missing key '%s'", path, REQUIRED[i]);
+    if (num_labels >= 0 && n_id2label >= 0 && num_labels != n_id2label)
+        return status_make(STATUS_INVALID, "%s: num_labels (%lld) disagrees with id2label (%lld entries)", path,
+                           (long long)num_labels, (long long)n_id2label);
+    if (num_labels >= 0) cfg->n_labels = num_labels;
+    else if (n_id2label >= 0) cfg->n_labels = n_id2label;
+    s = model_config_validate(cfg);
+    if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", path, s.msg);
+    return status_ok();
+}
+
+Status model_config_from_json_file(const char* path, ModelConfig* cfg) {
+    uint8_t* data;
+    size_t len;
+    Status s = read_file(path, &data, &len);
+    if (!status_is_ok(s)) return s;
+    json_error_t err;
+    json_t* root = json_loadb((const char*)data, len, JSON_REJECT_DUPLICATES, &err);
+    free(data);
+    if (!root)
+        return status_make(STATUS_INVALID, "%s: not valid JSON (line %d, column %d: %s)", path, err.line, err.column,
+                           err.text);
+    s = config_from_json(path, root, cfg);
+    json_decref(root);
+    return s;
+}
+
+// ---- parameter table ----
+static void table_add(ParamTable* t, size_t* cap, ParamKind kind, TensorShape shape, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void table_add(ParamTable* t, size_t* cap, ParamKind kind, TensorShape shape, const char* fmt, ...) {
+    if (t->n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        t->t = xrealloc(t->t, *cap * sizeof *t->t);
+    }
+    ParamTensor* p = &t->t[t->n++];
+    memset(p, 0, sizeof *p);
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(p->name, sizeof p->name, fmt, ap);
+    va_end(ap);
+    CHECK(len > 0 && (size_t)len < sizeof p->name);
+    p->shape = shape;
+    p->numel = shape_numel(&shape);
+    p->kind = kind;
+    p->is_embedding = kind == PARAM_EMBEDDING;
+    p->offset = t->alloc_numel;
+    t->numel += p->numel;
+    t->alloc_numel += (p->numel + MODEL_ALIGN_FLOATS - 1) / MODEL_ALIGN_FLOATS * MODEL_ALIGN_FLOATS;
+}
+
+static void add_linear(ParamTable* t, size_t* cap, const char* prefix, int64_t out, int64_t in) {
+    table_add(t, cap, PARAM_LINEAR_WEIGHT, shape_2d(out, in), "%s.weight", prefix);
+    table_add(t, cap, PARAM_LINEAR_BIAS, shape_1d(out), "%s.bias", prefix);
+}
+
+static void add_norm(ParamTable* t, size_t* cap, const char* prefix, int64_t d) {
+    table_add(t, cap, PARAM_NORM_WEIGHT, shape_1d(d), "%s.weight", prefix);
+    table_add(t, cap, PARAM_NORM_BIAS, shape_1d(d), "%s.bias", prefix);
+}
+
+Status param_table_build(const ModelConfig* cfg, ParamTable* t) {
+    memset(t, 0, sizeof *t);
+    Status s = model_config_validate(cfg);
+    if (!status_is_ok(s)) return s;
+    t->cfg = *cfg;
+    const int64_t D = cfg->dim, H = cfg->hidden_dim;
+    size_t cap = 0;
+    // DistilBertForSequenceClassification.state_dict() order.
+    table_add(t, &cap, PARAM_EMBEDDING, shape_2d(cfg->vocab_size, D), "distilbert.embeddings.word_embeddings.weight");
+    table_add(t, &cap, PARAM_EMBEDDING, shape_2d(cfg->max_positions, D),
+              "distilbert.embeddings.position_embeddings.weight");
+    add_norm(t, &cap, "distilbert.embeddings.LayerNorm", D);
+    for (int64_t i = 0; i < cfg->n_layers; i++) {
+        char pre[96], name[128];
+        snprintf(pre, sizeof pre, "distilbert.transformer.layer.%lld", (long long)i);
+        static const char* const ATT[] = {"q_lin", "k_lin", "v_lin", "out_lin"};
+        for (size_t k = 0; k < ARRAY_LEN(ATT); k++) {
+            snprintf(name, sizeof name, "%s.attention.%s", pre, ATT[k]);
+            add_linear(t, &cap, name, D, D);
+        }
+        snprintf(name, sizeof name, "%s.sa_layer_norm", pre);
+        add_norm(t, &cap, name, D);
+        snprintf(name, sizeof name, "%s.ffn.lin1", pre);
+        add_linear(t, &cap, name, H, D);
+        snprintf(name, sizeof name, "%s.ffn.lin2", pre);
+        add_linear(t, &cap, name, D, H);
+        snprintf(name, sizeof name, "%s.output_layer_norm", pre);
+        add_norm(t, &cap, name, D);
+    }
+    add_linear(t, &cap, "pre_classifier", D, D);
+    add_linear(t, &cap, "classifier", cfg->n_labels, D);
+    size_t expect;
+    CHECK(config_param_count(cfg, &expect) && expect == t->numel, "table and closed-form count disagree");
+    return status_ok();
+}
+
+void param_table_free(ParamTable* t) {
+    free(t->t);
+    memset(t, 0, sizeof *t);
+}
+
+const ParamTensor* param_table_find(const ParamTable* t, const char* name) {
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->t[i].name, name)) return &t->t[i];
+    return NULL;
+}
+
+float* param_table_alloc_buffer(const ParamTable* t) {
+    size_t bytes;
+    CHECK(size_mul_ok(t->alloc_numel, sizeof(float), &bytes));
+    float* p = xaligned_alloc(bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+#define FILL_CHUNK ((size_t)1 << 20)
+
+// Fills the selected tensors ~ N(mean, std), chunk c of tensor i from stream (i << 32 | c).
+static void fill_normal_where(const ParamTable* t, float* buf, uint64_t seed, float mean, float std,
+                              const bool* selected) {
+    size_t n_items = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (selected[i]) n_items += (t->t[i].numel + FILL_CHUNK - 1) / FILL_CHUNK;
+    size_t* item_tensor = xmalloc((n_items ? n_items : 1) * sizeof(size_t));
+    size_t* item_chunk = xmalloc((n_items ? n_items : 1) * sizeof(size_t));
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!selected[i]) continue;
+        for (size_t c = 0; c * FILL_CHUNK < t->t[i].numel; c++, k++) {
+            item_tensor[k] = i;
+            item_chunk[k] = c;
+        }
+    }
+#pragma omp parallel for schedule(dynamic)
+    for (size_t j = 0; j < n_items; j++) {
+        const ParamTensor* p = &t->t[item_tensor[j]];
+        size_t start = item_chunk[j] * FILL_CHUNK;
+        size_t len = p->numel - start < FILL_CHUNK ? p->numel - start : FILL_CHUNK;
+        Rng r;
+        rng_init(&r, seed, (uint64_t)item_tensor[j] << 32 | item_chunk[j]);
+        rng_fill_normal(&r, buf + p->offset + start, len, mean, std);
+    }
+    free(item_tensor);
+    free(item_chunk);
+}
+
+void param_table_fill_normal(const ParamTable* t, float* buf, uint64_t seed, float mean, float std) {
+    bool* all = xmalloc(t->n * sizeof(bool));
+    for (size_t i = 0; i < t->n; i++) all[i] = true;
+    fill_normal_where(t, buf, seed, mean, std, all);
+    free(all);
+}
+
+void param_table_init_weights(const ParamTable* t, float* buf, uint64_t seed, float std) {
+    bool* normal = xmalloc(t->n * sizeof(bool));
+    for (size_t i = 0; i < t->n; i++) {
+        const ParamTensor* p = &t->t[i];
+        normal[i] = p->kind == PARAM_EMBEDDING || p->kind == PARAM_LINEAR_WEIGHT;
+        if (!normal[i]) {
+            float v = p->kind == PARAM_NORM_WEIGHT ? 1.0f : 0.0f;
+            for (size_t j = 0; j < p->numel; j++) buf[p->offset + j] = v;
+        }
+    }
+    fill_normal_where(t, buf, seed, 0.0f, std, normal);
+    free(normal);
+}
+
+// ---- optimizer state over the table ----
+OptimConfig model_optim_tensor_config(const OptimConfig* cfg, bool embeddings_32bit, const ParamTensor* t) {
+    OptimConfig c = *cfg;
+    // HF Trainer (trainer.py, optim adamw_bnb_8bit): for every nn.Embedding module,
+    // bnb GlobalOptimManager.register_module_override(module, "weight", {"optim_bits": 32}),
+    // i.e. that tensor takes bitsandbytes' 32-bit path whatever its size.
+    if (embeddings_32bit && t->is_embedding) c.min_8bit_size = SIZE_MAX;
+    return c;
+}
+
+size_t model_optim_estimate_bytes(const ParamTable* t, const Optimizer* o, const OptimConfig* cfg,
+                                  bool embeddings_32bit) {
+    size_t total = o->shared_state_bytes ? o->shared_state_bytes(cfg) : 0;
+    for (size_t i = 0; i < t->n; i++) {
+        OptimConfig c = model_optim_tensor_config(cfg, embeddings_32bit, &t->t[i]);
+        CHECK(size_add_ok(total, o->state_bytes(&t->t[i].shape, &c), &total));
+    }
+    return total;
+}
+
+void model_optim_init(ModelOptim* mo, const ParamTable* t, const Optimizer* o, const OptimConfig* cfg,
+                      bool embeddings_32bit) {
+    memset(mo, 0, sizeof *mo);
+    mo->optim = o;
+    mo->cfg = *cfg;
+    mo->embeddings_32bit = embeddings_32bit;
+    mo->n = t->n;
+    mo->states = xcalloc(t->n ? t->n : 1, sizeof *mo->states);
+    for (size_t i = 0; i < t->n; i++) {
+        OptimConfig c = model_optim_tensor_config(cfg, embeddings_32bit, &t->t[i]);
+        mo->states[i] = o->init(&t->t[i].shape, &c);
+    }
+}
+
+void model_optim_step(ModelOptim* mo, const ParamTable* t, float* params, const float* grads) {
+    CHECK(mo->n == t->n && mo->states);
+    for (size_t i = 0; i < t->n; i++) {
+        OptimConfig c = model_optim_tensor_config(&mo->cfg, mo->embeddings_32bit, &t->t[i]);
+        mo->optim->step(mo->states[i], params + t->t[i].offset, grads + t->t[i].offset, &c);
+    }
+}
+
+size_t model_optim_shared_bytes(const ModelOptim* mo) {
+    return mo->optim->shared_state_bytes ? mo->optim->shared_state_bytes(&mo->cfg) : 0;
+}
+
+size_t model_optim_measured_bytes(const ModelOptim* mo) {
+    size_t total = model_optim_shared_bytes(mo);
+    for (size_t i = 0; i < mo->n; i++) CHECK(size_add_ok(total, optim_state_measured_bytes(mo->states[i]), &total));
+    return total;
+}
+
+size_t model_optim_measured_elems(const ModelOptim* mo) {
+    size_t total = 0;
+    for (size_t i = 0; i < mo->n; i++) total += optim_state_measured_elems(mo->states[i]);
+    return total;
+}
+
+void model_optim_free(ModelOptim* mo) {
+    for (size_t i = 0; i < mo->n; i++)
+        if (mo->states && mo->states[i]) mo->optim->free(mo->states[i]);
+    free(mo->states);
+    memset(mo, 0, sizeof *mo);
+}
+
+// ==== forward / backward ====
+//
+// DistilBertForSequenceClassification (transformers, attn_implementation="eager", dropout
+// inactive) under torch.autocast("cpu", dtype=low) for the mixed modes. R(.) rounds to the
+// mode's low dtype (identity in fp32); everything else is fp32. N = B*T tokens.
+//   e   = Wtok[ids] + Wpos[t]                          fp32 (embedding is in no autocast list)
+//   h0  = LayerNorm_emb(e)                              fp32
+//   key mask: materialized only when some attention_mask value is 0 (transformers'
+//   create_bidirectional_mask returns None otherwise): 0 / finfo(float32).min per key, fp32.
+//   per layer, x = h_{l}:
+//     q, k, v = R(R(x) R(W)^T + R(b))                   addmm, one rounding
+//     S   = R(R(q_h k_h^T) * float(dh^-0.5))            bmm, then mul in the scores' dtype
+//     P   = softmax(S + mask) fp32   | R(softmax(S)) when no mask
+//     ctx = R(R(P) v_h) ; ao = R(R(ctx) R(Wo)^T + R(bo))
+//     r1  = ao + x                                      fp32 (mixed add promotes)
+//     h1  = LayerNorm_sa(r1)                            fp32
+//     f1  = R(R(h1) R(W1)^T + R(b1)) ; g = R(gelu(f1))  gelu runs in the dtype it receives
+//     r2  = R(g R(W2)^T + R(b2)) + h1                   fp32
+//     h2  = LayerNorm_out(r2)                           fp32
+//   pooled = h_L[:, 0] ; pre = R(R(pooled) R(Wpre)^T + R(bpre)) ; act = relu(pre)
+//   logits = R(act R(Wcls)^T + R(bcls)) ; loss = cross_entropy(float(logits)) fp32
+// Backward (each op in its forward dtype; layers.h gives each op's formulas):
+//   dlogits fp32 from cross-entropy, then R (logits were low)          [activation point]
+//   at r2 and r1: the fp32 gradient goes on unrounded to the fp32 input and rounded to the
+//   low branch (f2, ao)                                                [activation points]
+//   with a mask, dS from the fp32 softmax backward is rounded for the low scores
+//                                                                      [activation point]
+//   weight/bias gradients of every linear: R(...) then added to the fp32 grads
+//                                                                      [parameter points]
+//   the three q/k/v input gradients and the residual gradient are summed in fp32;
+//   LayerNorm and embedding gradients are fp32; the word-embedding row MODEL_PAD_TOKEN_ID
+//   gets no gradient (padding_idx).
+
+typedef struct {
+    size_t Wq, bq, Wk, bk, Wv, bv, Wo, bo;
+    size_t ln1_w, ln1_b;  // sa_layer_norm
+    size_t W1, b1, W2, b2;
+    size_t ln2_w, ln2_b;  // output_layer_norm
+} LayerOffsets;
+
+typedef struct {
+    AttentionActs att;     // q, k, v (N, D), p (B, H, T, T), ctx (N, D)
+    float* r1;             // (N, D) ao + x: sa_layer_norm input
+    float *mean1, *rstd1;  // (N)
+    float* h1;             // (N, D) sa_layer_norm output
+    float* f1;             // (N, Hd) lin1 output (low)
+    float* g;              // (N, Hd) gelu(f1) (low)
+    float* r2;             // (N, D) f2 + h1: output_layer_norm input
+    float *mean2, *rstd2;  // (N)
+    float* h2;             // (N, D) the layer's output
+} LayerActs;
+
+struct ModelWorkspace {
+    ModelConfig cfg;
+    int max_B, max_T;
+    // parameter offsets (floats into a table buffer)
+    size_t wte, wpe, lne_w, lne_b, Wpre, bpre, Wcls, bcls;
+    LayerOffsets* lo;  // (n_layers)
+    // activations (carved from one arena, sized for max_B x max_T)
+    float* arena;
+    size_t arena_floats;
+    float* emb;                  // (N, D) word + position embeddings
+    float *emb_mean, *emb_rstd;  // (N)
+    float* h0;                   // (N, D) embeddings LayerNorm output
+    LayerActs* la;               // (n_layers)
+    ClassifierActs cls;          // pooled, pre, act (B, D)
+    float* logits;               // (B, L)
+    float* logp;                 // (B, L)
+    float* key_mask;             // (B, T) additive mask (used only when has_mask)
+    // gradient buffers of the backward
+    float* dh;        // (N, D) gradient of the current hidden state (fp32)
+    float* dr;        // (N, D) gradient of a LayerNorm input (fp32)
+    float* dlow;      // (N, D) its copy rounded for the low branch
+    float* dh1;       // (N, D)
+    float* dg;        // (N, Hd)
+    float* df1;       // (N, Hd)
+    float* att_work;  // attention_work_floats(B, T, D)
+    float* cls_work;  // (2 * B * D)
+    float* dlogits;   // (B, L)
+    // the batch of the last forward (copied)
+    int64_t* ids;     // (B, T)
+    int32_t* labels;  // (B)
+    int B, T;
+    bool has_mask;
+    const PrecisionMode* mode;  // of the last forward; NULL before the first
+    LayerCtx ctx;
+    bool ctx_ready;
+};
+
+static size_t must_find(const ParamTable* t, const char* name) {
+    const ParamTensor* p = param_table_find(t, name);
+    CHECK(p != NULL, "parameter table has no tensor %s", name);
+    return p->offset;
+}
+
+Status model_workspace_new(const ParamTable* t, int max_B, int max_T, ModelWorkspace** out) {
+    *out = NULL;
+    const ModelConfig* c = &t->cfg;
+    if (max_B < 1) return status_make(STATUS_INVALID, "batch size must be >= 1 (got %d)", max_B);
+    if (max_T < 1 || max_T > c->max_positions)
+        return status_make(STATUS_INVALID, "sequence length must be in [1, %lld] (max_position_embeddings) (got %d)",
+                           (long long)c->max_positions, max_T);
+    CHECK(c->dim <= INT32_MAX && c->hidden_dim <= INT32_MAX && c->n_heads <= INT32_MAX && c->n_labels <= INT32_MAX);
+    ModelWorkspace* ws = xcalloc(1, sizeof *ws);
+    ws->cfg = *c;
+    ws->max_B = max_B;
+    ws->max_T = max_T;
+    ws->wte = must_find(t, "distilbert.embeddings.word_embeddings.weight");
+    ws->wpe = must_find(t, "distilbert.embeddings.position_embeddings.weight");
+    ws->lne_w = must_find(t, "distilbert.embeddings.LayerNorm.weight");
+    ws->lne_b = must_find(t, "distilbert.embeddings.LayerNorm.bias");
+    ws->Wpre = must_find(t, "pre_classifier.weight");
+    ws->bpre = must_find(t, "pre_classifier.bias");
+    ws->Wcls = must_find(t, "classifier.weight");
+    ws->bcls = must_find(t, "classifier.bias");
+    const size_t Ly = (size_t)c->n_layers;
+    ws->lo = xcalloc(Ly, sizeof *ws->lo);
+    ws->la = xcalloc(Ly, sizeof *ws->la);
+    for (size_t l = 0; l < Ly; l++) {
+        char n[160];
+        LayerOffsets* o = &ws->lo[l];
+#define OFF(field, suffix)                                                             \
+    snprintf(n, sizeof n, "distilbert.transformer.layer.%zu.%s", l, suffix);            \
+    o->field = must_find(t, n)
+        OFF(Wq, "attention.q_lin.weight"); OFF(bq, "attention.q_lin.bias");
+        OFF(Wk, "attention.k_lin.weight"); OFF(bk, "attention.k_lin.bias");
+        OFF(Wv, "attention.v_lin.weight"); OFF(bv, "attention.v_lin.bias");
+        OFF(Wo, "attention.out_lin.weight"); OFF(bo, "attention.out_lin.bias");
+        OFF(ln1_w, "sa_layer_norm.weight"); OFF(ln1_b, "sa_layer_norm.bias");
+        OFF(W1, "ffn.lin1.weight"); OFF(b1, "ffn.lin1.bias");
+        OFF(W2, "ffn.lin2.weight"); OFF(b2, "ffn.lin2.bias");
+        OFF(ln2_w, "output_layer_norm.weight"); OFF(ln2_b, "output_layer_norm.bias");
+#undef OFF
+    }
+
+    // Sizes; every piece starts on a 64-byte boundary. Two passes: count, then carve.
+    const size_t B = (size_t)max_B, T = (size_t)max_T, N = B * T, D = (size_t)c->dim, Hd = (size_t)c->hidden_dim,
+                 H = (size_t)c->n_heads, L = (size_t)c->n_labels;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t used = 0;
+#define CARVE(ptr, count)                                                                      \
+    do {                                                                                       \
+        size_t cnt_ = (count);                                                                 \
+        if (pass == 1) (ptr) = ws->arena + used;                                               \
+        CHECK(size_add_ok(used, (cnt_ + 15) / 16 * 16, &used), "workspace size overflows");    \
+    } while (0)
+        CARVE(ws->emb, N * D);
+        CARVE(ws->emb_mean, N);
+        CARVE(ws->emb_rstd, N);
+        CARVE(ws->h0, N * D);
+        for (size_t l = 0; l < Ly; l++) {
+            LayerActs* a = &ws->la[l];
+            CARVE(a->att.q, N * D);
+            CARVE(a->att.k, N * D);
+            CARVE(a->att.v, N * D);
+            CARVE(a->att.p, B * H * T * T);
+            CARVE(a->att.ctx, N * D);
+            CARVE(a->r1, N * D);
+            CARVE(a->mean1, N);
+            CARVE(a->rstd1, N);
+            CARVE(a->h1, N * D);
+            CARVE(a->f1, N * Hd);
+            CARVE(a->g, N * Hd);
+            CARVE(a->r2, N * D);
+            CARVE(a->mean2, N);
+            CARVE(a->rstd2, N);
+            CARVE(a->h2, N * D);
+        }
+        CARVE(ws->cls.pooled, B * D);
+        CARVE(ws->cls.pre, B * D);
+        CARVE(ws->cls.act, B * D);
+        CARVE(ws->logits, B * L);
+        CARVE(ws->logp, B * L);
+        CARVE(ws->key_mask, N);
+        CARVE(ws->dh, N * D);
+        CARVE(ws->dr, N * D);
+        CARVE(ws->dlow, N * D);
+        CARVE(ws->dh1, N * D);
+        CARVE(ws->dg, N * Hd);
+        CARVE(ws->df1, N * Hd);
+        CARVE(ws->att_work, attention_work_floats(max_B, max_T, (int)D));
+        CARVE(ws->cls_work, 2 * B * D);
+        CARVE(ws->dlogits, B * L);
+#undef CARVE
+        if (pass == 0) {
+            size_t bytes;
+            CHECK(size_mul_ok(used, sizeof(float), &bytes), "workspace size overflows");
+            ws->arena = xaligned_alloc(bytes);
+            ws->arena_floats = used;
+        }
+    }
+    ws->ids = xmalloc(N * sizeof(int64_t));
+    ws->labels = xmalloc(B * sizeof(int32_t));
+    *out = ws;
+    return status_ok();
+}
+
+void model_workspace_free(ModelWorkspace* ws) {
+    if (!ws) return;
+    if (ws->ctx_ready) layer_ctx_free(&ws->ctx);
+    free(ws->arena);
+    free(ws->lo);
+    free(ws->la);
+    free(ws->ids);
+    free(ws->labels);
+    free(ws);
+}
+
+size_t model_workspace_bytes(const ModelWorkspace* ws) {
+    return ws->arena_floats * sizeof(float) + (ws->ctx_ready ? layer_ctx_scratch_bytes(&ws->ctx) : 0) +
+           (size_t)ws->max_B * (size_t)ws->max_T * sizeof(int64_t) + (size_t)ws->max_B * sizeof(int32_t);
+}
+
+void model_zero_grad(const ParamTable* t, float* grads) {
+    const size_t n = t->alloc_numel;
+#pragma omp parallel for schedule(static) if (n > (1u << 20))
+    for (size_t i0 = 0; i0 < n; i0 += 1u << 16) {
+        size_t m = n - i0 < (1u << 16) ? n - i0 : (1u << 16);
+        memset(grads + i0, 0, m * sizeof(float));
+    }
+}
+
+// Points the layer context at this step's backend, dtype and counters (the scratch is kept).
+static void ws_ctx(ModelWorkspace* ws, Gemm* gemm, DType low, AmpCounters* counters) {
+    if (!ws->ctx_ready) {
+        layer_ctx_init(&ws->ctx, gemm, low, counters);
+        ws->ctx_ready = true;
+    }
+    ws->ctx.gemm = gemm;
+    ws->ctx.low = low;
+    ws->ctx.counters = counters;
+}
+
+static AttentionParams attention_params(const ModelWorkspace* ws, const float* p, size_t l) {
+    const LayerOffsets* o = &ws->lo[l];
+    AttentionParams a = {p + o->Wq, p + o->bq, p + o->Wk, p + o->bk, p + o->Wv, p + o->bv, p + o->Wo, p + o->bo};
+    return a;
+}
+
+static ClassifierParams classifier_params(const ModelWorkspace* ws, const float* p) {
+    ClassifierParams c = {p + ws->Wpre, p + ws->bpre, p + ws->Wcls, p + ws->bcls};
+    return c;
+}
+
+static Status validate_batch(const ModelWorkspace* ws, const ModelBatch* b) {
+    if (b->B < 1 || b->B > ws->max_B)
+        return status_make(STATUS_INVALID, "batch size must be in [1, %d] (the workspace's) (got %d)", ws->max_B, b->B);
+    if (b->T < 1 || b->T > ws->max_T)
+        return status_make(STATUS_INVALID, "sequence length must be in [1, %d] (the workspace's) (got %d)", ws->max_T,
+                           b->T);
+    CHECK(b->input_ids && b->labels, "batch without input_ids or labels");
+    const size_t n = (size_t)b->B * (size_t)b->T;
+    for (size_t i = 0; i < n; i++) {
+        if (b->input_ids[i] < 0 || b->input_ids[i] >= ws->cfg.vocab_size)
+            return status_make(STATUS_INVALID, "input_ids[%zu][%zu] = %lld is outside [0, %lld) (vocab_size)",
+                               i / (size_t)b->T, i % (size_t)b->T, (long long)b->input_ids[i],
+                               (long long)ws->cfg.vocab_size);
+        if (b->attention_mask && b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
+            return status_make(STATUS_INVALID, "attention_mask[%zu][%zu] = %lld (allowed: 0, 1)", i / (size_t)b->T,
+                               i % (size_t)b->T, (long long)b->attention_mask[i]);
+    }
+    for (int i = 0; i < b->B; i++)
+        if (b->labels[i] < 0 || b->labels[i] >= ws->cfg.n_labels)
+            return status_make(STATUS_INVALID, "labels[%d] = %d is outside [0, %lld) (num_labels)", i, b->labels[i],
+                               (long long)ws->cfg.n_labels);
+    return status_ok();
+}
+
+static void add_rows(float* dst, const float* src, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* batch, const PrecisionMode* mode,
+                     Gemm* gemm, float* loss, float* logits) {
+    CHECK(ws && params && batch && mode && gemm && gemm->backend && loss);
+    ws->mode = NULL;  // no valid forward until this one completes
+    Status s = amp_check_backend(mode, gemm->backend);
+    if (!status_is_ok(s)) return s;
+    if (!status_is_ok(s = validate_batch(ws, batch))) return s;
+    const int B = batch->B, T = batch->T, N = B * T;
+    const int D = (int)ws->cfg.dim, Hd = (int)ws->cfg.hidden_dim, H = (int)ws->cfg.n_heads, L = (int)ws->cfg.n_labels;
+    const DType low = mode->low;
+    ws->B = B;
+    ws->T = T;
+    memcpy(ws->ids, batch->input_ids, (size_t)N * sizeof(int64_t));
+    memcpy(ws->labels, batch->labels, (size_t)B * sizeof(int32_t));
+    ws->has_mask = false;
+    if (batch->attention_mask)
+        for (int i = 0; i < N; i++) ws->has_mask |= batch->attention_mask[i] == 0;
+    if (ws->has_mask)
+        for (int i = 0; i < N; i++) ws->key_mask[i] = batch->attention_mask[i] ? 0.0f : -FLT_MAX;
+    const float* mask = ws->has_mask ? ws->key_mask : NULL;
+    ws_ctx(ws, gemm, low, NULL);
+    LayerCtx* c = &ws->ctx;
+    const float* p = params;
+
+    embedding_forward(ws->emb, ws->ids, p + ws->wte, p + ws->wpe, B, T, D, ws->cfg.vocab_size);
+    layernorm_forward(ws->h0, ws->emb_mean, ws->emb_rstd, ws->emb, p + ws->lne_w, p + ws->lne_b, N, D, LAYERNORM_EPS);
+    const float* x = ws->h0;  // (N, D)
+    for (size_t l = 0; l < (size_t)ws->cfg.n_layers; l++) {
+        LayerActs* a = &ws->la[l];
+        const LayerOffsets* o = &ws->lo[l];
+        AttentionParams ap = attention_params(ws, p, l);
+        if (!status_is_ok(s = attention_forward(c, a->r1, &a->att, x, &ap, mask, B, T, D, H))) return s;
+        add_rows(a->r1, x, (size_t)N * (size_t)D);  // r1 = ao + x
+        layernorm_forward(a->h1, a->mean1, a->rstd1, a->r1, p + o->ln1_w, p + o->ln1_b, N, D, LAYERNORM_EPS);
+        if (!status_is_ok(s = linear_forward(c, a->f1, a->h1, p + o->W1, p + o->b1, N, D, Hd))) return s;
+        gelu_forward(a->g, a->f1, (size_t)N * (size_t)Hd, low);
+        if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
+        add_rows(a->r2, a->h1, (size_t)N * (size_t)D);  // r2 = f2 + h1
+        layernorm_forward(a->h2, a->mean2, a->rstd2, a->r2, p + o->ln2_w, p + o->ln2_b, N, D, LAYERNORM_EPS);
+        x = a->h2;
+    }
+    ClassifierParams cp = classifier_params(ws, p);
+    if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
+    *loss = cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
+    if (logits) memcpy(logits, ws->logits, (size_t)B * (size_t)L * sizeof(float));
+    ws->mode = mode;
+    return status_ok();
+}
+
+Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale, Gemm* gemm, float* grads,
+                      AmpCounters* counters) {
+    CHECK(ws && params && gemm && gemm->backend && grads);
+    CHECK(ws->mode != NULL, "model_backward without a successful model_forward");
+    const PrecisionMode* mode = ws->mode;
+    Status s = amp_check_backend(mode, gemm->backend);
+    if (!status_is_ok(s)) return s;
+    const int B = ws->B, T = ws->T, N = B * T;
+    const int D = (int)ws->cfg.dim, Hd = (int)ws->cfg.hidden_dim, H = (int)ws->cfg.n_heads, L = (int)ws->cfg.n_labels;
+    const size_t nd = (size_t)N * (size_t)D, nh = (size_t)N * (size_t)Hd;
+    const DType low = mode->low;
+    const float* mask = ws->has_mask ? ws->key_mask : NULL;
+    ws_ctx(ws, gemm, low, counters);
+    LayerCtx* c = &ws->ctx;
+    const float* p = params;
+    float* g = grads;
+
+    // loss -> logits (fp32), then the cast back to the logits' low dtype
+    memset(ws->dlogits, 0, (size_t)B * (size_t)L * sizeof(float));
+    cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
+    amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);
+    memset(ws->dh, 0, nd * sizeof(float));
+    ClassifierParams cp = classifier_params(ws, p);
+    ClassifierGrads cg = {g + ws->Wpre, g + ws->bpre, g + ws->Wcls, g + ws->bcls};
+    s = classifier_backward(c, ws->dh, &cg, ws->dlogits, &ws->cls, &cp, ws->cls_work, B, T, D, L);
+    if (!status_is_ok(s)) return s;
+
+    for (size_t l = (size_t)ws->cfg.n_layers; l-- > 0;) {
+        LayerActs* a = &ws->la[l];
+        const LayerOffsets* o = &ws->lo[l];
+        const float* x = l ? ws->la[l - 1].h2 : ws->h0;  // the layer's input (N, D)
+        // output_layer_norm; r2 = f2 + h1
+        memset(ws->dr, 0, nd * sizeof(float));
+        layernorm_backward(ws->dr, g + o->ln2_w, g + o->ln2_b, ws->dh, a->r2, a->mean2, a->rstd2, p + o->ln2_w, N, D);
+        memcpy(ws->dh1, ws->dr, nd * sizeof(float));
+        memcpy(ws->dlow, ws->dr, nd * sizeof(float));
+        amp_round_act_grad(ws->dlow, nd, low, counters);
+        // ffn: lin2, gelu, lin1 (its input gradient adds into dh1)
+        memset(ws->dg, 0, nh * sizeof(float));
+        if (!status_is_ok(s = linear_backward(c, ws->dg, g + o->W2, g + o->b2, ws->dlow, a->g, p + o->W2, N, Hd, D)))
+            return s;
+        memset(ws->df1, 0, nh * sizeof(float));
+        gelu_backward(ws->df1, ws->dg, a->f1, nh, low);
+        if (!status_is_ok(s = linear_backward(c, ws->dh1, g + o->W1, g + o->b1, ws->df1, a->h1, p + o->W1, N, D, Hd)))
+            return s;
+        // sa_layer_norm; r1 = ao + x
+        memset(ws->dr, 0, nd * sizeof(float));
+        layernorm_backward(ws->dr, g + o->ln1_w, g + o->ln1_b, ws->dh1, a->r1, a->mean1, a->rstd1, p + o->ln1_w, N, D);
+        memcpy(ws->dh, ws->dr, nd * sizeof(float));  // the residual's fp32 share of dx
+        memcpy(ws->dlow, ws->dr, nd * sizeof(float));
+        amp_round_act_grad(ws->dlow, nd, low, counters);
+        AttentionParams ap = attention_params(ws, p, l);
+        AttentionGrads ag = {g + o->Wq, g + o->bq, g + o->Wk, g + o->bk, g + o->Wv, g + o->bv, g + o->Wo, g + o->bo};
+        s = attention_backward(c, ws->dh, &ag, ws->dlow, &a->att, x, &ap, mask, ws->att_work, B, T, D, H);
+        if (!status_is_ok(s)) return s;
+    }
+    memset(ws->dr, 0, nd * sizeof(float));
+    layernorm_backward(ws->dr, g + ws->lne_w, g + ws->lne_b, ws->dh, ws->emb, ws->emb_mean, ws->emb_rstd,
+                       p + ws->lne_w, N, D);
+    embedding_backward(g + ws->wte, g + ws->wpe, ws->dr, ws->ids, B, T, D, ws->cfg.vocab_size, MODEL_PAD_TOKEN_ID);
+    return status_ok();
+}
+
+const float* model_workspace_hidden_state(const ModelWorkspace* ws, int i) {
+    CHECK(ws->mode != NULL, "no forward has run");
+    CHECK(i >= 0 && i <= ws->cfg.n_layers, "hidden state %d of %lld", i, (long long)ws->cfg.n_layers + 1);
+    return i == 0 ? ws->h0 : ws->la[i - 1].h2;
+}
+
+const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer) {
+    CHECK(ws->mode != NULL, "no forward has run");
+    CHECK(layer >= 0 && layer < ws->cfg.n_layers, "layer %d of %lld", layer, (long long)ws->cfg.n_layers);
+    return ws->la[layer].att.p;
+}

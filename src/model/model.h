@@ -1,0 +1,188 @@
+// model.h — the DistilBERT-architecture sequence classifier's configuration (presets and HF
+// config.json files), its parameter table (one entry per tensor, Hugging Face names, offsets
+// into one contiguous fp32 buffer) and per-tensor optimizer state over that table.
+// Everything that touches parameters derives from the table: allocation, gradients, golden
+// loading, checkpoints, optimizer iteration and the memory report.
+// Also here: the forward and backward pass over that table (ModelWorkspace, model_forward,
+// model_backward, model_zero_grad; layers in layers.h, precision modes in amp.h).
+// Not here: datasets (data.h), the optimizer loop and loss scaling policy (amp.h, train).
+#ifndef TRAINBENCH_MODEL_H
+#define TRAINBENCH_MODEL_H
+
+#include "model/amp.h"
+#include "core/common.h"
+#include "gemm/gemm.h"
+#include "optim/optim.h"
+
+// Field names follow transformers' DistilBertConfig; config.json keys in the comments.
+typedef struct {
+    int64_t vocab_size;     // vocab_size
+    int64_t dim;            // dim (hidden size D)
+    int64_t n_layers;       // n_layers
+    int64_t n_heads;        // n_heads (dim % n_heads == 0)
+    int64_t hidden_dim;     // hidden_dim (FFN inner size H)
+    int64_t max_positions;  // max_position_embeddings (P)
+    int64_t n_labels;       // num_labels (= len(id2label) in a config.json)
+} ModelConfig;
+
+// Upper bounds model_config_validate() enforces (sanity, and so that every size product
+// fits comfortably in size_t and int64_t).
+#define MODEL_MAX_VOCAB      (INT64_C(1) << 24)
+#define MODEL_MAX_DIM        (INT64_C(1) << 16)
+#define MODEL_MAX_LAYERS     INT64_C(1024)
+#define MODEL_MAX_HIDDEN     (INT64_C(1) << 20)
+#define MODEL_MAX_POSITIONS  (INT64_C(1) << 20)
+#define MODEL_MAX_LABELS     (INT64_C(1) << 20)
+#define MODEL_MAX_PARAMS     (INT64_C(1) << 36)   // 68.7 G parameters (275 GB of fp32)
+
+// ---- presets (registry in model.c) ----
+typedef struct {
+    const char* name;         // registry name: "tiny", "small", "distilbert-base-cased"
+    const char* description;
+    ModelConfig cfg;
+} ModelPreset;
+
+size_t model_preset_count(void);
+const ModelPreset* model_preset_at(size_t i);
+const ModelConfig* model_config_find(const char* name);  // NULL if no preset has that name
+const char* model_preset_names_list(void);                // "tiny, small, distilbert-base-cased"
+
+// STATUS_INVALID naming the field and the rule: every size >= 1 and <= its MODEL_MAX_*,
+// dim % n_heads == 0, total parameter count <= MODEL_MAX_PARAMS (checked arithmetic).
+Status model_config_validate(const ModelConfig* cfg);
+// Reads a Hugging Face config.json (DistilBertConfig). Required: vocab_size, dim, n_layers,
+// n_heads, hidden_dim, max_position_embeddings; labels from num_labels or id2label/label2id
+// (default 2, as PretrainedConfig). Common HF keys that do not change the parameter table
+// are accepted and ignored; any other key is STATUS_INVALID naming it. Validates the result.
+Status model_config_from_json_file(const char* path, ModelConfig* cfg);
+
+// ---- parameter table ----
+typedef enum {
+    PARAM_EMBEDDING,      // nn.Embedding weight (word and position embeddings)
+    PARAM_LINEAR_WEIGHT,  // nn.Linear weight (out, in)
+    PARAM_LINEAR_BIAS,    // nn.Linear bias (out)
+    PARAM_NORM_WEIGHT,    // nn.LayerNorm weight (D)
+    PARAM_NORM_BIAS,      // nn.LayerNorm bias (D)
+    PARAM_KIND_COUNT
+} ParamKind;
+
+// Offsets are aligned to MODEL_ALIGN_FLOATS floats (64 bytes) so every tensor starts on a
+// cache line; the buffer therefore holds alloc_numel >= numel floats (the gaps are zero and
+// belong to no tensor). The parameter count is always the sum of numels (numel).
+#define MODEL_ALIGN_FLOATS 16
+
+typedef struct {
+    char name[96];        // HF DistilBertForSequenceClassification state_dict key
+    TensorShape shape;    // as torch: Linear weight (out, in), Embedding (num, dim)
+    size_t offset;        // in floats from the buffer start; multiple of MODEL_ALIGN_FLOATS
+    size_t numel;
+    ParamKind kind;
+    bool is_embedding;    // kind == PARAM_EMBEDDING (HF Trainer: 32-bit state under bnb 8-bit)
+} ParamTensor;
+
+typedef struct {
+    ModelConfig cfg;
+    size_t n;             // number of tensors (104 for distilbert-base-cased)
+    ParamTensor* t;       // (n) in state_dict order
+    size_t numel;         // parameter count: sum of t[i].numel
+    size_t alloc_numel;   // floats in a parameter (or gradient) buffer, alignment gaps included
+} ParamTable;
+
+// Validates cfg (as model_config_validate) and builds the table; free with param_table_free.
+Status param_table_build(const ModelConfig* cfg, ParamTable* table);
+void param_table_free(ParamTable* table);
+const ParamTensor* param_table_find(const ParamTable* table, const char* name);
+// A zeroed, 64-byte aligned buffer of alloc_numel floats (parameters or gradients).
+float* param_table_alloc_buffer(const ParamTable* table);
+// HF DistilBertPreTrainedModel._init_weights: Linear and Embedding weights ~ N(0, std)
+// (initializer_range 0.02), Linear biases 0, LayerNorm weight 1 and bias 0. The padding row
+// of the word embeddings is NOT zeroed. Deterministic for any thread count (rng streams per
+// tensor chunk, see param_table_fill_normal).
+void param_table_init_weights(const ParamTable* table, float* buf, uint64_t seed, float std);
+// Every tensor ~ N(mean, std) (e.g. a synthetic gradient). Each tensor is drawn in chunks of
+// 2^20 elements, chunk c of tensor i from rng stream (i << 32 | c), so the values do not
+// depend on the thread count.
+void param_table_fill_normal(const ParamTable* table, float* buf, uint64_t seed, float mean, float std);
+
+// ---- optimizer state over the whole table (what a training loop holds) ----
+typedef struct {
+    const Optimizer* optim;
+    OptimConfig cfg;          // the run's hyperparameters
+    bool embeddings_32bit;    // HF Trainer + bitsandbytes: every nn.Embedding weight keeps
+                              // 32-bit state (module override optim_bits=32)
+    size_t n;                 // = table->n
+    OptimState** states;      // (n) one per tensor, NULL before model_optim_init
+} ModelOptim;
+
+// The config the optimizer sees for one tensor: cfg, except that with embeddings_32bit an
+// embedding weight gets min_8bit_size = SIZE_MAX (the 32-bit path).
+OptimConfig model_optim_tensor_config(const OptimConfig* cfg, bool embeddings_32bit, const ParamTensor* t);
+// Closed formula (SPEC.md section 5): sum over tensors of state_bytes + shared_state_bytes once.
+size_t model_optim_estimate_bytes(const ParamTable* table, const Optimizer* o, const OptimConfig* cfg,
+                                  bool embeddings_32bit);
+void model_optim_init(ModelOptim* mo, const ParamTable* table, const Optimizer* o, const OptimConfig* cfg,
+                      bool embeddings_32bit);
+// One optimizer step on every tensor: params and grads are table buffers (alloc_numel floats).
+void model_optim_step(ModelOptim* mo, const ParamTable* table, float* params, const float* grads);
+// Measured: sum of optim_state_measured_bytes over the tensors + shared_state_bytes once
+// (shared state is not allocated per tensor, so the vtable's figure is the only one there is).
+size_t model_optim_measured_bytes(const ModelOptim* mo);
+size_t model_optim_shared_bytes(const ModelOptim* mo);
+size_t model_optim_measured_elems(const ModelOptim* mo);  // per-tensor state elements only
+void model_optim_free(ModelOptim* mo);
+
+// ---- forward / backward (DistilBertForSequenceClassification, train mode with dropout 0) ----
+// The computation, op by op, with the rounding points of each precision mode, is written out
+// at the top of model.c; reference/MODEL_SEMANTICS.md records what torch/transformers compute.
+
+// DistilBertConfig.pad_token_id (default 0): the word embedding's padding_idx, whose row never
+// receives a gradient (nn.Embedding(padding_idx=0)). The presets and config.json files leave it
+// at the default (config.json's pad_token_id is accepted and ignored; a value other than 0 is
+// not modelled).
+#define MODEL_PAD_TOKEN_ID 0
+
+// One batch as the model reads it (views; data.h's Batch converts field by field).
+typedef struct {
+    const int64_t* input_ids;       // (B, T) in [0, vocab_size)
+    const int64_t* attention_mask;  // (B, T) 1 = real token, 0 = padding; NULL = all ones
+    const int32_t* labels;          // (B) in [0, n_labels)
+    int B, T;                       // 1 <= B <= the workspace's max_B, 1 <= T <= max_T
+} ModelBatch;
+
+// Every activation of one forward/backward for batches of up to max_B x max_T tokens, allocated
+// once (sizes from the config), plus the layers' GEMM scratch (grown on the first step, then
+// kept). Not thread-safe: one step at a time.
+typedef struct ModelWorkspace ModelWorkspace;
+
+// STATUS_INVALID when max_B < 1, max_T < 1 or max_T > max_position_embeddings.
+Status model_workspace_new(const ParamTable* table, int max_B, int max_T, ModelWorkspace** out);
+void model_workspace_free(ModelWorkspace* ws);  // NULL is fine
+// Bytes held: the activation arena plus the GEMM scratch currently allocated.
+size_t model_workspace_bytes(const ModelWorkspace* ws);
+
+// Forward pass and loss (mean cross-entropy over the batch, fp32). params: a table buffer
+// (param_table_alloc_buffer layout). logits (B, n_labels) receives the classifier's output as
+// fp32 (the low-dtype values in a mixed mode), or NULL. Errors: STATUS_UNSUPPORTED when the
+// backend cannot run the mode's dtype (e.g. onednn + fp16; amp_check_backend), STATUS_INVALID
+// for a batch outside the workspace, an id outside the vocabulary, a label outside
+// [0, n_labels) or a mask value other than 0/1. Saves what model_backward needs.
+Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* batch, const PrecisionMode* mode,
+                     Gemm* gemm, float* loss, float* logits);
+// Backward of the last model_forward (same params, same mode): d(loss * loss_scale) with
+// respect to every parameter, ACCUMULATED (+=) into grads (a table buffer: call
+// model_zero_grad first, once per step). loss_scale is 1, or the GradScaler's scale.
+// counters (may be NULL) are incremented at the rounding points (amp.h says what is counted).
+// gemm: an open backend (normally the one the forward used).
+Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale, Gemm* gemm, float* grads,
+                      AmpCounters* counters);
+// grads[0 .. alloc_numel) = 0
+void model_zero_grad(const ParamTable* table, float* grads);
+
+// Saved activations of the last successful model_forward (tests, inspection), as transformers'
+// output_hidden_states / output_attentions return them: hidden state i (B, T, D), i = 0 the
+// embeddings' LayerNorm output, i = l + 1 the output of layer l; layer l's attention
+// probabilities (B, n_heads, T, T) (fp32 with padding; low-dtype values without).
+const float* model_workspace_hidden_state(const ModelWorkspace* ws, int i);
+const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer);
+
+#endif

@@ -1,0 +1,134 @@
+// optim.h — the Optimizer vtable, its hyperparameters and the optimizer registry.
+// Optimizers work per tensor: each parameter tensor gets its own state (as torch keeps
+// optimizer.state[p]); the trainer, the memory report and the conformance tests iterate the
+// parameter table and call the same four functions. Every optimizer mirrors one library
+// function exactly (SPEC.md section 3; reference/OPTIM_SEMANTICS.md records what the
+// installed libraries really do) and keeps its own step count, so a skipped step (GradScaler
+// found inf/NaN) is simply a step() that is not called.
+// Not here: learning-rate schedules, gradient clipping, loss scaling (amp.h).
+#ifndef TRAINBENCH_OPTIM_H
+#define TRAINBENCH_OPTIM_H
+
+#include <jansson.h>
+#include <math.h>
+
+#include "core/common.h"
+#include "core/dtype.h"
+
+#define OPTIM_MAX_DIMS 4
+#define OPTIM_MAX_STATE 8
+
+typedef struct {
+    int ndim;                        // 0..OPTIM_MAX_DIMS; a 0-d tensor has numel 1
+    int64_t dims[OPTIM_MAX_DIMS];
+} TensorShape;
+
+size_t shape_numel(const TensorShape* s);
+TensorShape shape_1d(int64_t n);
+TensorShape shape_2d(int64_t rows, int64_t cols);
+
+// All hyperparameters of all optimizers; each optimizer reads the ones it has and ignores the
+// rest. optim_defaults() fills the library defaults of one optimizer (as HF Trainer sets them).
+typedef struct {
+    double lr;              // learning rate (> 0, finite); Adafactor HF: ignored when relative_step
+    double beta1, beta2;    // AdamW family: betas; Adafactor HF: beta1 used when has_beta1
+    bool has_beta1;         // Adafactor HF: beta1=None -> false
+    double eps;             // AdamW family
+    double weight_decay;    // decoupled (AdamW family, adafactor_torch) / HF Adafactor's own form
+    bool amsgrad;           // not supported: validate() rejects true (kept for golden hparams)
+    // transformers Adafactor
+    double eps1, eps2;      // eps=(1e-30, 1e-3); adafactor_torch: eps1 < 0 means None (dtype eps)
+    double clip_threshold;  // 1.0
+    double decay_rate;      // -0.8 (HF) ; torch: beta2_decay
+    bool scale_parameter, relative_step, warmup_init;
+    // torch Adafactor
+    double d;               // clipping threshold d = 1.0
+    // bitsandbytes 8-bit
+    int block_size;         // 256
+    size_t min_8bit_size;   // 4096: smaller tensors keep fp32 state
+} OptimConfig;
+
+typedef struct {
+    char name[64];          // the library's state key: "exp_avg", "state1", "row_var", ...
+    DType dtype;
+    TensorShape shape;
+    void* data;             // owned by the optimizer state
+} StateTensor;
+
+// Per-tensor state: the optimizer's own struct begins with this header.
+typedef struct OptimState {
+    const struct Optimizer* optim;
+    TensorShape shape;      // the parameter's shape
+    int64_t step;           // steps taken (t of the last step; 0 before the first)
+    int n_tensors;
+    StateTensor tensors[OPTIM_MAX_STATE];  // everything the library keeps, step included
+} OptimState;
+
+typedef struct Optimizer {
+    const char* name;        // registry name = HF TrainingArguments.optim: "adamw_torch", ...
+    const char* reference;   // "torch.optim.AdamW (for-loop path)"
+    void (*defaults)(OptimConfig* cfg);
+    // STATUS_INVALID naming the field and the allowed range when a value is bad.
+    Status (*validate)(const OptimConfig* cfg);
+    // Closed-formula state size in bytes for a tensor of this shape (SPEC.md section 5),
+    // excluding anything shared by all tensors (see shared_state_bytes).
+    size_t (*state_bytes)(const TensorShape* shape, const OptimConfig* cfg);
+    // Bytes shared by every tensor of a run (bitsandbytes' two code maps); may be NULL.
+    size_t (*shared_state_bytes)(const OptimConfig* cfg);
+    // Allocates the state for one parameter tensor, zeroed as the library initialises it
+    // (most libraries create state lazily at the first step; the values are the same).
+    OptimState* (*init)(const TensorShape* shape, const OptimConfig* cfg);
+    // One step: updates p (numel floats) in place from g; increments the state's step.
+    void (*step)(OptimState* st, float* p, const float* g, const OptimConfig* cfg);
+    void (*free)(OptimState* st);
+    // Optional: a state tensor shared by all parameter tensors (bitsandbytes' qmap1/qmap2),
+    // by the library's state key; NULL if none has that name.
+    const StateTensor* (*find_shared_state)(const char* name);
+} Optimizer;
+
+// registry
+size_t optim_count(void);
+const Optimizer* optim_at(size_t i);
+const Optimizer* optim_find(const char* name);
+const char* optim_names_list(void);
+
+// Convenience wrappers.
+void optim_defaults(const Optimizer* o, OptimConfig* cfg);
+// Measured state: sum of numel*element_size over the state tensors (what the seed's
+// compute_optimizer_size does); elements counted likewise.
+size_t optim_state_measured_bytes(const OptimState* st);
+size_t optim_state_measured_elems(const OptimState* st);
+const StateTensor* optim_state_find(const OptimState* st, const char* name);
+
+// Hyperparameters from/to JSON using the libraries' constructor keyword names
+// (lr, betas, eps, weight_decay, scale_parameter, relative_step, warmup_init, beta1,
+// clip_threshold, decay_rate, beta2_decay, d, block_wise, min_8bit_size...). Unknown keys are
+// an error (STATUS_INVALID naming the key) unless listed as accepted-and-ignored.
+Status optim_config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg);
+
+// Helpers for optimizer files: add a state tensor to st (allocates zeroed, 64-byte aligned).
+void* optim_state_add(OptimState* st, const char* name, DType dt, TensorShape shape);
+OptimState* optim_state_new(const Optimizer* o, size_t struct_size, const TensorShape* shape);
+void optim_state_free_tensors(OptimState* st);
+// Shared validation pieces: each returns STATUS_OK or STATUS_INVALID with "<field> must ...".
+Status optim_check_positive(const char* field, double v);          // finite and > 0
+Status optim_check_nonneg(const char* field, double v);            // finite and >= 0
+Status optim_check_beta(const char* field, double v);              // 0 <= v < 1
+
+extern const Optimizer optim_adamw_torch;
+extern const Optimizer optim_adafactor_hf;
+extern const Optimizer optim_adafactor_torch;
+extern const Optimizer optim_adamw_bnb_8bit;
+
+
+// Shared helper for optimizer files.
+// A tensor of ndim >= 2 seen as (batch, rows, cols) over its last two dims.
+void shape_as_matrices(const TensorShape* s, size_t* batch, size_t* rows, size_t* cols);
+
+// torch's lerp as its vectorized CPU kernel computes it (ATen Lerp.h lerp_vec):
+// |w| < 0.5: fma(w, end - self, self); otherwise fma(w - 1, end - self, end).
+static inline float torch_lerp(float self, float end, float w) {
+    return w < 0.5f && w > -0.5f ? fmaf(w, end - self, self) : fmaf(w - 1.0f, end - self, end);
+}
+
+#endif

@@ -1,0 +1,125 @@
+// optim_adamw_torch.c — torch.optim.AdamW, single-tensor (for-loop) path, fp32 params.
+// reference: pytorch torch/optim/adam.py _single_tensor_adam (AdamW = decoupled decay)
+// Per element, in torch's order and float32 rounding points (SPEC.md 3.1):
+//   p <- p * f32(1 - lr*wd)                              param.mul_(1 - lr*weight_decay)
+//   m <- fma(f32(1-b1), g - m, m)                        exp_avg.lerp_(grad, 1-beta1) (w < 0.5)
+//   v <- fma(f32(1-b2) * g, g, v * f32(b2))              mul_ then addcmul_ (its CPU kernel
+//                                                        computes self + (value*t1)*t2, fused)
+//   bc1 = 1 - b1^t, bc2 = 1 - b2^t in double; step_size = lr/bc1; bc2_sqrt = bc2 ** 0.5
+//   denom = sqrt(v) / f32(bc2_sqrt) + f32(eps)             sqrt = torch's CPU sqrt (MKL,
+//                                                        not correctly rounded): torch_sqrt.h
+//   p <- p + (f32(-step_size) * m) / denom               param.addcdiv_(exp_avg, denom, -step_size)
+//                                                        (its CPU kernel: self + (value*t1)/t2)
+// These rounding points were pinned down by reference/check_optim_semantics.py against the
+// installed torch (see reference/OPTIM_SEMANTICS.md).
+// State: exp_avg, exp_avg_sq (fp32, param's shape), step (0-d fp32), as torch keeps them.
+// Not here: amsgrad, maximize, bf16 params, the foreach/fused paths (these round differently).
+#include <math.h>
+
+#include "optim/optim.h"
+#include "optim/torch_sqrt.h"
+
+static void adamw_defaults(OptimConfig* c) {
+    c->lr = 1e-3;
+    c->beta1 = 0.9;
+    c->beta2 = 0.999;
+    c->eps = 1e-8;
+    c->weight_decay = 1e-2;
+}
+
+static Status adamw_validate(const OptimConfig* c) {
+    Status s;
+    if (!status_is_ok(s = optim_check_positive("lr", c->lr))) return s;
+    if (!status_is_ok(s = optim_check_beta("beta1", c->beta1))) return s;
+    if (!status_is_ok(s = optim_check_beta("beta2", c->beta2))) return s;
+    if (!status_is_ok(s = optim_check_positive("eps", c->eps))) return s;
+    if (!status_is_ok(s = optim_check_nonneg("weight_decay", c->weight_decay))) return s;
+    if (c->amsgrad) return status_make(STATUS_INVALID, "amsgrad=true is not supported by adamw_torch");
+    return status_ok();
+}
+
+static size_t adamw_state_bytes(const TensorShape* shape, const OptimConfig* c) {
+    return 8 * shape_numel(shape) + 4;  // exp_avg + exp_avg_sq (fp32) + 0-d fp32 step
+}
+
+static OptimState* adamw_init(const TensorShape* shape, const OptimConfig* c) {
+    OptimState* st = optim_state_new(&optim_adamw_torch, sizeof(OptimState), shape);
+    optim_state_add(st, "exp_avg", DTYPE_F32, *shape);
+    optim_state_add(st, "exp_avg_sq", DTYPE_F32, *shape);
+    optim_state_add(st, "step", DTYPE_F32, (TensorShape){0, {0}});
+    return st;
+}
+
+// Portable kernel: any CPU; torch_sqrtf's table lookup keeps GCC from vectorizing it.
+static void adamw_kernel_portable(float* restrict p, const float* restrict g, float* restrict m,
+                                  float* restrict v, size_t n, float decay, float w1, float b2, float w2,
+                                  float bc2_sqrt, float eps, float neg_step_size) {
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i] * decay;  // decay == 1.0f when weight_decay == 0: exact, same as skipping
+        float gi = g[i];
+        float mi = fmaf(w1, gi - m[i], m[i]);
+        float vi = fmaf(w2 * gi, gi, v[i] * b2);
+        float denom = torch_sqrtf(vi) / bc2_sqrt + eps;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi + (neg_step_size * mi) / denom;
+    }
+}
+
+#if defined(__x86_64__)
+// The same operations, 8 lanes at a time, with the CPU's rsqrtps seed for torch's sqrt (used
+// only when torch_sqrt_hw_matches() proved it gives the table's bits). Bit-identical.
+__attribute__((target("avx2,fma"))) static void adamw_kernel_avx2(
+    float* restrict p, const float* restrict g, float* restrict m, float* restrict v, size_t n,
+    float decay, float w1, float b2, float w2, float bc2_sqrt, float eps, float neg_step_size) {
+    const size_t n8 = n / 8 * 8;
+    const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(w1), vb2 = _mm256_set1_ps(b2),
+                 vw2 = _mm256_set1_ps(w2), vbc = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(eps),
+                 vss = _mm256_set1_ps(neg_step_size);
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (size_t i = 0; i < n8; i += 8) {
+        __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
+        __m256 gi = _mm256_loadu_ps(g + i), m0 = _mm256_loadu_ps(m + i);
+        __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), m0);
+        __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(vw2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), vb2));
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi), vbc), veps);
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vss, mi), denom)));
+    }
+    adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, n - n8, decay, w1, b2, w2, bc2_sqrt, eps, neg_step_size);
+}
+#endif
+
+static void adamw_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
+    torch_sqrt_init();
+    st->step++;
+    float* step_t = st->tensors[2].data;
+    *step_t = (float)st->step;  // torch: step_t += 1 (exact in fp32 up to 2^24 steps)
+    const double t = (double)st->step;
+    const double bc1 = 1.0 - pow(c->beta1, t);
+    const double bc2 = 1.0 - pow(c->beta2, t);
+    const double step_size = c->lr / bc1;
+    const double bc2_sqrt = pow(bc2, 0.5);
+    void (*kernel)(float* restrict, const float* restrict, float* restrict, float* restrict, size_t, float,
+                   float, float, float, float, float, float) = adamw_kernel_portable;
+#if defined(__x86_64__)
+    if (torch_sqrt_hw_matches()) kernel = adamw_kernel_avx2;
+#endif
+    kernel(p, g, st->tensors[0].data, st->tensors[1].data, shape_numel(&st->shape),
+                 (float)(1.0 - c->lr * c->weight_decay), (float)(1.0 - c->beta1), (float)c->beta2,
+                 (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size));
+}
+
+const Optimizer optim_adamw_torch = {
+    .name = "adamw_torch",
+    .reference = "torch.optim.AdamW, single-tensor for-loop path (torch/optim/adam.py _single_tensor_adam)",
+    .defaults = adamw_defaults,
+    .validate = adamw_validate,
+    .state_bytes = adamw_state_bytes,
+    .shared_state_bytes = NULL,
+    .init = adamw_init,
+    .step = adamw_step,
+    .free = optim_state_free_tensors,
+};

@@ -1,0 +1,153 @@
+// optim_mistakes.c — the known-mistake table (optim_mistakes.h). The AdamW variants are one
+// scalar copy of optim_adamw_torch.c's portable kernel (same fp32 rounding points, torch's sqrt)
+// with a switch on the mistake, so that each differs from the reference in that one detail
+// only; the other entries are config tweaks of a reference optimizer, or the other Adafactor
+// dialect run on the same hyperparameters.
+// To add a mistake: add an enum value and a case below (or a tweak function), then one table
+// row. tests/test_optim.c checks that it fails the goldens; a row that passes them is not a
+// mistake this suite can see, and must not be listed.
+#include "optim/optim_mistakes.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "optim/torch_sqrt.h"
+
+// ---- AdamW (torch) with one mistake ----
+typedef enum {
+    AM_EPS_INSIDE_SQRT,      // denom = sqrt(v/bc2 + eps)
+    AM_NO_BIAS_CORRECTION,   // bc1 = bc2 = 1
+    AM_NO_BC1,               // step_size = lr (first moment not corrected)
+    AM_NO_BC2,               // denom = sqrt(v) + eps (second moment not corrected)
+    AM_BC2_NO_SQRT,          // denom = sqrt(v)/bc2 + eps
+    AM_EPS_BEFORE_BC2,       // denom = (sqrt(v) + eps)/sqrt(bc2)
+    AM_DECAY_AFTER_UPDATE,   // p <- (p + update) * (1 - lr*wd)
+    AM_L2_DECAY,             // Adam's coupled L2: g <- g + wd*p, no decoupled decay
+    AM_LERP_WEIGHT_BETA1,    // m <- lerp(m, g, beta1) instead of weight 1 - beta1
+    AM_V_WEIGHTS_SWAPPED,    // v <- (1-b2)*v + b2*g*g
+    AM_STEP_PLUS_ONE,        // bias correction with t+1 (step counted twice / from 1 before increment)
+} AdamwMistake;
+
+static void adamw_mistake_step(OptimState* st, float* p, const float* g, const OptimConfig* c, AdamwMistake mk) {
+    torch_sqrt_init();
+    st->step++;
+    *(float*)optim_state_find(st, "step")->data = (float)st->step;
+    float* m = optim_state_find(st, "exp_avg")->data;
+    float* v = optim_state_find(st, "exp_avg_sq")->data;
+    const double t = (double)st->step + (mk == AM_STEP_PLUS_ONE ? 1.0 : 0.0);
+    double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
+    if (mk == AM_NO_BIAS_CORRECTION || mk == AM_NO_BC1) bc1 = 1.0;
+    if (mk == AM_NO_BIAS_CORRECTION || mk == AM_NO_BC2) bc2 = 1.0;
+    const float decay = (float)(1.0 - c->lr * c->weight_decay), wd = (float)c->weight_decay;
+    const float w1 = (float)(1.0 - c->beta1), b1 = (float)c->beta1, b2 = (float)c->beta2, w2 = (float)(1.0 - c->beta2);
+    const float bc2f = (float)bc2, bc2_sqrt = (float)pow(bc2, 0.5), eps = (float)c->eps;
+    const float neg_step_size = (float)(-c->lr / bc1);
+    const size_t n = shape_numel(&st->shape);
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i], gi = g[i];
+        if (mk == AM_L2_DECAY) gi = fmaf(pi, wd, gi);  // grad.add(param, alpha=wd): an FMA on CPU
+        else if (mk != AM_DECAY_AFTER_UPDATE) pi = pi * decay;
+        const float mi = mk == AM_LERP_WEIGHT_BETA1 ? torch_lerp(m[i], gi, b1) : fmaf(w1, gi - m[i], m[i]);
+        const float vi = mk == AM_V_WEIGHTS_SWAPPED ? fmaf(b2 * gi, gi, v[i] * w2) : fmaf(w2 * gi, gi, v[i] * b2);
+        float denom;
+        switch (mk) {
+        case AM_EPS_INSIDE_SQRT: denom = torch_sqrtf(vi / bc2f + eps); break;
+        case AM_BC2_NO_SQRT: denom = torch_sqrtf(vi) / bc2f + eps; break;
+        case AM_EPS_BEFORE_BC2: denom = (torch_sqrtf(vi) + eps) / bc2_sqrt; break;
+        default: denom = torch_sqrtf(vi) / bc2_sqrt + eps; break;
+        }
+        m[i] = mi;
+        v[i] = vi;
+        pi = pi + (neg_step_size * mi) / denom;
+        if (mk == AM_DECAY_AFTER_UPDATE) pi = pi * decay;
+        p[i] = pi;
+    }
+}
+
+// One Optimizer per mistake: the reference's vtable with the step replaced (a step has no
+// context pointer, so each mistake gets its own small function).
+#define ADAMW_MISTAKE(tag, mk)                                                                  \
+    static void step_##tag(OptimState* st, float* p, const float* g, const OptimConfig* c) {   \
+        adamw_mistake_step(st, p, g, c, mk);                                                    \
+    }
+ADAMW_MISTAKE(eps_inside_sqrt, AM_EPS_INSIDE_SQRT)
+ADAMW_MISTAKE(no_bias_correction, AM_NO_BIAS_CORRECTION)
+ADAMW_MISTAKE(no_bc1, AM_NO_BC1)
+ADAMW_MISTAKE(no_bc2, AM_NO_BC2)
+ADAMW_MISTAKE(bc2_no_sqrt, AM_BC2_NO_SQRT)
+ADAMW_MISTAKE(eps_before_bc2, AM_EPS_BEFORE_BC2)
+ADAMW_MISTAKE(decay_after_update, AM_DECAY_AFTER_UPDATE)
+ADAMW_MISTAKE(l2_decay, AM_L2_DECAY)
+ADAMW_MISTAKE(lerp_weight, AM_LERP_WEIGHT_BETA1)
+ADAMW_MISTAKE(v_weights_swapped, AM_V_WEIGHTS_SWAPPED)
+ADAMW_MISTAKE(step_plus_one, AM_STEP_PLUS_ONE)
+
+static void tweak_no_decay(OptimConfig* c) { c->weight_decay = 0; }
+static void tweak_no_clip_hf(OptimConfig* c) { c->clip_threshold = INFINITY; }
+static void tweak_no_clip_torch(OptimConfig* c) { c->d = INFINITY; }
+static void tweak_no_scale_parameter(OptimConfig* c) { c->scale_parameter = false; }
+static void tweak_no_8bit(OptimConfig* c) { c->min_8bit_size = SIZE_MAX; }
+
+typedef struct {
+    OptimMistake m;
+    void (*step)(OptimState*, float*, const float*, const OptimConfig*);  // AdamW step variant, or NULL
+} Row;
+
+// Designated initializers: a row names only what it uses.
+#define ADAMW_ROW(id_, text_, step_) {{.optim = "adamw_torch", .id = id_, .text = text_}, step_}
+#define TWEAK_ROW(optim_, id_, text_, tweak_, params_only_) \
+    {{.optim = optim_, .id = id_, .text = text_, .tweak = tweak_, .params_only = params_only_}, NULL}
+#define DIALECT_ROW(optim_, id_, text_, other_) \
+    {{.optim = optim_, .id = id_, .text = text_, .variant = other_, .parse_as = other_, .params_only = true}, NULL}
+
+static const Row ROWS[] = {
+    ADAMW_ROW("eps_inside_sqrt", "eps inside the sqrt: sqrt(v_hat + eps) instead of sqrt(v_hat) + eps", step_eps_inside_sqrt),
+    ADAMW_ROW("no_bias_correction", "bias correction missing (both moments)", step_no_bias_correction),
+    ADAMW_ROW("no_bias_correction1", "bias correction of the first moment missing (step size lr, not lr/(1-b1^t))", step_no_bc1),
+    ADAMW_ROW("no_bias_correction2", "bias correction of the second moment missing (sqrt(v) + eps)", step_no_bc2),
+    ADAMW_ROW("bias_correction2_no_sqrt", "second-moment bias correction without its sqrt (sqrt(v)/(1-b2^t) + eps)", step_bc2_no_sqrt),
+    ADAMW_ROW("eps_before_bias_correction2", "eps added before the bias correction ((sqrt(v) + eps)/sqrt(1-b2^t))", step_eps_before_bc2),
+    ADAMW_ROW("decay_after_update", "weight decay applied after the update instead of before", step_decay_after_update),
+    ADAMW_ROW("l2_decay", "L2 penalty added to the gradient (Adam) instead of decoupled weight decay (AdamW)", step_l2_decay),
+    TWEAK_ROW("adamw_torch", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
+    ADAMW_ROW("lerp_weight_beta1", "wrong lerp weight: exp_avg.lerp_(grad, beta1) instead of 1 - beta1", step_lerp_weight),
+    ADAMW_ROW("v_weights_swapped", "second-moment weights swapped: (1-b2)*v + b2*g^2", step_v_weights_swapped),
+    ADAMW_ROW("step_plus_one", "off-by-one step in the bias correction (t+1 instead of t)", step_step_plus_one),
+
+    TWEAK_ROW("adafactor", "no_update_clipping", "update clipping missing (U / max(1, RMS(U)/clip_threshold))", tweak_no_clip_hf, false),
+    TWEAK_ROW("adafactor", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
+    TWEAK_ROW("adafactor", "scale_parameter_ignored", "scale_parameter ignored (lr not multiplied by max(eps2, RMS(p)))", tweak_no_scale_parameter, false),
+    DIALECT_ROW("adafactor", "dialect_adafactor_torch", "the other dialect: torch.optim.Adafactor (adafactor_torch) on these hyperparameters", &optim_adafactor_torch),
+
+    TWEAK_ROW("adafactor_torch", "no_update_clipping", "update clipping missing (alpha / max(1, RMS(U)/d))", tweak_no_clip_torch, false),
+    TWEAK_ROW("adafactor_torch", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
+    DIALECT_ROW("adafactor_torch", "dialect_adafactor", "the other dialect: transformers Adafactor (adafactor) on these hyperparameters", &optim_adafactor_hf),
+
+    TWEAK_ROW("adamw_bnb_8bit", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
+    TWEAK_ROW("adamw_bnb_8bit", "fp32_state", "no 8-bit quantization: fp32 state for every tensor", tweak_no_8bit, true),
+};
+
+static OptimMistake g_table[ARRAY_LEN(ROWS)];
+static Optimizer g_adamw_variants[ARRAY_LEN(ROWS)];
+
+// The AdamW variants are optim_adamw_torch with another step; built once (a static
+// initializer cannot copy another object).
+static void table_init(void) {
+    if (g_table[0].optim) return;
+    for (size_t i = 0; i < ARRAY_LEN(ROWS); i++) {
+        g_table[i] = ROWS[i].m;
+        if (ROWS[i].step) {
+            g_adamw_variants[i] = optim_adamw_torch;
+            g_adamw_variants[i].step = ROWS[i].step;
+            g_table[i].variant = &g_adamw_variants[i];
+        }
+    }
+}
+
+size_t optim_mistake_count(void) { return ARRAY_LEN(ROWS); }
+
+const OptimMistake* optim_mistake_at(size_t i) {
+    CHECK(i < ARRAY_LEN(ROWS));
+    table_init();
+    return &g_table[i];
+}

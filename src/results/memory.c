@@ -1,0 +1,404 @@
+// memory.c — `trainbench memory`: optimizer-state memory of a model shape, per registered
+// optimizer: the closed-formula estimate (SPEC.md section 5) against a measurement (allocate
+// every tensor's state, run one real step on real buffers, sum what the optimizer allocated),
+// the process RSS growth while the state exists, and an itemized training budget (params,
+// grads, optimizer state) next to Accelerate's `estimate-memory` "Training using Adam".
+// With --time it also times one step over all tensors (after the measured step, which is the
+// warm-up) and reports parameters/s and effective GB/s (traffic model below).
+// Not here: activations (the trainer measures them), mixed-precision copies.
+#include <jansson.h>
+#include <malloc.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/cpu.h"
+#include "model/model.h"
+
+#define MIB (1024.0 * 1024.0)
+#define PARAM_SEED 42u   // weights: HF init, N(0, 0.02)
+#define GRAD_SEED 43u    // synthetic gradient: N(0, 1e-3)
+
+static int memory_run(int argc, char** argv);
+
+const Command cmd_memory = {
+    .name = "memory",
+    .summary = "optimizer-state memory per optimizer: estimate vs measured, RSS, step speed",
+    .usage = "trainbench memory [--model NAME | --config FILE.json] [--optim NAME|all] [--json] [--time] "
+             "[--threads N]\n"
+             "  --model   a preset (default distilbert-base-cased); --config  a HF config.json instead\n"
+             "  --optim   one registered optimizer or all (default)\n"
+             "  --json    the same data as JSON on stdout\n"
+             "  --time    also time one step over all tensors (after a warm-up step)\n"
+             "  exit 0; 1 if an estimate differs from its measurement; 2 on bad input",
+    .run = memory_run,
+};
+
+// One report row: an optimizer with one way of configuring it.
+typedef struct {
+    const Optimizer* optim;
+    const char* variant;        // "default", "plain", "hf_trainer" (JSON id)
+    const char* label;          // what the variant means, for people
+    bool embeddings_32bit;
+    size_t estimate_bytes;
+    size_t measured_bytes;      // per-tensor state + shared
+    size_t measured_elems;      // per-tensor state elements
+    size_t shared_bytes;
+    long long rss_growth;       // bytes; -1 if /proc is unavailable
+    size_t traffic_bytes;       // per step, see traffic model
+    double step_seconds;        // --time; 0 when not timed
+} MemRow;
+
+// ---- formatting ----
+static const char* fmt_count(char* buf, size_t cap, unsigned long long v) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", v);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 1 < cap; i++) {
+        if (i && (n - i) % 3 == 0 && o + 2 < cap) buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static const char* fmt_signed(char* buf, size_t cap, long long v) {
+    if (v >= 0) {
+        buf[0] = '+';
+        fmt_count(buf + 1, cap - 1, (unsigned long long)v);
+    } else {
+        buf[0] = '-';
+        fmt_count(buf + 1, cap - 1, (unsigned long long)(-(v + 1)) + 1);
+    }
+    return buf;
+}
+
+static double round_2dp(double x) { return round(x * 100) / 100; }
+
+static unsigned long long mb_rounded(size_t bytes) { return ((unsigned long long)bytes + (1u << 19)) >> 20; }
+
+// "526,264,752 bytes = 502 MB (501.88 MB)"
+static const char* fmt_bytes(char* buf, size_t cap, size_t bytes) {
+    char a[32], b[32];
+    snprintf(buf, cap, "%s bytes = %s MB (%.2f MB)", fmt_count(a, sizeof a, bytes),
+             fmt_count(b, sizeof b, mb_rounded(bytes)), (double)bytes / MIB);
+    return buf;
+}
+
+// ---- measurement ----
+static long long rss_bytes(void) {
+    FILE* f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    long long size, resident;
+    int ok = fscanf(f, "%lld %lld", &size, &resident) == 2;
+    fclose(f);
+    return ok ? resident * (long long)sysconf(_SC_PAGESIZE) : -1;
+}
+
+// Traffic model (bytes an optimizer must move per step, used for effective GB/s): read p and
+// g, write p (12 bytes/param), and read + write every state byte once; shared state (code
+// maps) is read once. Derived per optimizer:
+//   adamw_torch: reads p,g,m,v (16) and writes p,m,v (12) = 28 bytes/param, plus 8 bytes per
+//     tensor for the 0-d step.
+//   adamw_bnb_8bit, tensors >= min_8bit_size: p,g read (8) + p written (4) + the two uint8
+//     code tensors read and written (4) + the two fp32 absmax per 256-block read and written
+//     (16/256) = 16.0625 bytes/param, plus the 2,048-byte code maps read once; smaller tensors
+//     (and embeddings in the HF Trainer variant) take the 32-bit path: 28 bytes/param.
+//   adafactor / adafactor_torch, 2-D (R x C): p,g read, p written (12 bytes/param) plus the
+//     factored row (R) and col (C) fp32 statistics read and written, 8(R + C) bytes, and the
+//     0-d RMS/step; 1-D: 12 + 8 bytes/param (the full fp32 variance). This is the compulsory
+//     traffic only: the algorithm passes over g more than once (the row/col means must be
+//     complete before the update, and RMS(U) must be complete before U is applied; RMS(p)
+//     is one more pass over p), so the bandwidth it really achieves is higher than reported.
+static size_t row_traffic(const ParamTable* t, const ModelOptim* mo) {
+    size_t total = model_optim_shared_bytes(mo);
+    for (size_t i = 0; i < t->n; i++)
+        total += 3 * sizeof(float) * t->t[i].numel + 2 * optim_state_measured_bytes(mo->states[i]);
+    return total;
+}
+
+static void measure_row(MemRow* r, const ParamTable* t, float* params, const float* grads, bool timed) {
+    OptimConfig cfg;
+    optim_defaults(r->optim, &cfg);
+    r->estimate_bytes = model_optim_estimate_bytes(t, r->optim, &cfg, r->embeddings_32bit);
+    long long rss0 = rss_bytes();
+    ModelOptim mo;
+    model_optim_init(&mo, t, r->optim, &cfg, r->embeddings_32bit);
+    model_optim_step(&mo, t, params, grads);  // one real step: every lazily-made buffer exists
+    long long rss1 = rss_bytes();
+    r->rss_growth = rss0 >= 0 && rss1 >= 0 ? rss1 - rss0 : -1;
+    r->measured_bytes = model_optim_measured_bytes(&mo);
+    r->measured_elems = model_optim_measured_elems(&mo);
+    r->shared_bytes = model_optim_shared_bytes(&mo);
+    r->traffic_bytes = row_traffic(t, &mo);
+    if (timed) {  // the measured step above was the warm-up
+        double t0 = now_seconds();
+        model_optim_step(&mo, t, params, grads);
+        r->step_seconds = now_seconds() - t0;
+    }
+    model_optim_free(&mo);
+    malloc_trim(0);  // give freed state back so the next row's RSS growth starts clean
+}
+
+// Rows for one optimizer: optimizers with bitsandbytes' size rule (min_8bit_size > 0 in their
+// defaults) get a second row as HF Trainer configures them (embeddings at 32-bit state).
+static size_t rows_for(const Optimizer* o, MemRow* out) {
+    OptimConfig cfg;
+    optim_defaults(o, &cfg);
+    memset(out, 0, 2 * sizeof *out);
+    out[0].optim = out[1].optim = o;
+    if (cfg.min_8bit_size == 0) {
+        out[0].variant = "default";
+        out[0].label = "library defaults";
+        return 1;
+    }
+    out[0].variant = "plain";
+    out[0].label = "plain bitsandbytes (every tensor follows the min_8bit_size rule)";
+    out[1].variant = "hf_trainer";
+    out[1].label = "as HF Trainer configures it (nn.Embedding weights keep 32-bit state)";
+    out[1].embeddings_32bit = true;
+    return 2;
+}
+
+// ---- output ----
+typedef struct {
+    const char* model;   // preset name or config path
+    const ParamTable* t;
+    int threads;
+    bool timed;
+    MemRow* rows;
+    size_t n_rows;
+} Report;
+
+static size_t training_total(const Report* rep, const MemRow* r) {
+    return 2 * sizeof(float) * rep->t->numel + r->measured_bytes;  // params + grads (fp32) + state
+}
+
+static json_t* report_json(const Report* rep) {
+    const ParamTable* t = rep->t;
+    const ModelConfig* c = &t->cfg;
+    json_t* root = json_object();
+    json_object_set_new(root, "model", json_string(rep->model));
+    json_t* cfg = json_object();
+    json_object_set_new(cfg, "vocab_size", json_integer(c->vocab_size));
+    json_object_set_new(cfg, "dim", json_integer(c->dim));
+    json_object_set_new(cfg, "n_layers", json_integer(c->n_layers));
+    json_object_set_new(cfg, "n_heads", json_integer(c->n_heads));
+    json_object_set_new(cfg, "hidden_dim", json_integer(c->hidden_dim));
+    json_object_set_new(cfg, "max_position_embeddings", json_integer(c->max_positions));
+    json_object_set_new(cfg, "num_labels", json_integer(c->n_labels));
+    json_object_set_new(root, "config", cfg);
+    json_object_set_new(root, "tensors", json_integer((json_int_t)t->n));
+    json_object_set_new(root, "parameters", json_integer((json_int_t)t->numel));
+    json_object_set_new(root, "parameter_bytes", json_integer((json_int_t)(4 * t->numel)));
+    json_object_set_new(root, "gradient_bytes", json_integer((json_int_t)(4 * t->numel)));
+    json_object_set_new(root, "activations", json_string("not counted here; see the trainer"));
+    json_object_set_new(root, "accelerate_training_adam_bytes", json_integer((json_int_t)(16 * t->numel)));
+    json_object_set_new(root, "threads", json_integer(rep->threads));
+    json_t* arr = json_array();
+    for (size_t i = 0; i < rep->n_rows; i++) {
+        const MemRow* r = &rep->rows[i];
+        json_t* o = json_object();
+        json_object_set_new(o, "optimizer", json_string(r->optim->name));
+        json_object_set_new(o, "variant", json_string(r->variant));
+        json_object_set_new(o, "label", json_string(r->label));
+        json_object_set_new(o, "reference", json_string(r->optim->reference));
+        json_object_set_new(o, "estimate_bytes", json_integer((json_int_t)r->estimate_bytes));
+        json_object_set_new(o, "estimate_mb", json_integer((json_int_t)mb_rounded(r->estimate_bytes)));
+        json_object_set_new(o, "estimate_mb_2dp", json_real(round_2dp((double)r->estimate_bytes / MIB)));
+        json_object_set_new(o, "measured_elements", json_integer((json_int_t)r->measured_elems));
+        json_object_set_new(o, "measured_bytes", json_integer((json_int_t)r->measured_bytes));
+        json_object_set_new(o, "measured_mb", json_integer((json_int_t)mb_rounded(r->measured_bytes)));
+        json_object_set_new(o, "measured_mb_2dp", json_real(round_2dp((double)r->measured_bytes / MIB)));
+        json_object_set_new(o, "shared_state_bytes", json_integer((json_int_t)r->shared_bytes));
+        json_object_set_new(o, "estimate_equals_measured", json_boolean(r->estimate_bytes == r->measured_bytes));
+        json_object_set_new(o, "rss_growth_bytes", r->rss_growth >= 0 ? json_integer(r->rss_growth) : json_null());
+        json_object_set_new(o, "training_total_bytes", json_integer((json_int_t)training_total(rep, r)));
+        json_object_set_new(o, "traffic_bytes_per_step", json_integer((json_int_t)r->traffic_bytes));
+        if (rep->timed) {
+            json_object_set_new(o, "step_seconds", json_real(r->step_seconds));
+            json_object_set_new(o, "params_per_second", json_real(r->step_seconds > 0 ? (double)t->numel / r->step_seconds : 0));
+            json_object_set_new(o, "effective_gb_per_second",
+                                json_real(r->step_seconds > 0 ? (double)r->traffic_bytes / r->step_seconds / 1e9 : 0));
+        }
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(root, "optimizers", arr);
+    return root;
+}
+
+static void report_print(const Report* rep) {
+    const ParamTable* t = rep->t;
+    const ModelConfig* c = &t->cfg;
+    char a[64], b[64], line[160];
+    printf("trainbench memory: %s (DistilBertForSequenceClassification: vocab %lld, dim %lld, %lld layers, "
+           "%lld heads, hidden %lld, %lld positions, %lld labels)\n",
+           rep->model, (long long)c->vocab_size, (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads,
+           (long long)c->hidden_dim, (long long)c->max_positions, (long long)c->n_labels);
+    printf("parameters: %s in %zu tensors; fp32 %s\n", fmt_count(a, sizeof a, t->numel), t->n,
+           fmt_bytes(line, sizeof line, 4 * t->numel));
+    printf("MB = bytes / 1024^2. estimate: SPEC.md section 5 closed formula; measured: every state buffer the\n"
+           "optimizer allocated, after one real step per tensor; RSS: process resident-set growth meanwhile.\n");
+    for (size_t i = 0; i < rep->n_rows; i++) {
+        const MemRow* r = &rep->rows[i];
+        printf("\n%s", r->optim->name);
+        if (strcmp(r->variant, "default") != 0) printf(" — %s", r->label);
+        printf("\n  reference:  %s\n", r->optim->reference);
+        printf("  estimate:   %s\n", fmt_bytes(line, sizeof line, r->estimate_bytes));
+        printf("  measured:   %s elements, %s", fmt_count(a, sizeof a, r->measured_elems),
+               fmt_bytes(line, sizeof line, r->measured_bytes));
+        if (r->shared_bytes) printf(" (incl. %s shared bytes)", fmt_count(b, sizeof b, r->shared_bytes));
+        printf("\n");
+        if (r->rss_growth >= 0)
+            printf("  RSS growth: %s bytes = %lld MB\n", fmt_signed(a, sizeof a, r->rss_growth),
+                   (r->rss_growth + (1 << 19)) >> 20);
+        else
+            printf("  RSS growth: n/a (no /proc/self/statm)\n");
+        long long extra = r->rss_growth - (long long)r->measured_bytes;
+        if (r->rss_growth >= 0 && extra > (1 << 20) && extra > (long long)r->measured_bytes / 20)
+            printf("  note:       RSS grew %lld MB more than the state: the optimizer holds memory outside its\n"
+                   "              state tensors (scratch kept per tensor?), which the library would not keep\n",
+                   (extra + (1 << 19)) >> 20);
+        if (r->estimate_bytes == r->measured_bytes)
+            printf("  verdict:    estimate == measured (%s bytes, exact)\n", fmt_count(a, sizeof a, r->measured_bytes));
+        else
+            printf("  verdict:    MISMATCH: measured - estimate = %s bytes\n",
+                   fmt_signed(a, sizeof a, (long long)r->measured_bytes - (long long)r->estimate_bytes));
+        if (rep->timed) {
+            double s = r->step_seconds;
+            printf("  step time:  %.4f s for %s params (%d threads, after a warm-up step): %.3f G params/s, "
+                   "%.1f GB/s effective (%.4g bytes/param moved)\n",
+                   s, fmt_count(a, sizeof a, t->numel), rep->threads, s > 0 ? (double)t->numel / s / 1e9 : 0.0,
+                   s > 0 ? (double)r->traffic_bytes / s / 1e9 : 0.0, (double)r->traffic_bytes / (double)t->numel);
+        }
+    }
+    size_t acc = 16 * t->numel;
+    printf("\ntraining memory, fp32, itemized (activations: not counted here; see the trainer)\n");
+    printf("  %-26s %10s %10s %16s %12s   %s\n", "optimizer", "params", "grads", "optimizer state", "total",
+           "total - Accelerate");
+    for (size_t i = 0; i < rep->n_rows; i++) {
+        const MemRow* r = &rep->rows[i];
+        char name[64], p[32], g[32], s[32], tot[32], d[40];
+        snprintf(name, sizeof name, "%s%s%s", r->optim->name, strcmp(r->variant, "default") ? " " : "",
+                 strcmp(r->variant, "default") ? r->variant : "");
+        snprintf(p, sizeof p, "%s MB", fmt_count(a, sizeof a, mb_rounded(4 * t->numel)));
+        snprintf(g, sizeof g, "%s MB", fmt_count(a, sizeof a, mb_rounded(4 * t->numel)));
+        snprintf(s, sizeof s, "%s MB", fmt_count(a, sizeof a, mb_rounded(r->measured_bytes)));
+        snprintf(tot, sizeof tot, "%s MB", fmt_count(a, sizeof a, mb_rounded(training_total(rep, r))));
+        fmt_signed(d, sizeof d, (long long)training_total(rep, r) - (long long)acc);
+        printf("  %-26s %10s %10s %16s %12s   %s bytes\n", name, p, g, s, tot, d);
+    }
+    printf("Accelerate `accelerate estimate-memory` \"Training using Adam\" (fp32) = 4 x model size = 16 bytes/param\n"
+           "(params + grads + 2 Adam states, no activations): %s\n",
+           fmt_bytes(line, sizeof line, acc));
+}
+
+// ---- command ----
+static int memory_run(int argc, char** argv) {
+    const char* model = NULL;
+    const char* config_path = NULL;
+    const char* optim_name = "all";
+    bool as_json = false, timed = false;
+    long threads = cpu_logical_cores();
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            as_json = true;
+        } else if (!strcmp(argv[i], "--time")) {
+            timed = true;
+        } else if (flag_matches(argv[i], "--model")) {
+            if (!flag_value(&cmd_memory, argc, argv, &i, "--model", &model)) return 2;
+        } else if (flag_matches(argv[i], "--config")) {
+            if (!flag_value(&cmd_memory, argc, argv, &i, "--config", &config_path)) return 2;
+        } else if (flag_matches(argv[i], "--optim")) {
+            if (!flag_value(&cmd_memory, argc, argv, &i, "--optim", &optim_name)) return 2;
+        } else if (flag_matches(argv[i], "--threads")) {
+            if (!flag_int(&cmd_memory, argc, argv, &i, "--threads", 1, 1024, &threads)) return 2;
+        } else {
+            return cli_unknown_flag(&cmd_memory, argv[i]);
+        }
+    }
+    if (model && config_path) return cli_usage_error(&cmd_memory, "give --model or --config, not both");
+    ModelConfig cfg;
+    if (config_path) {
+        Status s = model_config_from_json_file(config_path, &cfg);
+        if (!status_is_ok(s)) {
+            fprintf(stderr, "trainbench memory: --config: %s\n", s.msg);
+            return 2;
+        }
+        model = config_path;
+    } else {
+        if (!model) model = "distilbert-base-cased";
+        const ModelConfig* found = model_config_find(model);
+        if (!found)
+            return cli_usage_error(&cmd_memory, "unknown model '%s' (allowed: %s; or --config FILE.json)", model,
+                                   model_preset_names_list());
+        cfg = *found;
+    }
+    size_t n_opt = optim_count();
+    const Optimizer** opts = xcalloc(n_opt, sizeof *opts);
+    size_t k = 0;
+    if (!strcmp(optim_name, "all")) {
+        for (size_t i = 0; i < n_opt; i++) opts[k++] = optim_at(i);
+    } else {
+        const Optimizer* o = optim_find(optim_name);
+        if (!o) {
+            free(opts);
+            return cli_usage_error(&cmd_memory, "unknown optimizer '%s' (allowed: all, %s)", optim_name,
+                                   optim_names_list());
+        }
+        opts[k++] = o;
+    }
+
+    ParamTable t;
+    Status s = param_table_build(&cfg, &t);
+    if (!status_is_ok(s)) {  // presets and loaded configs are validated already
+        free(opts);
+        fprintf(stderr, "trainbench memory: %s\n", s.msg);
+        return 2;
+    }
+    omp_set_num_threads((int)threads);
+    // Fixed thresholds: every large state buffer is its own mmap and goes back to the OS on
+    // free (glibc's adaptive threshold would otherwise keep the first optimizer's memory in the
+    // heap and hide the next one's RSS growth).
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+
+    float* params = param_table_alloc_buffer(&t);  // (alloc_numel) fp32
+    float* grads = param_table_alloc_buffer(&t);   // (alloc_numel) fp32, synthetic
+    param_table_init_weights(&t, params, PARAM_SEED, 0.02f);
+    param_table_fill_normal(&t, grads, GRAD_SEED, 0.0f, 1e-3f);
+
+    MemRow* rows = xcalloc(2 * k, sizeof *rows);
+    size_t n_rows = 0;
+    for (size_t i = 0; i < k; i++) n_rows += rows_for(opts[i], rows + n_rows);
+    int rc = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        measure_row(&rows[i], &t, params, grads, timed);
+        if (rows[i].estimate_bytes != rows[i].measured_bytes) rc = 1;
+    }
+    Report rep = {model, &t, (int)threads, timed, rows, n_rows};
+    if (as_json) {
+        json_t* root = report_json(&rep);
+        char* text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+        puts(text);
+        free(text);
+        json_decref(root);
+    } else {
+        report_print(&rep);
+    }
+    for (size_t i = 0; i < n_rows; i++)
+        if (rows[i].estimate_bytes != rows[i].measured_bytes)
+            fprintf(stderr, "trainbench memory: %s (%s): estimate %zu != measured %zu bytes — a bug in that optimizer's "
+                            "state_bytes() or init()\n",
+                    rows[i].optim->name, rows[i].variant, rows[i].estimate_bytes, rows[i].measured_bytes);
+    free(rows);
+    free(opts);
+    free(params);
+    free(grads);
+    param_table_free(&t);
+    return rc;
+}

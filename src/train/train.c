@@ -1,0 +1,955 @@
+// train.c — `trainbench train`: the reference training loop, with flags in the spirit of
+// Hugging Face TrainingArguments. One run = data (synthetic task or user safetensors files),
+// the model (model.h) on one GEMM backend, a precision mode with GradScaler where the mode has
+// loss scaling (amp.h), one optimizer (optim.h), periodic evaluation (eval_accuracy, eval_f1)
+// and Trainer-like log lines. It writes OUTPUT_DIR/results.json (config, per-step records,
+// evals, summary) atomically after every log/eval and at the end, and, with --save-steps,
+// checkpoints OUTPUT_DIR/checkpoint-<step>/checkpoint.safetensors (params, optimizer state,
+// scaler, step, records so far) from which --resume-from-checkpoint continues bit for bit.
+// Not here: benchmarks (bench/), comparisons with goldens (tests), reports.
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model/amp.h"
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/cpu.h"
+#include "model/data.h"
+#include "gemm/gemm.h"
+#include "model/model.h"
+#include "optim/optim.h"
+#include "core/safetensors.h"
+#include "train/train.h"
+
+#define CHECKPOINT_FILE "checkpoint.safetensors"
+#define CHECKPOINT_FORMAT "trainbench-checkpoint-1"
+
+typedef struct {
+    const char* model;          // preset name (NULL when config_path is used)
+    const char* config_path;    // HF config.json
+    const char* optim;
+    const char* precision;
+    const char* backend;
+    double lr;                  // < 0: TrainingArguments default 5e-5
+    double weight_decay;        // TrainingArguments default 0.0
+    long max_steps;
+    long batch_size, eval_batch_size, seq_len;
+    long eval_steps, logging_steps, save_steps;
+    long seed;
+    long threads;
+    const char* output_dir;
+    const char* resume;
+    const char* train_file;
+    const char* eval_file;
+    const char* task;
+    long n_train, n_eval;
+    double init_scale;          // GradScaler
+    long growth_interval;
+    bool progress;              // progress bar on a terminal
+} TrainArgs;
+
+typedef struct {
+    int64_t step;
+    double loss;
+    double scale;
+    bool skipped;
+    AmpCounters counters;
+    double step_time_s;
+    int64_t tokens;         // positions processed: B x T (padding included, as tokens/s elsewhere)
+    int64_t real_tokens;    // positions with attention_mask 1
+} StepRecord;
+
+typedef struct {
+    int64_t step;
+    double loss, accuracy, f1;
+    double epoch;
+} EvalRecord;
+
+typedef struct {
+    StepRecord* steps;
+    size_t n_steps, cap_steps;
+    EvalRecord* evals;
+    size_t n_evals, cap_evals;
+} Records;
+
+static int train_run(int argc, char** argv);
+
+const Command cmd_train = {
+    .name = "train",
+    .summary = "train the reference model (precision mode x backend x optimizer), write results",
+    .usage =
+        "trainbench train [--model tiny|small|distilbert-base-cased | --config FILE.json]\n"
+        "    [--optim NAME] [--precision fp32|bf16|fp16|fp16-noscale | --fp16 | --bf16]\n"
+        "    [--backend naive|openblas|onednn] [--learning-rate X] [--weight-decay X]\n"
+        "    [--max-steps N] [--per-device-train-batch-size N] [--per-device-eval-batch-size N]\n"
+        "    [--seq-len N] [--eval-steps N] [--logging-steps N] [--save-steps N] [--seed N]\n"
+        "    [--threads N] [--output-dir DIR] [--resume-from-checkpoint DIR]\n"
+        "    [--train-file F.safetensors [--eval-file F.safetensors] | --task paraphrase\n"
+        "     --num-train-examples N --num-eval-examples N]\n"
+        "    [--init-scale X] [--growth-interval N] [--no-progress]\n"
+        "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend openblas\n"
+        "  --learning-rate 5e-5 --weight-decay 0 (HF TrainingArguments) --max-steps 100\n"
+        "  --per-device-train-batch-size 8 --seq-len min(128, max positions) --eval-steps 0\n"
+        "  (evaluate at the end only) --logging-steps 10 --seed 42 --output-dir\n"
+        "  results/train/<model>-<precision>-<optim>-<time>; synthetic task paraphrase with\n"
+        "  2048 train / 512 eval examples. Exit 0 when the run completes, 1 when it stops on a\n"
+        "  non-finite loss, 2 on bad input.",
+    .run = train_run,
+};
+
+// ---- records ----
+static void records_add_step(Records* r, const StepRecord* s) {
+    if (r->n_steps == r->cap_steps) {
+        r->cap_steps = r->cap_steps ? 2 * r->cap_steps : 64;
+        r->steps = xrealloc(r->steps, r->cap_steps * sizeof *r->steps);
+    }
+    r->steps[r->n_steps++] = *s;
+}
+
+static void records_add_eval(Records* r, const EvalRecord* e) {
+    if (r->n_evals == r->cap_evals) {
+        r->cap_evals = r->cap_evals ? 2 * r->cap_evals : 16;
+        r->evals = xrealloc(r->evals, r->cap_evals * sizeof *r->evals);
+    }
+    r->evals[r->n_evals++] = *e;
+}
+
+static json_t* records_steps_json(const Records* r) {
+    json_t* a = json_array();
+    for (size_t i = 0; i < r->n_steps; i++) {
+        const StepRecord* s = &r->steps[i];
+        json_t* o = json_object();
+        json_object_set_new(o, "step", json_integer(s->step));
+        json_object_set_new(o, "loss", isfinite(s->loss) ? json_real(s->loss) : json_null());
+        json_object_set_new(o, "loss_scale", json_real(s->scale));
+        json_object_set_new(o, "skipped", json_boolean(s->skipped));
+        json_object_set_new(o, "grad_values", json_integer((json_int_t)s->counters.param_values));
+        json_object_set_new(o, "grad_underflow", json_integer((json_int_t)s->counters.param_underflow));
+        json_object_set_new(o, "grad_overflow", json_integer((json_int_t)s->counters.param_overflow));
+        json_object_set_new(o, "act_grad_underflow", json_integer((json_int_t)s->counters.act_underflow));
+        json_object_set_new(o, "act_grad_overflow", json_integer((json_int_t)s->counters.act_overflow));
+        json_object_set_new(o, "step_time_s", json_real(s->step_time_s));
+        json_object_set_new(o, "tokens", json_integer(s->tokens));
+        json_object_set_new(o, "real_tokens", json_integer(s->real_tokens));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+static json_t* records_evals_json(const Records* r) {
+    json_t* a = json_array();
+    for (size_t i = 0; i < r->n_evals; i++) {
+        const EvalRecord* e = &r->evals[i];
+        json_t* o = json_object();
+        json_object_set_new(o, "step", json_integer(e->step));
+        json_object_set_new(o, "epoch", json_real(e->epoch));
+        json_object_set_new(o, "eval_loss", isfinite(e->loss) ? json_real(e->loss) : json_null());
+        json_object_set_new(o, METRIC_EVAL_ACCURACY, json_real(e->accuracy));
+        json_object_set_new(o, METRIC_EVAL_F1, json_real(e->f1));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+// Reads records written by records_*_json (resume) from a checkpoint of `step` steps,
+// checking every field: exactly `step` step records numbered 1..step, counters >= 0, eval
+// steps within [0, step] in order. Timing fields are kept as they were.
+static Status records_from_json(Records* r, json_t* steps, json_t* evals, int64_t step) {
+    size_t i;
+    json_t* o;
+    if (!json_is_array(steps) || !json_is_array(evals))
+        return status_make(STATUS_INVALID, "field records: 'records' and 'evals' must be arrays");
+    if ((int64_t)json_array_size(steps) != step)
+        return status_make(STATUS_INVALID, "field records: %zu step records for a checkpoint at step %lld",
+                           json_array_size(steps), (long long)step);
+    static const char* const COUNTS[] = {"grad_values", "grad_underflow", "grad_overflow", "act_grad_underflow",
+                                         "act_grad_overflow", "tokens", "real_tokens"};
+    json_array_foreach(steps, i, o) {
+        StepRecord s;
+        memset(&s, 0, sizeof s);
+        json_t* l = json_object_get(o, "loss");
+        json_t* sc = json_object_get(o, "loss_scale");
+        json_t* tm = json_object_get(o, "step_time_s");
+        if (!json_is_object(o) || !json_is_integer(json_object_get(o, "step")) ||
+            json_integer_value(json_object_get(o, "step")) != (json_int_t)i + 1 || !(json_is_number(l) || json_is_null(l)) ||
+            !json_is_number(sc) || !json_is_boolean(json_object_get(o, "skipped")) || !json_is_number(tm))
+            return status_make(STATUS_INVALID, "field records[%zu]: not a step record of step %zu (step, loss, "
+                               "loss_scale, skipped, step_time_s)", i, i + 1);
+        int64_t v[ARRAY_LEN(COUNTS)];
+        for (size_t k = 0; k < ARRAY_LEN(COUNTS); k++) {
+            json_t* c = json_object_get(o, COUNTS[k]);
+            if (!json_is_integer(c) || json_integer_value(c) < 0)
+                return status_make(STATUS_INVALID, "field records[%zu].%s: must be an integer >= 0", i, COUNTS[k]);
+            v[k] = json_integer_value(c);
+        }
+        s.step = (int64_t)i + 1;
+        s.loss = json_is_number(l) ? json_number_value(l) : NAN;
+        s.scale = json_number_value(sc);
+        s.skipped = json_is_true(json_object_get(o, "skipped"));
+        s.counters.param_values = (uint64_t)v[0];
+        s.counters.param_underflow = (uint64_t)v[1];
+        s.counters.param_overflow = (uint64_t)v[2];
+        s.counters.act_underflow = (uint64_t)v[3];
+        s.counters.act_overflow = (uint64_t)v[4];
+        s.tokens = v[5];
+        s.real_tokens = v[6];
+        s.step_time_s = json_number_value(tm);
+        records_add_step(r, &s);
+    }
+    int64_t prev = 0;
+    json_array_foreach(evals, i, o) {
+        EvalRecord e;
+        json_t* st = json_object_get(o, "step");
+        if (!json_is_object(o) || !json_is_integer(st) || json_integer_value(st) < prev || json_integer_value(st) > step)
+            return status_make(STATUS_INVALID, "field evals[%zu].step: must be an integer in [%lld, %lld], in order", i,
+                               (long long)prev, (long long)step);
+        e.step = prev = json_integer_value(st);
+        e.epoch = json_number_value(json_object_get(o, "epoch"));
+        json_t* l = json_object_get(o, "eval_loss");
+        e.loss = json_is_number(l) ? json_number_value(l) : NAN;
+        e.accuracy = json_number_value(json_object_get(o, METRIC_EVAL_ACCURACY));
+        e.f1 = json_number_value(json_object_get(o, METRIC_EVAL_F1));
+        records_add_eval(r, &e);
+    }
+    return status_ok();
+}
+
+// ---- one step (train.h) ----
+Status train_step(TrainStep* t, const ModelBatch* batch, TrainStepResult* out) {
+    memset(out, 0, sizeof *out);
+    model_zero_grad(t->table, t->grads);
+    Status s = model_forward(t->ws, t->params, batch, t->mode, t->gemm, &out->loss, NULL);
+    if (!status_is_ok(s)) return s;
+    out->scale = grad_scaler_loss_scale(t->scaler);
+    if (!isfinite(out->loss) && !t->mode->loss_scaling) {
+        out->loss_nonfinite = true;
+        out->skipped = true;
+        return status_ok();
+    }
+    s = model_backward(t->ws, t->params, out->scale, t->gemm, t->grads, &out->counters);
+    if (!status_is_ok(s)) return s;
+    bool found_inf = grad_scaler_unscale(t->scaler, t->grads, t->table->alloc_numel);
+    if (grad_scaler_should_step(found_inf)) model_optim_step(t->mo, t->table, t->params, t->grads);
+    grad_scaler_update(t->scaler, found_inf);
+    out->skipped = found_inf;
+    return status_ok();
+}
+
+// ---- the run ----
+typedef struct {
+    TrainArgs a;
+    ModelConfig mcfg;
+    ParamTable table;
+    Dataset ds;
+    const Optimizer* optim;
+    OptimConfig ocfg;
+    const PrecisionMode* mode;
+    const GemmBackend* backend;
+    Gemm gemm;
+    ModelWorkspace* ws;
+    ModelOptim mo;
+    GradScaler scaler;
+    float* params;
+    float* grads;
+    Batch batch;
+    size_t* order;          // (N train) the current epoch's order
+    int64_t order_epoch;    // epoch `order` belongs to (-1: none)
+    int64_t step;           // optimizer-loop steps taken (skipped ones included)
+    Records rec;
+    json_t* config_json;    // what defines the run (checked on resume)
+    char results_path[4096];
+    double run_seconds;     // wall time of this process's steps
+    const char* stop_reason;
+} Run;
+
+static double epoch_of(const Run* r, int64_t step) {
+    size_t nb = dataset_n_batches(&r->ds, SPLIT_TRAIN, (int)r->a.batch_size);
+    return nb ? (double)step / (double)nb : 0.0;
+}
+
+// The training batch of step s (0-based): epoch = s / nb, batch b = s % nb of that epoch's
+// permutation (a function of (seed, epoch)), so resuming at any step reads the same batches.
+static void load_train_batch(Run* r, int64_t s) {
+    const size_t N = r->ds.split[SPLIT_TRAIN].n;
+    const size_t B = (size_t)r->a.batch_size;
+    const size_t nb = dataset_n_batches(&r->ds, SPLIT_TRAIN, (int)B);
+    const int64_t epoch = s / (int64_t)nb;
+    const size_t b = (size_t)(s % (int64_t)nb);
+    if (epoch != r->order_epoch) {
+        dataset_epoch_order(N, (uint64_t)r->a.seed, (uint64_t)epoch, r->order);
+        r->order_epoch = epoch;
+    }
+    size_t first = b * B;
+    int n = (int)(N - first < B ? N - first : B);
+    dataset_gather(&r->ds, SPLIT_TRAIN, r->order + first, n, &r->batch);
+}
+
+static ModelBatch model_batch_of(const Batch* b) {
+    ModelBatch mb = {b->input_ids, b->attention_mask, b->labels, b->batch, b->seq_len};
+    return mb;
+}
+
+static json_t* summary_json(const Run* r) {
+    json_t* o = json_object();
+    double time_sum = 0, loss_sum = 0;
+    int64_t tokens = 0, skipped = 0, n_loss = 0;
+    for (size_t i = 0; i < r->rec.n_steps; i++) {
+        const StepRecord* s = &r->rec.steps[i];
+        time_sum += s->step_time_s;
+        tokens += s->tokens;
+        skipped += s->skipped;
+        if (isfinite(s->loss)) {
+            loss_sum += s->loss;
+            n_loss++;
+        }
+    }
+    size_t n = r->rec.n_steps;
+    json_object_set_new(o, "steps", json_integer((json_int_t)n));
+    json_object_set_new(o, "skipped_steps", json_integer(skipped));
+    json_object_set_new(o, "train_loss", n_loss ? json_real(loss_sum / (double)n_loss) : json_null());
+    json_object_set_new(o, "final_loss", n && isfinite(r->rec.steps[n - 1].loss) ? json_real(r->rec.steps[n - 1].loss) : json_null());
+    json_object_set_new(o, "train_runtime_s", json_real(time_sum));
+    json_object_set_new(o, "mean_step_time_s", json_real(n ? time_sum / (double)n : 0));
+    json_object_set_new(o, "tokens_per_s", json_real(time_sum > 0 ? (double)tokens / time_sum : 0));
+    json_object_set_new(o, "optimizer_state_bytes", json_integer((json_int_t)model_optim_measured_bytes(&r->mo)));
+    json_object_set_new(o, "optimizer_state_estimate_bytes",
+                        json_integer((json_int_t)model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, false)));
+    json_object_set_new(o, "final_loss_scale", json_real(grad_scaler_loss_scale(&r->scaler)));
+    if (r->rec.n_evals) {
+        const EvalRecord* e = &r->rec.evals[r->rec.n_evals - 1];
+        json_object_set_new(o, METRIC_EVAL_ACCURACY, json_real(e->accuracy));
+        json_object_set_new(o, METRIC_EVAL_F1, json_real(e->f1));
+    }
+    return o;
+}
+
+// results.json, atomically (temp file + rename): a reader never sees a partial file.
+static Status write_results(const Run* r, const char* status) {
+    json_t* root = json_object();
+    json_object_set_new(root, "trainbench_version", json_string(TRAINBENCH_VERSION));
+    json_object_set_new(root, "status", json_string(status));
+    json_object_set(root, "config", r->config_json);
+    json_object_set_new(root, "records", records_steps_json(&r->rec));
+    json_object_set_new(root, "evals", records_evals_json(&r->rec));
+    json_object_set_new(root, "summary", summary_json(r));
+    char* text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    Status s = write_file_atomic(r->results_path, text, strlen(text));
+    free(text);
+    return s;
+}
+
+static Status evaluate(Run* r, EvalRecord* out) {
+    const Dataset* ds = &r->ds;
+    size_t n = ds->split[SPLIT_EVAL].n;
+    out->step = r->step;
+    out->epoch = epoch_of(r, r->step);
+    out->loss = NAN;
+    out->accuracy = 0;
+    out->f1 = 0;
+    if (n == 0) return status_ok();
+    const int K = (int)r->mcfg.n_labels;
+    const int B = (int)r->a.eval_batch_size;
+    Batch eb;
+    batch_alloc(&eb, B, (int)ds->seq_len);
+    float* logits = xmalloc((size_t)B * (size_t)K * sizeof(float));
+    int32_t* pred = xmalloc((size_t)B * sizeof(int32_t));
+    int64_t* cm = xcalloc((size_t)K * (size_t)K, sizeof(int64_t));
+    double loss_sum = 0;
+    Status s = status_ok();
+    size_t nb = dataset_n_batches(ds, SPLIT_EVAL, B);
+    for (size_t k = 0; k < nb; k++) {
+        dataset_get_batch(ds, SPLIT_EVAL, k, B, &eb);
+        ModelBatch mb = model_batch_of(&eb);
+        float loss;
+        s = model_forward(r->ws, r->params, &mb, r->mode, &r->gemm, &loss, logits);
+        if (!status_is_ok(s)) break;
+        loss_sum += (double)loss * eb.batch;  // mean over examples, as the Trainer's eval_loss
+        metrics_argmax(logits, (size_t)eb.batch, K, pred);
+        metrics_confusion_add(cm, K, eb.labels, pred, (size_t)eb.batch);
+    }
+    if (status_is_ok(s)) {
+        EvalMetrics m = metrics_from_confusion(cm, K);
+        out->loss = loss_sum / (double)n;
+        out->accuracy = m.accuracy;
+        out->f1 = m.f1;
+    }
+    free(cm);
+    free(pred);
+    free(logits);
+    batch_free(&eb);
+    return s;
+}
+
+// ---- checkpoints ----
+static Status save_checkpoint(const Run* r) {
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", r->a.output_dir, (long long)r->step);
+    Status s = make_dirs(dir);
+    if (!status_is_ok(s)) return s;
+    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
+    StWriter* w = st_writer_new();
+    for (size_t i = 0; i < r->table.n; i++) {
+        const ParamTensor* t = &r->table.t[i];
+        char name[256];
+        snprintf(name, sizeof name, "param.%s", t->name);
+        st_writer_add(w, name, DTYPE_F32, t->shape.ndim, t->shape.dims, r->params + t->offset);
+        const OptimState* os = r->mo.states[i];
+        for (int k = 0; k < os->n_tensors; k++) {
+            const StateTensor* st = &os->tensors[k];
+            snprintf(name, sizeof name, "optim.%s.%s", t->name, st->name);
+            st_writer_add(w, name, st->dtype, st->shape.ndim, st->shape.dims, st->data);
+        }
+    }
+    char buf[64];
+    st_writer_meta(w, "format", CHECKPOINT_FORMAT);
+    snprintf(buf, sizeof buf, "%lld", (long long)r->step);
+    st_writer_meta(w, "step", buf);
+    snprintf(buf, sizeof buf, "%lld", (long long)r->mo.states[0]->step);
+    st_writer_meta(w, "optimizer_step", buf);
+    snprintf(buf, sizeof buf, "%a", (double)r->scaler.scale);
+    st_writer_meta(w, "scaler_scale", buf);
+    snprintf(buf, sizeof buf, "%d", (int)r->scaler.growth_tracker);
+    st_writer_meta(w, "scaler_growth_tracker", buf);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->scaler.n_skipped);
+    st_writer_meta(w, "scaler_skipped", buf);
+    char* cfg = json_dumps(r->config_json, JSON_COMPACT | JSON_SORT_KEYS);
+    st_writer_meta(w, "config", cfg);
+    free(cfg);
+    json_t* recs = json_object();
+    json_object_set_new(recs, "records", records_steps_json(&r->rec));
+    json_object_set_new(recs, "evals", records_evals_json(&r->rec));
+    char* rtext = json_dumps(recs, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(recs);
+    st_writer_meta(w, "records", rtext);
+    free(rtext);
+    s = st_writer_save(w, path);  // atomic
+    st_writer_free(w);
+    if (status_is_ok(s)) printf("Saving model checkpoint to %s\n", dir);
+    return s;
+}
+
+static bool parse_i64_meta(const SafeTensors* st, const char* key, long long* out) {
+    const char* v = st_meta(st, key);
+    if (!v) return false;
+    char* end;
+    errno = 0;
+    *out = strtoll(v, &end, 10);
+    return errno == 0 && end != v && *end == '\0';
+}
+
+// Restores params, optimizer state, scaler, step and records; the checkpoint must come from a
+// run with the same config (else STATUS_INVALID naming the first differing field).
+static Status load_checkpoint(Run* r, const char* dir) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
+    SafeTensors st;
+    Status s = st_read(path, &st);
+    if (!status_is_ok(s)) return s;
+    const char* fmt = st_meta(&st, "format");
+    const char* cfg_text = st_meta(&st, "config");
+    const char* rec_text = st_meta(&st, "records");
+    const char* scale_text = st_meta(&st, "scaler_scale");
+    long long step, ostep, tracker, skipped;
+    if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0 || !cfg_text || !rec_text || !scale_text ||
+        !parse_i64_meta(&st, "step", &step) || !parse_i64_meta(&st, "optimizer_step", &ostep) ||
+        !parse_i64_meta(&st, "scaler_growth_tracker", &tracker) || !parse_i64_meta(&st, "scaler_skipped", &skipped)) {
+        st_free(&st);
+        return status_make(STATUS_INVALID, "%s: not a trainbench checkpoint (format %s expected)", path, CHECKPOINT_FORMAT);
+    }
+    // Every number is checked against the run it is applied to before anything is used: the
+    // step indexes the data order and the records, the scaler's fields drive every later step.
+    char* end = NULL;
+    double scale = strtod(scale_text, &end);
+    const GradScaler* sc = &r->scaler;
+    const long long max_step = (long long)INT32_MAX * 1024;
+    const long long interval = sc->cfg.enabled ? sc->cfg.growth_interval : 1;
+    s = status_ok();
+    if (step < 0 || step > max_step)
+        s = status_make(STATUS_INVALID, "%s: metadata field step must be in [0, %lld] (got %lld)", path, max_step, step);
+    else if (skipped < 0 || skipped > step)
+        s = status_make(STATUS_INVALID, "%s: metadata field scaler_skipped must be in [0, step = %lld] (got %lld)", path,
+                        step, skipped);
+    else if (ostep != step - skipped)
+        s = status_make(STATUS_INVALID, "%s: metadata field optimizer_step must be step - scaler_skipped = %lld (got %lld)",
+                        path, step - skipped, ostep);
+    else if (end == scale_text || *end || !isfinite(scale) || scale < 0 || (!sc->cfg.enabled && scale != sc->scale))
+        s = status_make(STATUS_INVALID, "%s: metadata field scaler_scale must be a finite number >= 0%s (got '%.60s')",
+                        path, sc->cfg.enabled ? "" : " equal to 1 (this run has no loss scaling)", scale_text);
+    else if (tracker < 0 || tracker >= interval)
+        s = status_make(STATUS_INVALID, "%s: metadata field scaler_growth_tracker must be in [0, %lld) (got %lld)", path,
+                        interval, tracker);
+    if (!status_is_ok(s)) {
+        st_free(&st);
+        return s;
+    }
+    json_t* saved_cfg = json_loads(cfg_text, 0, NULL);
+    const char* key;
+    json_t* val;
+    if (!saved_cfg) s = status_make(STATUS_INVALID, "%s: config metadata is not JSON", path);
+    else {
+        json_object_foreach(r->config_json, key, val) {
+            if (!strcmp(key, "max_steps") || !strcmp(key, "threads") || !strcmp(key, "eval_steps") ||
+                !strcmp(key, "logging_steps") || !strcmp(key, "save_steps") || !strcmp(key, "output_dir"))
+                continue;  // may change between the two parts of a run
+            if (!json_equal(val, json_object_get(saved_cfg, key))) {
+                char* a = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
+                char* b = json_dumps(json_object_get(saved_cfg, key) ? json_object_get(saved_cfg, key) : json_null(),
+                                     JSON_ENCODE_ANY | JSON_COMPACT);
+                s = status_make(STATUS_INVALID, "%s: the checkpoint was made with %s=%s, this run has %s=%s", path,
+                                key, b, key, a);
+                free(a);
+                free(b);
+                break;
+            }
+        }
+    }
+    json_decref(saved_cfg);
+    for (size_t i = 0; i < r->table.n && status_is_ok(s); i++) {
+        const ParamTensor* t = &r->table.t[i];
+        char name[256];
+        snprintf(name, sizeof name, "param.%s", t->name);
+        const StTensor* pt = st_find(&st, name);
+        if (!pt || pt->dtype != DTYPE_F32 || pt->numel != t->numel) {
+            s = status_make(STATUS_INVALID, "%s: tensor %s missing or of the wrong dtype/size", path, name);
+            break;
+        }
+        memcpy(r->params + t->offset, pt->data, t->numel * sizeof(float));
+        OptimState* os = r->mo.states[i];
+        for (int k = 0; k < os->n_tensors; k++) {
+            StateTensor* stt = &os->tensors[k];
+            snprintf(name, sizeof name, "optim.%s.%s", t->name, stt->name);
+            const StTensor* ot = st_find(&st, name);
+            size_t bytes = shape_numel(&stt->shape) * dtype_traits(stt->dtype)->size;
+            if (!ot || ot->dtype != stt->dtype || ot->nbytes != bytes) {
+                s = status_make(STATUS_INVALID, "%s: optimizer state %s missing or of the wrong dtype/size", path, name);
+                break;
+            }
+            memcpy(stt->data, ot->data, bytes);
+        }
+        os->step = ostep;
+    }
+    if (status_is_ok(s)) {
+        json_t* recs = json_loads(rec_text, 0, NULL);
+        s = recs ? records_from_json(&r->rec, json_object_get(recs, "records"), json_object_get(recs, "evals"), step)
+                 : status_make(STATUS_INVALID, "records metadata is not JSON");
+        json_decref(recs);
+        if (!status_is_ok(s)) s = status_make(STATUS_INVALID, "%s: %s", path, s.msg);
+        r->scaler.scale = (float)scale;
+        r->scaler.growth_tracker = (int32_t)tracker;
+        r->scaler.n_skipped = (uint64_t)skipped;
+        r->step = step;
+    }
+    st_free(&st);
+    return s;
+}
+
+// ---- logging ----
+static void print_progress(const Run* r, double elapsed, double loss) {
+    long total = r->a.max_steps;
+    int width = 30, filled = total ? (int)((double)width * (double)r->step / (double)total) : width;
+    fprintf(stderr, "\r[");
+    for (int i = 0; i < width; i++) fputc(i < filled ? '#' : '.', stderr);
+    fprintf(stderr, "] %lld/%ld steps  %.2f it/s  loss %.4f ", (long long)r->step, total,
+            elapsed > 0 ? (double)r->rec.n_steps / elapsed : 0.0, loss);
+    fflush(stderr);
+}
+
+static void clear_progress(const Run* r) {
+    if (r->a.progress) fprintf(stderr, "\r%*s\r", 80, "");
+}
+
+// ---- argument parsing ----
+static bool parse_float_flag(int argc, char** argv, int* i, const char* name, double* out) {
+    const char* v;
+    if (!flag_value(&cmd_train, argc, argv, i, name, &v)) return false;
+    if (!parse_double(v, out) || !isfinite(*out)) {
+        cli_usage_error(&cmd_train, "%s must be a finite number (got '%s')", name, v);
+        return false;
+    }
+    return true;
+}
+
+static int parse_args(int argc, char** argv, TrainArgs* a) {
+    memset(a, 0, sizeof *a);
+    a->optim = "adamw_torch";
+    a->backend = "openblas";
+    a->lr = -1;
+    a->weight_decay = 0.0;
+    a->max_steps = 100;
+    a->batch_size = 8;
+    a->eval_batch_size = 8;
+    a->seq_len = -1;
+    a->logging_steps = 10;
+    a->seed = 42;
+    a->threads = 0;
+    a->task = "paraphrase";
+    a->n_train = 2048;
+    a->n_eval = 512;
+    a->init_scale = 65536.0;
+    a->growth_interval = 2000;
+    a->progress = isatty(STDERR_FILENO);
+    const char* precision = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char* arg = argv[i];
+#define STR_FLAG(flag, field) \
+    else if (flag_matches(arg, flag)) { if (!flag_value(&cmd_train, argc, argv, &i, flag, &a->field)) return 2; }
+#define INT_FLAG(flag, field, lo, hi) \
+    else if (flag_matches(arg, flag)) { if (!flag_int(&cmd_train, argc, argv, &i, flag, lo, hi, &a->field)) return 2; }
+        if (0) {
+        }
+        STR_FLAG("--model", model)
+        STR_FLAG("--config", config_path)
+        STR_FLAG("--optim", optim)
+        STR_FLAG("--backend", backend)
+        STR_FLAG("--output-dir", output_dir)
+        STR_FLAG("--resume-from-checkpoint", resume)
+        STR_FLAG("--train-file", train_file)
+        STR_FLAG("--eval-file", eval_file)
+        STR_FLAG("--task", task)
+        INT_FLAG("--max-steps", max_steps, 1, 100000000)
+        INT_FLAG("--per-device-train-batch-size", batch_size, 1, 65536)
+        INT_FLAG("--per-device-eval-batch-size", eval_batch_size, 1, 65536)
+        INT_FLAG("--seq-len", seq_len, 1, 1 << 20)
+        INT_FLAG("--eval-steps", eval_steps, 0, 100000000)
+        INT_FLAG("--logging-steps", logging_steps, 1, 100000000)
+        INT_FLAG("--save-steps", save_steps, 0, 100000000)
+        INT_FLAG("--seed", seed, 0, 0x7FFFFFFFFFFFFFFF)
+        INT_FLAG("--threads", threads, 1, 1024)
+        INT_FLAG("--num-train-examples", n_train, 1, INT64_C(1) << 36)
+        INT_FLAG("--num-eval-examples", n_eval, 0, INT64_C(1) << 36)
+        INT_FLAG("--growth-interval", growth_interval, 1, 0x7FFFFFFF)
+        else if (flag_matches(arg, "--precision")) {
+            const char* v;
+            if (!flag_value(&cmd_train, argc, argv, &i, "--precision", &v)) return 2;
+            if (precision && strcmp(precision, v) != 0)
+                return cli_usage_error(&cmd_train, "--precision %s conflicts with %s given earlier", v, precision);
+            precision = v;
+        } else if (!strcmp(arg, "--fp16") || !strcmp(arg, "--bf16")) {
+            const char* v = arg + 2;
+            if (precision && strcmp(precision, v) != 0)
+                return cli_usage_error(&cmd_train, "%s conflicts with precision %s given earlier", arg, precision);
+            precision = v;
+        } else if (flag_matches(arg, "--learning-rate")) {
+            if (!parse_float_flag(argc, argv, &i, "--learning-rate", &a->lr)) return 2;
+            if (!(a->lr > 0)) return cli_usage_error(&cmd_train, "--learning-rate must be > 0 (got %g)", a->lr);
+        } else if (flag_matches(arg, "--weight-decay")) {
+            if (!parse_float_flag(argc, argv, &i, "--weight-decay", &a->weight_decay)) return 2;
+            if (!(a->weight_decay >= 0))
+                return cli_usage_error(&cmd_train, "--weight-decay must be >= 0 (got %g)", a->weight_decay);
+        } else if (flag_matches(arg, "--init-scale")) {
+            if (!parse_float_flag(argc, argv, &i, "--init-scale", &a->init_scale)) return 2;
+        } else if (!strcmp(arg, "--no-progress")) {
+            a->progress = false;
+        } else {
+            return cli_unknown_flag(&cmd_train, arg);
+        }
+#undef STR_FLAG
+#undef INT_FLAG
+    }
+    a->precision = precision ? precision : "fp32";
+    if (a->model && a->config_path) return cli_usage_error(&cmd_train, "give --model or --config, not both");
+    if (!a->model && !a->config_path) a->model = "tiny";
+    if (a->eval_file && !a->train_file) return cli_usage_error(&cmd_train, "--eval-file needs --train-file");
+    return 0;
+}
+
+// ---- setup ----
+static int setup(Run* r) {
+    TrainArgs* a = &r->a;
+    Status s;
+    if (a->config_path) {
+        s = model_config_from_json_file(a->config_path, &r->mcfg);
+        if (!status_is_ok(s)) return user_error("--config: %s", s.msg);
+    } else {
+        const ModelConfig* c = model_config_find(a->model);
+        if (!c) return user_error("--model: unknown model '%s' (allowed: %s, or --config FILE.json)", a->model,
+                                  model_preset_names_list());
+        r->mcfg = *c;
+    }
+    r->optim = optim_find(a->optim);
+    if (!r->optim) return user_error("--optim: unknown optimizer '%s' (allowed: %s)", a->optim, optim_names_list());
+    r->mode = amp_mode_find(a->precision);
+    if (!r->mode) return user_error("--precision: unknown mode '%s' (allowed: %s)", a->precision, amp_mode_names_list());
+    r->backend = gemm_find(a->backend);
+    if (!r->backend)
+        return user_error("--backend: unknown backend '%s' (allowed: %s)", a->backend, gemm_backend_names_list());
+    s = amp_check_backend(r->mode, r->backend);
+    if (!status_is_ok(s))
+        return user_error("--backend %s cannot run --precision %s: %s (use another backend)", a->backend,
+                          a->precision, s.msg);
+    if (a->seq_len < 0) a->seq_len = r->mcfg.max_positions < 128 ? r->mcfg.max_positions : 128;
+    if (a->seq_len > r->mcfg.max_positions)
+        return user_error("--seq-len %ld exceeds the model's max_position_embeddings %lld", a->seq_len,
+                          (long long)r->mcfg.max_positions);
+    optim_defaults(r->optim, &r->ocfg);
+    r->ocfg.lr = a->lr > 0 ? a->lr : 5e-5;
+    r->ocfg.weight_decay = a->weight_decay;
+    if (r->optim == &optim_adafactor_hf) r->ocfg.relative_step = false;  // as HF Trainer configures it
+    s = r->optim->validate(&r->ocfg);
+    if (!status_is_ok(s)) return user_error("--optim %s: %s", a->optim, s.msg);
+    GradScalerConfig gcfg = grad_scaler_defaults();
+    gcfg.init_scale = a->init_scale;
+    gcfg.growth_interval = a->growth_interval;
+    gcfg.enabled = r->mode->loss_scaling;
+    s = grad_scaler_validate(&gcfg);
+    if (!status_is_ok(s)) return user_error("GradScaler: %s", s.msg);
+    grad_scaler_init(&r->scaler, &gcfg);
+
+    // data
+    if (a->train_file) {
+        s = dataset_from_safetensors(a->train_file, a->eval_file, &r->mcfg, &r->ds);
+        if (!status_is_ok(s)) return user_error("%s", s.msg);
+    } else {
+        DataConfig dc;
+        memset(&dc, 0, sizeof dc);
+        dc.task = a->task;
+        dc.n_labels = r->mcfg.n_labels;
+        dc.n_train = a->n_train;
+        dc.n_eval = a->n_eval;
+        dc.seq_len = a->seq_len;
+        dc.vocab_size = r->mcfg.vocab_size;
+        dc.seed = (uint64_t)a->seed;
+        s = dataset_synthetic(&dc, &r->ds);
+        if (!status_is_ok(s)) return user_error("synthetic data: %s", s.msg);
+    }
+    s = dataset_check_model(&r->ds, &r->mcfg);
+    if (!status_is_ok(s)) return user_error("data vs model: %s", s.msg);
+    a->seq_len = r->ds.seq_len;
+
+    // model, optimizer, backend
+    s = param_table_build(&r->mcfg, &r->table);
+    if (!status_is_ok(s)) return user_error("model: %s", s.msg);
+    r->params = param_table_alloc_buffer(&r->table);
+    r->grads = param_table_alloc_buffer(&r->table);
+    param_table_init_weights(&r->table, r->params, (uint64_t)a->seed, 0.02f);
+    int max_b = (int)(a->batch_size > a->eval_batch_size ? a->batch_size : a->eval_batch_size);
+    s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
+    if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
+    model_optim_init(&r->mo, &r->table, r->optim, &r->ocfg, false);
+    int threads = a->threads > 0 ? (int)a->threads : cpu_logical_cores();
+    omp_set_num_threads(threads);
+    s = gemm_open(&r->gemm, r->backend, threads);
+    if (!status_is_ok(s)) return user_error("--backend %s: %s", a->backend, s.msg);
+    batch_alloc(&r->batch, (int)a->batch_size, (int)a->seq_len);
+    r->order = xmalloc(r->ds.split[SPLIT_TRAIN].n * sizeof(size_t));
+    r->order_epoch = -1;
+
+    // what defines the run (results.json "config"; compared on resume)
+    json_t* c = json_object();
+    json_object_set_new(c, "model", json_string(a->model ? a->model : a->config_path));
+    json_t* mc = json_object();
+    json_object_set_new(mc, "vocab_size", json_integer(r->mcfg.vocab_size));
+    json_object_set_new(mc, "dim", json_integer(r->mcfg.dim));
+    json_object_set_new(mc, "n_layers", json_integer(r->mcfg.n_layers));
+    json_object_set_new(mc, "n_heads", json_integer(r->mcfg.n_heads));
+    json_object_set_new(mc, "hidden_dim", json_integer(r->mcfg.hidden_dim));
+    json_object_set_new(mc, "max_position_embeddings", json_integer(r->mcfg.max_positions));
+    json_object_set_new(mc, "num_labels", json_integer(r->mcfg.n_labels));
+    json_object_set_new(c, "model_config", mc);
+    json_object_set_new(c, "parameters", json_integer((json_int_t)r->table.numel));
+    json_object_set_new(c, "optim", json_string(r->optim->name));
+    json_object_set_new(c, "learning_rate", json_real(r->ocfg.lr));
+    json_object_set_new(c, "weight_decay", json_real(r->ocfg.weight_decay));
+    json_object_set_new(c, "precision", json_string(r->mode->name));
+    json_object_set_new(c, "backend", json_string(r->backend->name));
+    json_object_set_new(c, "threads", json_integer(threads));
+    json_object_set_new(c, "seed", json_integer(a->seed));
+    json_object_set_new(c, "per_device_train_batch_size", json_integer(a->batch_size));
+    json_object_set_new(c, "per_device_eval_batch_size", json_integer(a->eval_batch_size));
+    json_object_set_new(c, "seq_len", json_integer(a->seq_len));
+    json_object_set_new(c, "max_steps", json_integer(a->max_steps));
+    json_object_set_new(c, "eval_steps", json_integer(a->eval_steps));
+    json_object_set_new(c, "logging_steps", json_integer(a->logging_steps));
+    json_object_set_new(c, "save_steps", json_integer(a->save_steps));
+    json_object_set_new(c, "data", json_string(a->train_file ? a->train_file : r->ds.task));
+    json_object_set_new(c, "eval_data", a->eval_file ? json_string(a->eval_file) : json_null());
+    json_object_set_new(c, "num_train_examples", json_integer((json_int_t)r->ds.split[SPLIT_TRAIN].n));
+    json_object_set_new(c, "num_eval_examples", json_integer((json_int_t)r->ds.split[SPLIT_EVAL].n));
+    json_object_set_new(c, "grad_scaler",
+                        r->mode->loss_scaling
+                            ? json_pack("{s:f, s:f, s:f, s:I}", "init_scale", gcfg.init_scale, "growth_factor",
+                                        gcfg.growth_factor, "backoff_factor", gcfg.backoff_factor,
+                                        "growth_interval", (json_int_t)gcfg.growth_interval)
+                            : json_null());
+    json_object_set_new(c, "output_dir", json_string(a->output_dir));
+    r->config_json = c;
+
+    s = make_dirs(a->output_dir);
+    if (!status_is_ok(s)) return user_error("--output-dir: %s", s.msg);
+    snprintf(r->results_path, sizeof r->results_path, "%s/results.json", a->output_dir);
+    if (a->resume) {
+        s = load_checkpoint(r, a->resume);
+        if (!status_is_ok(s)) return user_error("--resume-from-checkpoint: %s", s.msg);
+        if (r->step >= a->max_steps)
+            return user_error("--resume-from-checkpoint: the checkpoint is at step %lld, --max-steps is %ld",
+                              (long long)r->step, a->max_steps);
+        printf("Resuming from %s at step %lld\n", a->resume, (long long)r->step);
+    }
+    return 0;
+}
+
+static void teardown(Run* r) {
+    free(r->order);
+    batch_free(&r->batch);
+    gemm_close(&r->gemm);
+    if (r->mo.states) model_optim_free(&r->mo);
+    model_workspace_free(r->ws);
+    free(r->params);
+    free(r->grads);
+    if (r->table.t) param_table_free(&r->table);
+    dataset_free(&r->ds);
+    json_decref(r->config_json);
+    free(r->rec.steps);
+    free(r->rec.evals);
+}
+
+static int log_eval(Run* r) {
+    EvalRecord e;
+    Status s = evaluate(r, &e);
+    if (!status_is_ok(s)) {
+        clear_progress(r);
+        fprintf(stderr, "trainbench train: evaluation failed: %s\n", s.msg);
+        return 1;
+    }
+    if (r->ds.split[SPLIT_EVAL].n == 0) return 0;
+    records_add_eval(&r->rec, &e);
+    clear_progress(r);
+    printf("{'eval_loss': %.4f, '%s': %.4f, '%s': %.4f, 'epoch': %.2f}\n", e.loss, METRIC_EVAL_ACCURACY, e.accuracy,
+           METRIC_EVAL_F1, e.f1, e.epoch);
+    return 0;
+}
+
+static int train_loop(Run* r) {
+    const TrainArgs* a = &r->a;
+    double t_start = now_seconds(), log_loss = 0;
+    int log_n = 0;
+    Status s;
+    while (r->step < a->max_steps) {
+        double t0 = now_seconds();
+        load_train_batch(r, r->step);
+        ModelBatch mb = model_batch_of(&r->batch);
+        TrainStep ts = {&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads};
+        TrainStepResult res;
+        s = train_step(&ts, &mb, &res);
+        if (!status_is_ok(s)) {
+            clear_progress(r);
+            fprintf(stderr, "trainbench train: step %lld failed: %s\n", (long long)r->step + 1, s.msg);
+            r->stop_reason = "step failed";
+            return 1;
+        }
+        float loss = res.loss;
+        StepRecord rec;
+        memset(&rec, 0, sizeof rec);
+        rec.step = r->step + 1;
+        rec.loss = loss;
+        rec.scale = res.scale;
+        rec.skipped = res.skipped;
+        rec.counters = res.counters;
+        if (res.loss_nonfinite) {  // no scaler to skip the step: the run cannot continue
+            rec.step_time_s = now_seconds() - t0;
+            records_add_step(&r->rec, &rec);
+            r->step++;
+            clear_progress(r);
+            fprintf(stderr, "trainbench train: non-finite loss (%g) at step %lld in %s mode; stopping. "
+                            "Results so far are in %s\n", loss, (long long)r->step, r->mode->name, r->results_path);
+            r->stop_reason = "non-finite loss";
+            return 1;
+        }
+        rec.tokens = (int64_t)mb.B * mb.T;
+        for (int b = 0; b < mb.B; b++)
+            for (int t = 0; t < mb.T; t++) rec.real_tokens += mb.attention_mask ? mb.attention_mask[b * mb.T + t] : 1;
+        rec.step_time_s = now_seconds() - t0;
+        records_add_step(&r->rec, &rec);
+        r->step++;
+        if (isfinite(loss)) {
+            log_loss += loss;
+            log_n++;
+        }
+        if (a->progress) print_progress(r, now_seconds() - t_start, loss);
+        bool last = r->step == a->max_steps;
+        if (r->step % a->logging_steps == 0 || last) {
+            clear_progress(r);
+            printf("{'loss': %.4f, 'learning_rate': %g, 'loss_scale': %g, 'epoch': %.2f}\n",
+                   log_n ? log_loss / log_n : NAN, r->ocfg.lr, (double)rec.scale, epoch_of(r, r->step));
+            fflush(stdout);
+            log_loss = 0;
+            log_n = 0;
+        }
+        if ((a->eval_steps > 0 && r->step % a->eval_steps == 0) || last) {
+            if (log_eval(r) != 0) {
+                r->stop_reason = "evaluation failed";
+                return 1;
+            }
+        }
+        if (a->save_steps > 0 && (r->step % a->save_steps == 0 || last)) {
+            s = save_checkpoint(r);
+            if (!status_is_ok(s)) {
+                clear_progress(r);
+                fprintf(stderr, "trainbench train: cannot save checkpoint: %s\n", s.msg);
+                r->stop_reason = "checkpoint failed";
+                return 1;
+            }
+        }
+        if (r->step % a->logging_steps == 0 || last) {
+            s = write_results(r, last ? "completed" : "running");
+            if (!status_is_ok(s)) {
+                fprintf(stderr, "trainbench train: cannot write results: %s\n", s.msg);
+                return 1;
+            }
+        }
+    }
+    r->run_seconds = now_seconds() - t_start;
+    return 0;
+}
+
+static int train_run(int argc, char** argv) {
+    Run run;
+    memset(&run, 0, sizeof run);
+    int rc = parse_args(argc, argv, &run.a);
+    if (rc) return rc;
+    char default_dir[512];
+    if (!run.a.output_dir) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        snprintf(default_dir, sizeof default_dir, "results/train/%s-%s-%s-%04d%02d%02dT%02d%02d%02dZ",
+                 run.a.model ? run.a.model : "config", run.a.precision, run.a.optim, tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        run.a.output_dir = default_dir;
+    }
+    rc = setup(&run);
+    if (rc == 0) {
+        printf("***** Running training *****\n  model = %s (%zu parameters), optim = %s, precision = %s, backend = %s\n"
+               "  examples = %zu, batch size = %ld, seq len = %ld, max steps = %ld, output = %s\n",
+               run.a.model ? run.a.model : run.a.config_path, run.table.numel, run.optim->name, run.mode->name,
+               run.backend->name, run.ds.split[SPLIT_TRAIN].n, run.a.batch_size, run.a.seq_len, run.a.max_steps,
+               run.a.output_dir);
+        fflush(stdout);
+        rc = train_loop(&run);
+        Status s = write_results(&run, rc == 0 ? "completed" : run.stop_reason ? run.stop_reason : "failed");
+        if (!status_is_ok(s)) {
+            fprintf(stderr, "trainbench train: cannot write results: %s\n", s.msg);
+            rc = 1;
+        }
+        if (rc == 0) {
+            json_t* sum = summary_json(&run);
+            printf("{'train_runtime': %.3f, 'train_steps_per_second': %.3f, 'tokens_per_second': %.1f, "
+                   "'train_loss': %.4f, 'epoch': %.2f}\n",
+                   json_number_value(json_object_get(sum, "train_runtime_s")),
+                   run.run_seconds > 0 ? (double)run.rec.n_steps / run.run_seconds : 0.0,
+                   json_number_value(json_object_get(sum, "tokens_per_s")),
+                   json_number_value(json_object_get(sum, "train_loss")), epoch_of(&run, run.step));
+            json_decref(sum);
+            printf("results: %s\n", run.results_path);
+        }
+    }
+    teardown(&run);
+    return rc;
+}

@@ -1,0 +1,869 @@
+// conform.c — implementation of conform.h (golden optimizer cases vs an Optimizer, vs a
+// known-mistake variant, and plugins wrapped as an Optimizer) and the `trainbench conform`
+// command: every golden case of one optimizer through a plugin (src/validate/trainbench_plugin.h) or
+// a built-in optimizer, each case in a child process, as a PASS/FAIL table with a diagnosis.
+// Not here: the mistakes themselves (optim_mistakes.c), the comparison rule (compare.c).
+#include "validate/conform.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/cli.h"
+#include "core/safetensors.h"
+#include "validate/trainbench_plugin.h"
+
+// Tolerances, per optimizer and tensor: |x - ref| <= atol + rtol*|ref| + move_k*moved, where
+// `moved` is the element's cumulative |p_t - p_(t-1)| over the steps so far (our trajectory):
+// when a parameter nearly cancels (p_new ~ 0), its error scales with the update, not with
+// p_new. Each entry says which rounding point differs from the library; the measured
+// agreement is printed by tests/test_optim.c with every comparison.
+#define EPS32 0x1p-23
+Tolerance conform_tolerance(const char* optim_name, const char* tensor, int64_t step) {
+    Tolerance t = {0, 0, 0, 1.0, 0, "bit-exact: same fp32 operations in the same order"};
+    bool is_param = !strcmp(tensor, "param");
+    if (!strcmp(optim_name, "adamw_torch")) {
+        if (is_param) {
+            // torch's float Tensor.sqrt() on x86 is MKL vsSqrt (HA mode): within 1 ulp but not
+            // correctly rounded; we use sqrtf. denom then differs by <= ~1 ulp, the update by
+            // <= ~2 ulp; 4 ulp of the movement (plus 2 ulp of p) covers it.
+            t.rtol = 2 * EPS32;
+            t.move_k = 4 * EPS32;
+            t.why = "MKL sqrt (<= 1 ulp off) in denom: a few ulp of each update";
+        } else if (!strcmp(tensor, "exp_avg_sq")) {
+            // torch's own fused CPU kernel (AdamW(fused=True)) computes v = beta2*v + (1-beta2)*g*g
+            // for the tail elements (numel mod the vector width) in a scalar loop that rounds
+            // differently from the addcmul_ of the for-loop/foreach paths: <= 1 ulp per step,
+            // and v carries the earlier steps' differences (times beta2 < 1), so after step k
+            // up to k ulp (measured: 2.7 ulp at step 10; reference/VALIDATE_PYTHON.md).
+            // rtol = k * 2^-23 admits k ulp. Our port stays bit-exact (tests/test_optim.c
+            // asserts 0 ulp on every float state tensor).
+            t.rtol = (double)(step > 0 ? step : 1) * EPS32;
+            t.why = "exp_avg_sq: <= 1 ulp per step so far (torch fused=True rounds its tail elements differently)";
+        } else {
+            t.why = "exp_avg/step: same fp32 ops incl. the FMA of lerp_: bit-exact";
+        }
+    } else if (!strcmp(optim_name, "adafactor") || !strcmp(optim_name, "adafactor_torch")) {
+        // Bit-exact (atol = rtol = move_k = 0) for every tensor: params, RMS, exp_avg,
+        // exp_avg_sq(_row/_col), row_var/col_var/variance, step. The norms and means are summed
+        // in torch's own float32 order (torch_reduce.h: the 8-lane norm kernel, the dim=-2
+        // NormTwoOps loop, the cascade sums), and every other operation is a correctly rounded
+        // fp32 op or fmaf at torch's rounding points; neither optimizer calls Tensor.sqrt()
+        // (norm's std::sqrt and rsqrt = 1/sqrt are correctly rounded), so MKL plays no part.
+        // Measured: 564 of 564 comparisons identical bit for bit. A difference here means a
+        // changed rounding point or reduction order (or a golden from a torch that reduces
+        // multi-threaded or with other vector widths), never "noise": do not loosen to hide it.
+        t.why = "bit-exact: torch's reduction orders (torch_reduce.h) and rounding points";
+    } else if (!strcmp(optim_name, "adamw_bnb_8bit")) {
+        t.min_code_equal = 0.999;
+        t.max_code_dist = 1;
+        t.why = "fp32 state / absmax / maps: bit-exact; codes: >= 99.9% identical, rest one apart";
+        if (is_param) {
+            // a code one step off changes m or v by one quantization step for that element,
+            // which changes that element's update; MKL sqrt as in adamw_torch
+            t.rtol = 2 * EPS32;
+            t.move_k = 4 * EPS32;
+            t.why = "MKL sqrt (<= 1 ulp off) in the 32-bit path; 8-bit path bit-exact";
+        }
+    }
+    return t;
+}
+
+static int cmp_str(const void* a, const void* b) {
+    return strcmp(*(char* const*)a, *(char* const*)b);
+}
+
+// Where the optimizer goldens are: --goldens DIR, else GOLDEN_OPTIM_DIR found by repo_path
+// (the working directory, else beside the executable).
+static char g_golden_dir[4096];
+void conform_set_golden_dir(const char* dir) {
+    snprintf(g_golden_dir, sizeof g_golden_dir, "%s", dir);
+}
+const char* conform_golden_dir(void) {
+    if (!g_golden_dir[0]) repo_path(GOLDEN_OPTIM_DIR, g_golden_dir, sizeof g_golden_dir);
+    return g_golden_dir;
+}
+
+Status conform_list_cases(const char* optim_name, char*** paths, size_t* n) {
+    *paths = NULL;
+    *n = 0;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", conform_golden_dir(), optim_name);
+    DIR* d = opendir(dir);
+    if (!d) return status_ok();
+    struct dirent* e;
+    size_t cap = 0;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 13 || strcmp(e->d_name + len - 12, ".safetensors") != 0) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            *paths = xrealloc(*paths, cap * sizeof(char*));
+        }
+        char* p = xmalloc(strlen(dir) + len + 2);
+        sprintf(p, "%s/%s", dir, e->d_name);
+        (*paths)[(*n)++] = p;
+    }
+    closedir(d);
+    if (*n) qsort(*paths, *n, sizeof(char*), cmp_str);
+    return status_ok();
+}
+
+void conform_free_list(char** paths, size_t n) {
+    for (size_t i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+}
+
+
+static bool shape_equal(const StTensor* t, const TensorShape* s) {
+    if (t->ndim != s->ndim) return false;
+    for (int d = 0; d < s->ndim; d++)
+        if (t->shape[d] != s->dims[d]) return false;
+    return true;
+}
+
+// Counts one comparison; `used` is its share of the tolerance (inf for a failure that has no
+// share: missing tensor, wrong dtype/shape, codes out of bounds).
+static void record(ConformSummary* sum, bool ok, double used, int64_t step, const char* label) {
+    sum->n_compared++;
+    if (!ok) sum->n_failed++;
+    if (!ok && !sum->first_fail_at[0]) snprintf(sum->first_fail_at, sizeof sum->first_fail_at, "step%lld %s", (long long)step, label);
+    if (!(used <= sum->worst_any_used) || !sum->worst_at[0]) {  // NaN counts as worst
+        sum->worst_any_used = used;
+        snprintf(sum->worst_at, sizeof sum->worst_at, "step%lld %s", (long long)step, label);
+    }
+}
+
+// Compares one expected tensor with ours; prints one line. `tol_name`: whose tolerances.
+static void compare_tensor(const char* tol_name, const char* case_id, int64_t step, const char* kind,
+                           const StTensor* exp, DType got_dt, const TensorShape* got_shape,
+                           const void* got, const double* moved, FILE* log, ConformSummary* sum) {
+    const char* label = kind;
+    if (got == NULL || exp->dtype != got_dt || !shape_equal(exp, got_shape)) {
+        if (log) fprintf(log, "optim/%s/%s step%lld %s: FAIL %s\n", tol_name, case_id, (long long)step, label,
+                         got == NULL ? "missing from our state" : "dtype/shape differs from the library's");
+        record(sum, false, INFINITY, step, label);
+        return;
+    }
+    Tolerance tol = conform_tolerance(tol_name, kind, step);
+    if (exp->dtype == DTYPE_U8) {
+        CompareU8 c = compare_u8(got, exp->data, exp->numel);
+        bool ok = c.frac_equal >= tol.min_code_equal && c.max_dist <= tol.max_code_dist;
+        if (log) fprintf(log, "optim/%s/%s step%lld %s: codes identical %.4f%% (%zu/%zu), max distance %d -> %s\n",
+                         tol_name, case_id, (long long)step, label, 100 * c.frac_equal, c.n_equal, c.n,
+                         c.max_dist, ok ? "ok" : "FAIL");
+        if (c.frac_equal < sum->min_code_equal) sum->min_code_equal = c.frac_equal;
+        if (c.max_dist > sum->max_code_dist) sum->max_code_dist = c.max_dist;
+        // share used: the larger of (codes differing / allowed) and (distance / allowed)
+        double used = 0;
+        if (c.frac_equal < 1) used = tol.min_code_equal < 1 ? (1 - c.frac_equal) / (1 - tol.min_code_equal) : INFINITY;
+        if (c.max_dist > 0) used = fmax(used, tol.max_code_dist > 0 ? (double)c.max_dist / tol.max_code_dist : INFINITY);
+        record(sum, ok, used, step, label);
+        return;
+    }
+    float* ref = NULL;
+    float one;
+    if (exp->dtype == DTYPE_F32) {
+        ref = (float*)exp->data;
+    } else if (exp->dtype == DTYPE_I64 && exp->numel == 1) {
+        one = (float)*(const int64_t*)exp->data;
+        ref = &one;
+        got_dt = DTYPE_F32;
+        if (got != NULL) {  // ours is an I64 too (same dtype checked above): compare as float
+            static float got_f;
+            got_f = (float)*(const int64_t*)got;
+            got = &got_f;
+        }
+    } else {
+        if (log) fprintf(log, "optim/%s/%s step%lld %s: FAIL unsupported golden dtype %s\n", tol_name, case_id,
+                         (long long)step, label, dtype_name(exp->dtype));
+        record(sum, false, INFINITY, step, label);
+        return;
+    }
+    CompareF32 c = compare_f32_scaled(got, ref, exp->numel, tol.atol, tol.rtol,
+                                      tol.move_k > 0 && exp->numel > 1 ? moved : NULL, tol.move_k);
+    if (log) fprintf(log, "optim/%s/%s step%lld %s: max_abs=%.3g max_rel=%.3g max_ulp=%u exact=%.1f%% worst[%zu] got=%.9g ref=%.9g used=%.1f%% -> %s\n",
+                     tol_name, case_id, (long long)step, label, c.max_abs, c.max_rel, c.max_ulp,
+                     c.n ? 100.0 * (double)c.n_exact / (double)c.n : 100.0, c.worst, c.worst_got,
+                     c.worst_ref, 100 * c.used, c.ok ? "ok" : "FAIL");
+    if (c.used > sum->worst_used) sum->worst_used = c.used;
+    if (!strcmp(kind, "param") && c.max_ulp > sum->worst_ulp_param) sum->worst_ulp_param = c.max_ulp;
+    if (strcmp(kind, "param") && c.max_ulp > sum->worst_ulp_state) sum->worst_ulp_state = c.max_ulp;
+    record(sum, c.ok, c.used, step, label);
+}
+
+static bool in_list(const char* list, int64_t k) {
+    const char* p = list;
+    while (p && *p) {
+        char* end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p) return false;
+        if (v == k) return true;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
+// ---- plugins wrapped as an Optimizer (state in statics: one plugin per process) ----
+static const TrainbenchOptimizerPlugin* g_plugin;
+static Optimizer g_plugin_optim;
+static char g_plugin_name[160];
+static char g_ext_error[512];            // set when the optimizer under test refused; "" otherwise
+static const char* g_case_hparams = "{}";  // the running case's hparams JSON (for the plugin)
+
+typedef struct {
+    OptimState base;   // tensors[] alias the plugin's buffers (refreshed after every call)
+    void* ps;          // the plugin's state
+} PluginState;
+
+_Static_assert(TRAINBENCH_PLUGIN_MAX_STATE <= OPTIM_MAX_STATE, "plugin state must fit an OptimState");
+_Static_assert(TRAINBENCH_PLUGIN_MAX_DIMS == OPTIM_MAX_DIMS, "plugin dims must match TensorShape");
+
+static bool plugin_dtype(int32_t code, DType* out) {
+    static const DType MAP[] = {DTYPE_COUNT, DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_F64, DTYPE_U8, DTYPE_I32, DTYPE_I64};
+    if (code < 1 || code > TRAINBENCH_DTYPE_I64) return false;
+    *out = MAP[code];
+    return true;
+}
+
+// Copies the plugin's state listing into s->base.tensors; false (g_ext_error set) when the
+// listing is malformed.
+static bool plugin_refresh(PluginState* s) {
+    TrainbenchTensor t[TRAINBENCH_PLUGIN_MAX_STATE];
+    memset(t, 0, sizeof t);
+    int32_t n = g_plugin->list_state(s->ps, t, TRAINBENCH_PLUGIN_MAX_STATE);
+    if (n < 0 || n > TRAINBENCH_PLUGIN_MAX_STATE) {
+        snprintf(g_ext_error, sizeof g_ext_error, "list_state returned %d entries (allowed 0..%d)", (int)n,
+                 TRAINBENCH_PLUGIN_MAX_STATE);
+        return false;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        StateTensor* d = &s->base.tensors[i];
+        const char* why = NULL;
+        if (!t[i].name || !t[i].name[0] || strlen(t[i].name) >= sizeof d->name) why = "a name of 1..63 characters";
+        else if (!plugin_dtype(t[i].dtype, &d->dtype)) why = "a dtype code TRAINBENCH_DTYPE_F32..I64 (1..7)";
+        else if (t[i].ndim < 0 || t[i].ndim > TRAINBENCH_PLUGIN_MAX_DIMS) why = "ndim 0..4";
+        if (!why) {
+            d->shape.ndim = t[i].ndim;
+            for (int k = 0; k < OPTIM_MAX_DIMS; k++) d->shape.dims[k] = k < t[i].ndim ? t[i].dims[k] : 0;
+            for (int k = 0; k < t[i].ndim; k++)
+                if (t[i].dims[k] < 0 || t[i].dims[k] > (int64_t)1 << 40) why = "dims in 0..2^40";
+        }
+        if (!why && !t[i].data) why = "a data pointer";
+        if (why) {
+            snprintf(g_ext_error, sizeof g_ext_error, "list_state entry %d (%s) needs %s", (int)i,
+                     t[i].name ? t[i].name : "no name", why);
+            return false;
+        }
+        snprintf(d->name, sizeof d->name, "%s", t[i].name);
+        d->data = (void*)t[i].data;
+    }
+    s->base.n_tensors = n;
+    return true;
+}
+
+static OptimState* plugin_init(const TensorShape* shape, const OptimConfig* c) {
+    TrainbenchHparams hp = {
+        .optimizer = g_plugin_optim.name, .hparams_json = g_case_hparams, .lr = c->lr, .beta1 = c->beta1,
+        .beta2 = c->beta2, .has_beta1 = c->has_beta1, .eps = c->eps, .weight_decay = c->weight_decay,
+        .eps1 = c->eps1, .eps2 = c->eps2, .clip_threshold = c->clip_threshold, .decay_rate = c->decay_rate,
+        .d = c->d, .scale_parameter = c->scale_parameter, .relative_step = c->relative_step,
+        .warmup_init = c->warmup_init, .block_size = c->block_size, .min_8bit_size = (int64_t)c->min_8bit_size,
+    };
+    const char* err = NULL;
+    void* ps = g_plugin->create(shape->ndim, shape->dims, &hp, &err);
+    if (!ps) {
+        snprintf(g_ext_error, sizeof g_ext_error, "create refused: %s", err ? err : "(no message)");
+        return NULL;
+    }
+    PluginState* s = (PluginState*)optim_state_new(&g_plugin_optim, sizeof *s, shape);
+    s->ps = ps;
+    plugin_refresh(s);
+    return &s->base;
+}
+
+static void plugin_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
+    PluginState* s = (PluginState*)st;
+    const char* err = g_plugin->step(s->ps, p, g, (int64_t)shape_numel(&st->shape));
+    if (err) {
+        snprintf(g_ext_error, sizeof g_ext_error, "step %lld: %s", (long long)st->step + 1, err);
+        return;
+    }
+    st->step++;
+    plugin_refresh(s);
+}
+
+static void plugin_free(OptimState* st) {
+    g_plugin->destroy(((PluginState*)st)->ps);
+    free(st);  // the tensors belong to the plugin
+}
+
+Status conform_plugin_load(const char* path, const char* optim_name, const Optimizer** out, ConformPluginInfo* info) {
+    memset(info, 0, sizeof *info);
+    // dlopen searches the library path for a name without '/': make "lib.so" mean ./lib.so
+    char p[4096];
+    snprintf(p, sizeof p, "%s%s", strchr(path, '/') ? "" : "./", path);
+    void* h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return status_make(STATUS_INVALID, "cannot load plugin %s: %s", path, dlerror());
+    TrainbenchPluginEntry entry = (TrainbenchPluginEntry)dlsym(h, TRAINBENCH_PLUGIN_SYMBOL);
+    if (!entry)
+        return status_make(STATUS_INVALID, "plugin %s does not export %s() (see src/validate/trainbench_plugin.h)", path,
+                           TRAINBENCH_PLUGIN_SYMBOL);
+    const TrainbenchOptimizerPlugin* pl = entry();
+    if (!pl) return status_make(STATUS_INVALID, "plugin %s: %s() returned NULL", path, TRAINBENCH_PLUGIN_SYMBOL);
+    info->abi_version = pl->abi_version;
+    if (pl->abi_version != TRAINBENCH_PLUGIN_ABI_VERSION)
+        return status_make(STATUS_INVALID, "plugin %s was built for plugin ABI version %u, this trainbench speaks "
+                           "version %d: rebuild it against this trainbench's src/validate/trainbench_plugin.h",
+                           path, pl->abi_version, TRAINBENCH_PLUGIN_ABI_VERSION);
+    snprintf(info->name, sizeof info->name, "%s", pl->name ? pl->name : "(unnamed)");
+    snprintf(info->implements, sizeof info->implements, "%s", pl->implements ? pl->implements : "");
+    const char* missing = !pl->create ? "create" : !pl->step ? "step" : !pl->list_state ? "list_state"
+                        : !pl->destroy ? "destroy" : NULL;
+    if (missing) return status_make(STATUS_INVALID, "plugin %s: function %s is NULL (all four are required)", path, missing);
+    const char* target = optim_name ? optim_name : info->implements;
+    const Optimizer* base = optim_find(target);
+    if (!base)
+        return status_make(STATUS_INVALID, "plugin %s implements '%s', which is not a registered optimizer "
+                           "(allowed: %s); pass --optim NAME", path, target, optim_names_list());
+    g_plugin = pl;
+    snprintf(g_plugin_name, sizeof g_plugin_name, "plugin %s", info->name);
+    g_plugin_optim = (Optimizer){
+        .name = base->name,  // its goldens and tolerances apply
+        .reference = g_plugin_name,
+        .defaults = base->defaults,
+        .validate = base->validate,
+        .state_bytes = base->state_bytes,
+        .init = plugin_init,
+        .step = plugin_step,
+        .free = plugin_free,
+    };
+    *out = &g_plugin_optim;
+    return status_ok();
+}
+
+// ---- running a case ----
+// A runnable optimizer: what steps, how its config comes from the case's hparams.
+typedef struct {
+    const Optimizer* o;
+    const Optimizer* parse_as;      // NULL: o
+    void (*tweak)(OptimConfig* c);  // NULL: none
+    bool tweak_must_change;         // a pure tweak that changes nothing does not apply
+} Runner;
+
+static Runner runner_of_mistake(const OptimMistake* m) {
+    Runner r = {m->variant ? m->variant : optim_find(m->optim), m->parse_as, m->tweak,
+                m->tweak && !m->variant && !m->parse_as};
+    CHECK(r.o, "mistake %s of unknown optimizer %s", m->id, m->optim);
+    return r;
+}
+
+static Status runner_config(const Runner* r, json_t* hp, OptimConfig* cfg) {
+    Status s = optim_config_from_json(r->parse_as ? r->parse_as : r->o, hp, cfg);
+    if (!status_is_ok(s) || !r->tweak) return s;
+    OptimConfig before = *cfg;
+    r->tweak(cfg);
+    if (r->tweak_must_change && !memcmp(&before, cfg, sizeof before))
+        return status_make(STATUS_UNSUPPORTED, "changes nothing for this case");
+    return status_ok();
+}
+
+// The core: runs `subject` over the case; the expected values are the golden's, or (ref !=
+// NULL) those of `ref` run in lockstep on the same inputs. params_only: skip state tensors.
+static Status run_case(const char* tol_name, const Runner* subject, const Runner* ref, bool params_only,
+                       const char* path, FILE* log, ConformSummary* sum) {
+    memset(sum, 0, sizeof *sum);
+    sum->min_code_equal = 1.0;
+    g_ext_error[0] = 0;
+    SafeTensors st;
+    Status s = st_read(path, &st);
+    if (!status_is_ok(s)) return s;
+    const char* case_id = st_meta(&st, "case");
+    const char* hparams = st_meta(&st, "hparams");
+    const char* checks = st_meta(&st, "check_steps");
+    const StTensor* p0 = st_find(&st, "input.param");
+    const StTensor* grads = st_find(&st, "input.grads");
+    if (!case_id || !hparams || !checks || !p0 || !grads || p0->dtype != DTYPE_F32 || grads->ndim != p0->ndim + 1 ||
+        p0->ndim > OPTIM_MAX_DIMS) {
+        st_free(&st);
+        return status_make(STATUS_INVALID, "%s: not an optimizer golden (needs metadata case, hparams, "
+                           "check_steps and tensors input.param (F32), input.grads (T, *param shape))", path);
+    }
+    json_error_t jerr;
+    json_t* hp = json_loads(hparams, 0, &jerr);
+    OptimConfig cfg, rcfg;
+    s = hp ? runner_config(subject, hp, &cfg) : status_make(STATUS_INVALID, "hparams is not JSON: %s", jerr.text);
+    if (status_is_ok(s) && ref) {
+        Status rs = runner_config(ref, hp, &rcfg);
+        if (!status_is_ok(rs)) s = status_make(STATUS_UNSUPPORTED, "does not apply: %s", rs.msg);
+    }
+    json_decref(hp);
+    if (!status_is_ok(s)) {
+        Status e = status_make(s.code, "%s: %s", path, s.msg);
+        st_free(&st);
+        return e;
+    }
+    TensorShape shape = {p0->ndim, {0}};
+    for (int d = 0; d < p0->ndim; d++) shape.dims[d] = p0->shape[d];
+    const size_t n = p0->numel;
+    const int64_t T = grads->shape[0];
+    float* all_grads = NULL;
+    s = st_tensor_to_f32(grads, &all_grads);
+    if (!status_is_ok(s)) {
+        st_free(&st);
+        return s;
+    }
+    float* p = xaligned_alloc(n * sizeof(float) + 4);
+    memcpy(p, p0->data, n * sizeof(float));
+    float* rp = NULL;  // the reference variant's param (lockstep)
+    OptimState* rstate = NULL;
+    if (ref) {
+        rp = xaligned_alloc(n * sizeof(float) + 4);
+        memcpy(rp, p0->data, n * sizeof(float));
+        rstate = ref->o->init(&shape, &rcfg);
+    }
+    g_case_hparams = hparams;
+    OptimState* state = subject->o->init(&shape, &cfg);
+    float* before = xaligned_alloc(n * sizeof(float) + 4);
+    double* moved = xcalloc(n ? n : 1, sizeof(double));  // cumulative |p_t - p_(t-1)|
+    for (int64_t t = 1; t <= T && state && !g_ext_error[0]; t++) {
+        memcpy(before, p, n * sizeof(float));
+        subject->o->step(state, p, all_grads + (size_t)(t - 1) * n, &cfg);
+        if (g_ext_error[0]) break;
+        if (ref) ref->o->step(rstate, rp, all_grads + (size_t)(t - 1) * n, &rcfg);
+        for (size_t i = 0; i < n; i++) moved[i] += fabs((double)p[i] - (double)before[i]);
+        if (!in_list(checks, t)) continue;
+        char key[256];
+        snprintf(key, sizeof key, "expect.step%lld.param", (long long)t);
+        const StTensor* ep = st_find(&st, key);
+        if (!ep) {
+            if (log) fprintf(log, "optim/%s/%s step%lld: FAIL golden lacks %s\n", tol_name, case_id, (long long)t, key);
+            record(sum, false, INFINITY, t, "param");
+            continue;
+        }
+        StTensor rview;
+        if (ref) {  // the variant's param in place of the golden's
+            rview = *ep;
+            rview.data = rp;
+            ep = &rview;
+        }
+        compare_tensor(tol_name, case_id, t, "param", ep, DTYPE_F32, &shape, p, moved, log, sum);
+        if (params_only) continue;
+        // every state tensor the library kept at this step
+        char prefix[64];
+        int plen = snprintf(prefix, sizeof prefix, "expect.step%lld.state.", (long long)t);
+        for (size_t i = 0; i < st.n_tensors; i++) {
+            const StTensor* et = &st.tensors[i];
+            if (strncmp(et->name, prefix, (size_t)plen) != 0) continue;
+            const char* name = et->name + plen;
+            StTensor rt;
+            int64_t ref_step_i;
+            float ref_step_f;
+            if (ref) {  // the variant's tensor of that name in place of the golden's
+                const StateTensor* r = optim_state_find(rstate, name);
+                if (!r && ref->o->find_shared_state) r = ref->o->find_shared_state(name);
+                rt = *et;
+                if (r) {
+                    rt.dtype = r->dtype;
+                    rt.ndim = r->shape.ndim;
+                    for (int d = 0; d < ST_MAX_NDIM; d++) rt.shape[d] = d < r->shape.ndim ? r->shape.dims[d] : 0;
+                    rt.numel = shape_numel(&r->shape);
+                    rt.data = r->data;
+                } else if (!strcmp(name, "step")) {  // the variant keeps a Python int, as the library
+                    ref_step_i = rstate->step;
+                    ref_step_f = (float)rstate->step;
+                    rt.data = et->dtype == DTYPE_I64 ? (void*)&ref_step_i : (void*)&ref_step_f;
+                } else {
+                    continue;  // not kept by the variant (a params_only variant differs in keys)
+                }
+                et = &rt;
+            }
+            const StateTensor* ours = optim_state_find(state, name);
+            if (!ours && subject->o->find_shared_state) ours = subject->o->find_shared_state(name);
+            if (ours) {
+                compare_tensor(tol_name, case_id, t, name, et, ours->dtype, &ours->shape, ours->data, moved, log, sum);
+            } else if (!strcmp(name, "step")) {  // the library keeps a Python int: compare our count
+                float ours_step = (float)state->step;
+                int64_t ours_step_i = state->step;
+                TensorShape scalar = {0, {0}};
+                compare_tensor(tol_name, case_id, t, name, et, et->dtype == DTYPE_I64 ? DTYPE_I64 : DTYPE_F32,
+                               &scalar, et->dtype == DTYPE_I64 ? (void*)&ours_step_i : (void*)&ours_step, NULL, log, sum);
+            } else {
+                compare_tensor(tol_name, case_id, t, name, et, et->dtype, &shape, NULL, NULL, log, sum);
+            }
+        }
+    }
+    if (state) subject->o->free(state);
+    if (rstate) ref->o->free(rstate);
+    free(rp);
+    free(before);
+    free(moved);
+    free(p);
+    free(all_grads);
+    st_free(&st);
+    g_case_hparams = "{}";
+    if (g_ext_error[0]) return status_make(STATUS_UNSUPPORTED, "%s", g_ext_error);
+    return status_ok();
+}
+
+Status conform_run_case(const Optimizer* o, const char* path, FILE* log, ConformSummary* sum) {
+    Runner r = {o, NULL, NULL, false};
+    return run_case(o->name, &r, NULL, false, path, log, sum);
+}
+
+Status conform_run_case_vs_mistake(const Optimizer* o, const char* path, const OptimMistake* m, FILE* log,
+                                   ConformSummary* sum) {
+    Runner r = {o, NULL, NULL, false}, ref = runner_of_mistake(m);
+    return run_case(o->name, &r, &ref, m->params_only, path, log, sum);
+}
+
+Status conform_run_mistake(const OptimMistake* m, const char* path, FILE* log, ConformSummary* sum) {
+    Runner r = runner_of_mistake(m);
+    return run_case(m->optim, &r, NULL, m->params_only, path, log, sum);
+}
+
+// ======================= the `trainbench conform` command =======================
+// Every case runs in a forked child: a plugin that crashes, hangs or corrupts memory takes
+// down only its case. The parent never loads the plugin at all: a first child loads it and
+// reports name, ABI version and `implements` (a crash in the plugin's constructors is then a
+// clear exit 2, not a dead trainbench), then each case's child loads it again (cheap) and
+// sends back a fixed-size result through a pipe; the parent waits with a timeout.
+// The parent runs no OpenMP region before forking (libgomp's thread pool does not survive a
+// fork), so the children may.
+
+static int conform_cmd_run(int argc, char** argv);
+
+const Command cmd_conform = {
+    .name = "conform",
+    .summary = "run every optimizer golden case through a plugin (or a built-in optimizer): pass/fail table",
+    .usage = "trainbench conform (--plugin LIB.so [--optim NAME] | --optim NAME) [--case GLOB] [--timeout SEC] "
+             "[--goldens DIR] [--verbose] [--list-mistakes]",
+    .run = conform_cmd_run,
+};
+
+#define RESULT_MAGIC 0x54424346u  // "TBCF"
+#define CONFORM_DEFAULT_TIMEOUT 60
+
+typedef struct {
+    const char* plugin;  // NULL: the built-in optimizer
+    const char* optim;   // --optim, or the plugin's `implements`
+    const char* glob;
+    long timeout;
+    bool verbose;
+} Options;
+
+typedef struct {
+    uint32_t magic;
+    int32_t code;     // StatusCode of the run (plugin load, golden, plugin's own error)
+    char msg[512];
+    ConformSummary sum;
+    ConformPluginInfo info;  // the probe child's answer
+} ChildResult;
+
+typedef struct {
+    uint32_t magic;
+    char text[1024];
+} ChildDiagnosis;
+
+static void write_all(int fd, const void* buf, size_t n) {
+    const char* p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;  // the parent went away: nothing to tell anyone
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+// In a child: fatal signals take their default action, so a crash in the plugin ends the
+// child with that signal (under ASan its handler would print a report and exit 1 instead).
+static void child_default_signals(void) {
+    static const int SIGS[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < ARRAY_LEN(SIGS); i++) signal(SIGS[i], SIG_DFL);
+}
+
+static const Optimizer* child_optimizer(const Options* op, ChildResult* r) {
+    if (!op->plugin) return optim_find(op->optim);
+    const Optimizer* o = NULL;
+    Status s = conform_plugin_load(op->plugin, op->optim, &o, &r->info);
+    if (!status_is_ok(s)) {
+        r->code = s.code;
+        snprintf(r->msg, sizeof r->msg, "%s", s.msg);
+        return NULL;
+    }
+    return o;
+}
+
+// Replays a failing case against every known mistake of its optimizer.
+static void diagnose(const Optimizer* o, const char* path, const ConformSummary* sum, char* out, size_t len) {
+    size_t n_tried = 0, used = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < optim_mistake_count(); i++) {
+        const OptimMistake* m = optim_mistake_at(i);
+        if (strcmp(m->optim, o->name) != 0) continue;
+        ConformSummary ms;
+        Status s = conform_run_case_vs_mistake(o, path, m, NULL, &ms);
+        if (!status_is_ok(s)) continue;  // does not apply to this case
+        n_tried++;
+        if (ms.n_failed == 0 && ms.n_compared > 0)
+            used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s", used ? "; " : "consistent with: ", m->text);
+    }
+    if (!used)
+        snprintf(out, len, "no known mistake fits (%zu tried); worst: %s", n_tried, sum->worst_at);
+}
+
+static void child_run_case(const Options* op, const char* path, int fd) {
+    child_default_signals();
+    ChildResult r;
+    memset(&r, 0, sizeof r);
+    r.magic = RESULT_MAGIC;
+    const Optimizer* o = child_optimizer(op, &r);
+    if (o) {
+        Status s = conform_run_case(o, path, op->verbose ? stdout : NULL, &r.sum);
+        r.code = s.code;
+        snprintf(r.msg, sizeof r.msg, "%s", s.msg);
+    }
+    fflush(stdout);
+    write_all(fd, &r, sizeof r);  // the verdict first: a crash while diagnosing cannot lose it
+    if (o && r.code == STATUS_OK && r.sum.n_failed) {
+        ChildDiagnosis d = {RESULT_MAGIC, ""};
+        diagnose(o, path, &r.sum, d.text, sizeof d.text);
+        write_all(fd, &d, sizeof d);
+    }
+    fflush(stdout);
+    _exit(0);
+}
+
+static void child_probe(const Options* op, int fd) {
+    child_default_signals();
+    ChildResult r;
+    memset(&r, 0, sizeof r);
+    r.magic = RESULT_MAGIC;
+    r.code = child_optimizer(op, &r) ? STATUS_OK : r.code;
+    write_all(fd, &r, sizeof r);
+    _exit(0);
+}
+
+typedef struct {
+    bool timed_out;
+    int status;         // waitpid status
+    size_t n;           // bytes received
+    union {
+        struct {
+            ChildResult r;
+            ChildDiagnosis d;
+        } s;
+        char bytes[sizeof(ChildResult) + sizeof(ChildDiagnosis)];
+    } u;
+} ChildOutcome;
+
+// Forks; the child probes the plugin (path NULL) or runs the case at path. Collects what it writes until it exits or timeout_s passes
+// (then SIGKILL).
+static void run_child(const Options* op, const char* path, long timeout_s, ChildOutcome* out) {
+    memset(out, 0, sizeof *out);
+    fflush(stdout);
+    fflush(stderr);
+    int fds[2];
+    if (pipe(fds) != 0) ABORT("pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) ABORT("fork: %s", strerror(errno));
+    if (pid == 0) {
+        close(fds[0]);
+        if (path) child_run_case(op, path, fds[1]);
+        else child_probe(op, fds[1]);
+    }
+    close(fds[1]);
+    const double deadline = now_seconds() + (double)timeout_s;
+    for (;;) {
+        double left = deadline - now_seconds();
+        if (left <= 0) {
+            out->timed_out = true;
+            break;
+        }
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        int k = poll(&pfd, 1, (int)(left * 1000) + 1);
+        if (k < 0 && errno == EINTR) continue;
+        if (k == 0) continue;  // re-check the deadline
+        ssize_t got = read(fds[0], out->u.bytes + out->n, sizeof out->u.bytes - out->n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;  // EOF: the child exited (or closed the pipe)
+        out->n += (size_t)got;
+        if (out->n == sizeof out->u.bytes) break;  // all it sends; it exits next
+    }
+    if (out->timed_out) kill(pid, SIGKILL);
+    close(fds[0]);
+    while (waitpid(pid, &out->status, 0) < 0 && errno == EINTR) {}
+}
+
+static bool outcome_has_result(const ChildOutcome* c) {
+    return c->n >= sizeof(ChildResult) && c->u.s.r.magic == RESULT_MAGIC;
+}
+static bool outcome_has_diagnosis(const ChildOutcome* c) {
+    return c->n >= sizeof(ChildResult) + sizeof(ChildDiagnosis) && c->u.s.d.magic == RESULT_MAGIC;
+}
+
+// "SIGSEGV (Segmentation fault)" or "exit status 3"
+static void describe_exit(int status, char* buf, size_t len) {
+    if (WIFSIGNALED(status)) {
+        const char* abbrev = sigabbrev_np(WTERMSIG(status));
+        snprintf(buf, len, "SIG%s (%s)", abbrev ? abbrev : "?", strsignal(WTERMSIG(status)));
+    } else {
+        snprintf(buf, len, "exit status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+}
+
+static void format_used(double used, char* buf, size_t len) {
+    if (isnan(used) || isinf(used)) snprintf(buf, len, "inf");
+    else if (used * 100 < 1e5) snprintf(buf, len, "%.1f%%", 100 * used);
+    else snprintf(buf, len, "%.2g%%", 100 * used);
+}
+
+static void case_id_of(const char* path, char* buf, size_t len) {
+    const char* b = strrchr(path, '/');
+    snprintf(buf, len, "%s", b ? b + 1 : path);
+    char* dot = strstr(buf, ".safetensors");
+    if (dot) *dot = 0;
+}
+
+typedef enum { V_PASS, V_FAIL, V_CRASH, V_TIMEOUT, V_ERROR, V_COUNT } Verdict;
+static const char* const VERDICT_NAMES[V_COUNT] = {"PASS", "FAIL", "CRASH", "TIMEOUT", "ERROR"};
+
+static void list_mistakes(void) {
+    printf("%-16s %-28s %s\n", "optimizer", "mistake", "diagnosis text");
+    for (size_t i = 0; i < optim_mistake_count(); i++) {
+        const OptimMistake* m = optim_mistake_at(i);
+        printf("%-16s %-28s %s%s\n", m->optim, m->id, m->text, m->params_only ? " [params only]" : "");
+    }
+}
+
+static int conform_cmd_run(int argc, char** argv) {
+    Options op = {.timeout = CONFORM_DEFAULT_TIMEOUT};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--verbose")) {
+            op.verbose = true;
+        } else if (!strcmp(argv[i], "--list-mistakes")) {
+            list_mistakes();
+            return 0;
+        } else if (flag_matches(argv[i], "--plugin")) {
+            if (!flag_value(&cmd_conform, argc, argv, &i, "--plugin", &op.plugin)) return 2;
+        } else if (flag_matches(argv[i], "--optim")) {
+            if (!flag_value(&cmd_conform, argc, argv, &i, "--optim", &op.optim)) return 2;
+        } else if (flag_matches(argv[i], "--goldens")) {
+            const char* dir;
+            if (!flag_value(&cmd_conform, argc, argv, &i, "--goldens", &dir)) return 2;
+            DIR* d = opendir(dir);
+            if (!d) return cli_usage_error(&cmd_conform, "--goldens: cannot open folder %s (%s)", dir, strerror(errno));
+            closedir(d);
+            conform_set_golden_dir(dir);
+        } else if (flag_matches(argv[i], "--case")) {
+            if (!flag_value(&cmd_conform, argc, argv, &i, "--case", &op.glob)) return 2;
+        } else if (flag_matches(argv[i], "--timeout")) {
+            if (!flag_int(&cmd_conform, argc, argv, &i, "--timeout", 1, 86400, &op.timeout)) return 2;
+        } else {
+            return cli_unknown_flag(&cmd_conform, argv[i]);
+        }
+    }
+    if (!op.plugin && !op.optim) return cli_usage_error(&cmd_conform, "needs --plugin LIB.so or --optim NAME");
+    if (op.optim && !optim_find(op.optim))
+        return cli_usage_error(&cmd_conform, "--optim must be one of: %s (got '%s')", optim_names_list(), op.optim);
+
+    ConformPluginInfo info = {0};
+    if (op.plugin) {
+        if (access(op.plugin, R_OK) != 0)
+            return user_error("conform: no such plugin file: %s (%s)", op.plugin, strerror(errno));
+        ChildOutcome probe;
+        run_child(&op, NULL, op.timeout, &probe);
+        char how[160];
+        describe_exit(probe.status, how, sizeof how);
+        if (probe.timed_out) return user_error("conform: loading plugin %s did not finish within %ld s", op.plugin, op.timeout);
+        if (!outcome_has_result(&probe))
+            return user_error("conform: plugin %s crashed while loading: %s%s", op.plugin, how,
+                              WIFSIGNALED(probe.status) ? "" : " (see the messages above; a plugin built with "
+                              "-fsanitize=... can only be loaded by a trainbench built with the same flags)");
+        if (probe.u.s.r.code != STATUS_OK) return user_error("conform: %s", probe.u.s.r.msg);
+        info = probe.u.s.r.info;
+        if (!op.optim) op.optim = optim_find(info.implements)->name;  // the probe checked it
+    }
+    const Optimizer* o = optim_find(op.optim);
+    char** paths;
+    size_t n_all;
+    Status s = conform_list_cases(o->name, &paths, &n_all);
+    if (!status_is_ok(s)) return user_error("conform: %s", s.msg);
+    if (n_all == 0) {
+        conform_free_list(paths, n_all);
+        return user_error("conform: no goldens for %s in %s/%s (give the golden folder with --goldens DIR)", o->name,
+                          conform_golden_dir(), o->name);
+    }
+    size_t n = 0;  // keep the cases matching --case
+    for (size_t i = 0; i < n_all; i++) {
+        char id[256];
+        case_id_of(paths[i], id, sizeof id);
+        if (!op.glob || fnmatch(op.glob, id, 0) == 0) {
+            char* keep = paths[i];
+            paths[i] = paths[n];
+            paths[n++] = keep;
+        }
+    }
+    if (n == 0) {
+        conform_free_list(paths, n_all);
+        return user_error("conform: --case '%s' matches none of the %zu %s cases in %s/%s", op.glob, n_all, o->name,
+                          conform_golden_dir(), o->name);
+    }
+
+    if (op.plugin)
+        printf("conform: plugin %s (\"%s\", ABI %u, implements %s) against the %s goldens, %zu case%s\n", op.plugin,
+               info.name, info.abi_version, info.implements[0] ? info.implements : "(nothing)", o->name, n,
+               n == 1 ? "" : "s");
+    else
+        printf("conform: built-in %s (%s) against its goldens, %zu case%s\n", o->name, o->reference, n, n == 1 ? "" : "s");
+    printf("%-26s %-7s %-24s %9s %10s  %s\n", "case", "verdict", "worst comparison", "tol used", "max ulp", "diagnosis");
+    size_t count[V_COUNT] = {0};
+    for (size_t i = 0; i < n; i++) {
+        char id[256], used[32] = "-", ulp[16] = "-", how[160];
+        case_id_of(paths[i], id, sizeof id);
+        ChildOutcome c;
+        run_child(&op, paths[i], op.timeout, &c);
+        describe_exit(c.status, how, sizeof how);
+        const ChildResult* r = &c.u.s.r;
+        Verdict v;
+        char detail[1200] = "";
+        const char* worst = "-";
+        if (!outcome_has_result(&c) && c.timed_out) {
+            v = V_TIMEOUT;
+            snprintf(detail, sizeof detail, "no result within %ld s (killed)", op.timeout);
+        } else if (!outcome_has_result(&c)) {
+            v = V_CRASH;
+            snprintf(detail, sizeof detail, "%s%s", how,
+                     WIFSIGNALED(c.status) ? "" : " before reporting a result (exit() in the plugin, or a sanitizer's report: see stderr)");
+        } else if (r->code != STATUS_OK) {
+            v = V_ERROR;
+            snprintf(detail, sizeof detail, "%s", r->msg);
+        } else {
+            v = r->sum.n_failed ? V_FAIL : V_PASS;
+            worst = r->sum.worst_at;
+            format_used(r->sum.worst_any_used, used, sizeof used);
+            if (r->sum.worst_ulp_param == UINT32_MAX) snprintf(ulp, sizeof ulp, "NaN");
+            else snprintf(ulp, sizeof ulp, "%u", r->sum.worst_ulp_param);
+            if (v == V_FAIL) {
+                if (outcome_has_diagnosis(&c)) snprintf(detail, sizeof detail, "%s", c.u.s.d.text);
+                else if (c.timed_out) snprintf(detail, sizeof detail, "(no diagnosis: replaying known mistakes took over %ld s)", op.timeout);
+                else snprintf(detail, sizeof detail, "(no diagnosis: the child ended with %s while replaying known mistakes)", how);
+            }
+        }
+        count[v]++;
+        printf("%-26s %-7s %-24s %9s %10s  %s\n", id, VERDICT_NAMES[v], worst, used, ulp, detail);
+    }
+    conform_free_list(paths, n_all);
+    printf("conform: %zu case%s: %zu passed, %zu failed, %zu crashed, %zu timed out, %zu errors\n", n, n == 1 ? "" : "s",
+           count[V_PASS], count[V_FAIL], count[V_CRASH], count[V_TIMEOUT], count[V_ERROR]);
+    return count[V_PASS] == n ? 0 : 1;
+}
