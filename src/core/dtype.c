@@ -6,6 +6,7 @@
 // measures that on this CPU and shows the mismatches.
 #include "core/dtype.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -13,25 +14,45 @@
 #include "core/cpu.h"
 
 // ---- the table ----
-static const DTypeTraits DTYPES[DTYPE_COUNT] = {
-    [DTYPE_F32] = {"f32", "F32", 4, true, true, 0x1p-23, 3.4028234663852886e38},
-    [DTYPE_BF16] = {"bf16", "BF16", 2, true, true, 0x1p-7, 0x1.fep127},
-    [DTYPE_F16] = {"f16", "F16", 2, true, true, 0x1p-10, 65504.0},
-    [DTYPE_F64] = {"f64", "F64", 8, true, false, 0x1p-52, 1.7976931348623157e308},
-    [DTYPE_U8] = {"u8", "U8", 1, false, false, 0, 0},
-    [DTYPE_I32] = {"i32", "I32", 4, false, false, 0, 0},
-    [DTYPE_I64] = {"i64", "I64", 8, false, false, 0, 0},
+// name, st_name, size, is_float, is_gemm_input, eps, max_finite, bits, kind, min_normal,
+// min_subnormal. Float facts from each format's definition (c10/util/Float8_*.h, the OCP MX
+// spec for F8_E8M0, F4, F6_*).
+#define NOT_FLOAT 0, 0
+static const DTypeTraits DTYPES[DTYPE_COUNT_ALL] = {
+    [DTYPE_F32] = {"f32", "F32", 4, true, true, 0x1p-23, 3.4028234663852886e38, 32, DTYPE_KIND_FLOAT, 0x1p-126, 0x1p-149},
+    [DTYPE_BF16] = {"bf16", "BF16", 2, true, true, 0x1p-7, 0x1.fep127, 16, DTYPE_KIND_FLOAT, 0x1p-126, 0x1p-133},
+    [DTYPE_F16] = {"f16", "F16", 2, true, true, 0x1p-10, 65504.0, 16, DTYPE_KIND_FLOAT, 0x1p-14, 0x1p-24},
+    [DTYPE_F64] = {"f64", "F64", 8, true, false, 0x1p-52, 1.7976931348623157e308, 64, DTYPE_KIND_FLOAT, 0x1p-1022, 0x1p-1074},
+    [DTYPE_U8] = {"u8", "U8", 1, false, false, 0, 0, 8, DTYPE_KIND_UNSIGNED, 0, 0},
+    [DTYPE_I32] = {"i32", "I32", 4, false, false, 0, 0, 32, DTYPE_KIND_SIGNED, 0, 0},
+    [DTYPE_I64] = {"i64", "I64", 8, false, false, 0, 0, 64, DTYPE_KIND_SIGNED, 0, 0},
+    [DTYPE_BOOL] = {"bool", "BOOL", 1, false, false, NOT_FLOAT, 8, DTYPE_KIND_BOOL, 0, 0},
+    [DTYPE_I8] = {"i8", "I8", 1, false, false, NOT_FLOAT, 8, DTYPE_KIND_SIGNED, 0, 0},
+    [DTYPE_I16] = {"i16", "I16", 2, false, false, NOT_FLOAT, 16, DTYPE_KIND_SIGNED, 0, 0},
+    [DTYPE_U16] = {"u16", "U16", 2, false, false, NOT_FLOAT, 16, DTYPE_KIND_UNSIGNED, 0, 0},
+    [DTYPE_U32] = {"u32", "U32", 4, false, false, NOT_FLOAT, 32, DTYPE_KIND_UNSIGNED, 0, 0},
+    [DTYPE_U64] = {"u64", "U64", 8, false, false, NOT_FLOAT, 64, DTYPE_KIND_UNSIGNED, 0, 0},
+    [DTYPE_F8_E4M3] = {"f8_e4m3", "F8_E4M3", 1, true, false, 0x1p-3, 448.0, 8, DTYPE_KIND_FLOAT, 0x1p-6, 0x1p-9},
+    [DTYPE_F8_E4M3FNUZ] = {"f8_e4m3fnuz", "F8_E4M3FNUZ", 1, true, false, 0x1p-3, 240.0, 8, DTYPE_KIND_FLOAT, 0x1p-7, 0x1p-10},
+    [DTYPE_F8_E5M2] = {"f8_e5m2", "F8_E5M2", 1, true, false, 0x1p-2, 57344.0, 8, DTYPE_KIND_FLOAT, 0x1p-14, 0x1p-16},
+    [DTYPE_F8_E5M2FNUZ] = {"f8_e5m2fnuz", "F8_E5M2FNUZ", 1, true, false, 0x1p-2, 57344.0, 8, DTYPE_KIND_FLOAT, 0x1p-15, 0x1p-17},
+    [DTYPE_F8_E8M0] = {"f8_e8m0", "F8_E8M0", 1, true, false, 1.0, 0x1p127, 8, DTYPE_KIND_FLOAT, 0x1p-127, 0x1p-127},
+    [DTYPE_C64] = {"c64", "C64", 8, false, false, 0x1p-23, 3.4028234663852886e38, 64, DTYPE_KIND_COMPLEX, 0x1p-126, 0x1p-149},
+    [DTYPE_F4] = {"f4", "F4", 0, true, false, 0x1p-1, 6.0, 4, DTYPE_KIND_FLOAT, 1.0, 0x1p-1},
+    [DTYPE_F6_E2M3] = {"f6_e2m3", "F6_E2M3", 0, true, false, 0x1p-3, 7.5, 6, DTYPE_KIND_FLOAT, 1.0, 0x1p-3},
+    [DTYPE_F6_E3M2] = {"f6_e3m2", "F6_E3M2", 0, true, false, 0x1p-2, 28.0, 6, DTYPE_KIND_FLOAT, 0x1p-2, 0x1p-4},
 };
+#undef NOT_FLOAT
 
 const DTypeTraits* dtype_traits(DType dt) {
-    CHECK(dt >= 0 && dt < DTYPE_COUNT, "dtype %d", (int)dt);
+    CHECK(dt >= 0 && dt < DTYPE_COUNT_ALL, "dtype %d", (int)dt);
     return &DTYPES[dt];
 }
 
 const char* dtype_name(DType dt) { return dtype_traits(dt)->name; }
 
 bool dtype_from_name(const char* name, DType* out) {
-    for (int i = 0; i < DTYPE_COUNT; i++) {
+    for (int i = 0; i < DTYPE_COUNT_ALL; i++) {
         if (strcmp(DTYPES[i].name, name) == 0 || strcmp(DTYPES[i].st_name, name) == 0) {
             *out = (DType)i;
             return true;
@@ -41,7 +62,7 @@ bool dtype_from_name(const char* name, DType* out) {
 }
 
 bool dtype_from_st_name(const char* st_name, DType* out) {
-    for (int i = 0; i < DTYPE_COUNT; i++) {
+    for (int i = 0; i < DTYPE_COUNT_ALL; i++) {
         if (strcmp(DTYPES[i].st_name, st_name) == 0) {
             *out = (DType)i;
             return true;
@@ -51,14 +72,161 @@ bool dtype_from_st_name(const char* st_name, DType* out) {
 }
 
 const char* dtype_names_list(void) {
-    static char buf[128];
+    static char buf[512];
     if (!buf[0]) {
-        for (int i = 0; i < DTYPE_COUNT; i++) {
+        for (int i = 0; i < DTYPE_COUNT_ALL; i++) {
             if (i) strcat(buf, ", ");
             strcat(buf, DTYPES[i].name);
         }
     }
     return buf;
+}
+
+// ---- every dtype: sizes and exact value readers ----
+
+bool dtype_nbytes(DType dt, size_t numel, size_t* out) {
+    const DTypeTraits* t = dtype_traits(dt);
+    if (t->size) return size_mul_ok(numel, t->size, out);
+    size_t nbits = 0;
+    if (!size_mul_ok(numel, t->bits, &nbits) || nbits % 8 != 0) return false;
+    *out = nbits / 8;
+    return true;
+}
+
+static uint64_t load_le(const uint8_t* p, size_t n) {
+    uint64_t v = 0;
+    for (size_t k = n; k-- > 0;) v = (v << 8) | p[k];
+    return v;
+}
+
+uint64_t dtype_code_at(DType dt, const void* data, size_t i) {
+    const DTypeTraits* t = dtype_traits(dt);
+    const uint8_t* p = data;
+    if (t->kind == DTYPE_KIND_COMPLEX) return load_le(p + i * t->size, t->size / 2);
+    if (t->size) return load_le(p + i * t->size, t->size);
+    // packed: a little-endian bit stream (torch's float4_e2m1fn_x2: element 0 in bits 3..0)
+    size_t bit = i * t->bits;
+    unsigned shift = (unsigned)(bit % 8);
+    uint32_t v = p[bit / 8] >> shift;
+    if (shift + t->bits > 8) v |= (uint32_t)p[bit / 8 + 1] << (8 - shift);
+    return v & ((1u << t->bits) - 1);
+}
+
+// A small float format: 1 sign bit (none for e8m0), E exponent bits, M mantissa bits.
+typedef enum {
+    SPECIALS_NONE,     // every code finite (F4, F6_*)
+    SPECIALS_FN,       // no inf; exponent and mantissa all ones = NaN (F8_E4M3 = e4m3fn)
+    SPECIALS_IEEE,     // exponent all ones: inf (mantissa 0) or NaN (F8_E5M2)
+    SPECIALS_FNUZ,     // no inf, no -0: the code 1000...0 is the only NaN
+    SPECIALS_E8M0,     // unsigned exponent only: 2^(code - 127), all ones = NaN
+} Specials;
+
+typedef struct {
+    int e, m, bias;
+    Specials specials;
+} SmallFloat;
+
+static bool small_float_of(DType dt, SmallFloat* f) {
+    switch (dt) {
+        case DTYPE_F16: *f = (SmallFloat){5, 10, 15, SPECIALS_IEEE}; return true;
+        case DTYPE_BF16: *f = (SmallFloat){8, 7, 127, SPECIALS_IEEE}; return true;
+        case DTYPE_F8_E4M3: *f = (SmallFloat){4, 3, 7, SPECIALS_FN}; return true;
+        case DTYPE_F8_E4M3FNUZ: *f = (SmallFloat){4, 3, 8, SPECIALS_FNUZ}; return true;
+        case DTYPE_F8_E5M2: *f = (SmallFloat){5, 2, 15, SPECIALS_IEEE}; return true;
+        case DTYPE_F8_E5M2FNUZ: *f = (SmallFloat){5, 2, 16, SPECIALS_FNUZ}; return true;
+        case DTYPE_F8_E8M0: *f = (SmallFloat){8, 0, 127, SPECIALS_E8M0}; return true;
+        case DTYPE_F4: *f = (SmallFloat){2, 1, 1, SPECIALS_NONE}; return true;
+        case DTYPE_F6_E2M3: *f = (SmallFloat){2, 3, 1, SPECIALS_NONE}; return true;
+        case DTYPE_F6_E3M2: *f = (SmallFloat){3, 2, 3, SPECIALS_NONE}; return true;
+        default: return false;
+    }
+}
+
+bool dtype_is_nan_code(DType dt, uint64_t code) {
+    SmallFloat f;
+    if (dt == DTYPE_F32) return (code & 0x7FFFFFFFu) > 0x7F800000u;
+    if (dt == DTYPE_F64) return (code & 0x7FFFFFFFFFFFFFFFull) > 0x7FF0000000000000ull;
+    if (!small_float_of(dt, &f)) return false;
+    const uint64_t emax = (1u << f.e) - 1, mmask = (1u << f.m) - 1;
+    const uint64_t ebits = (code >> f.m) & emax, man = code & mmask;
+    switch (f.specials) {
+        case SPECIALS_NONE: return false;
+        case SPECIALS_FN: return ebits == emax && man == mmask;
+        case SPECIALS_IEEE: return ebits == emax && man != 0;
+        case SPECIALS_FNUZ: return code == (1u << (f.e + f.m));
+        case SPECIALS_E8M0: return code == 0xFF;
+    }
+    return false;
+}
+
+// reference: the format definitions of c10/util/Float8_e4m3fn.h, Float8_e4m3fnuz.h,
+// Float8_e5m2.h, Float8_e5m2fnuz.h, Float8_e8m0fnu.h (fp8_*_to_fp32_value) and the OCP MX spec
+// (F4 E2M1, F6 E2M3/E3M2); checked against torch's own conversion of all 256 fp8 codes in
+// tests/test_safetensors_dtypes.c (reference/golden/safetensors/fp8_all_codes.safetensors).
+double dtype_decode_small_float(DType dt, uint32_t code) {
+    SmallFloat f;
+    CHECK(small_float_of(dt, &f), "%s is not a small float format", dtype_name(dt));
+    if (dtype_is_nan_code(dt, code)) {
+        bool neg = f.specials != SPECIALS_E8M0 && f.specials != SPECIALS_FNUZ && (code >> (f.e + f.m)) & 1;
+        return neg ? -NAN : NAN;
+    }
+    if (f.specials == SPECIALS_E8M0) return ldexp(1.0, (int)code - f.bias);
+    const uint32_t emax = (1u << f.e) - 1, mmask = (1u << f.m) - 1;
+    const uint32_t ebits = (code >> f.m) & emax, man = code & mmask;
+    const bool neg = (code >> (f.e + f.m)) & 1;
+    double v;
+    if (f.specials == SPECIALS_IEEE && ebits == emax) v = INFINITY;  // mantissa 0 (NaN above)
+    else if (ebits == 0) v = ldexp((double)man, 1 - f.bias - f.m);  // subnormal (or zero)
+    else v = ldexp((double)((1u << f.m) | man), (int)ebits - f.bias - f.m);
+    return neg ? -v : v;
+}
+
+double dtype_f64_at(DType dt, const void* data, size_t i) {
+    const uint64_t code = dtype_code_at(dt, data, i);
+    if (dt == DTYPE_F64) {
+        double d;
+        memcpy(&d, &code, 8);
+        return d;
+    }
+    if (dt == DTYPE_F32) {
+        uint32_t u = (uint32_t)code;
+        float x;
+        memcpy(&x, &u, 4);
+        return x;
+    }
+    return dtype_decode_small_float(dt, (uint32_t)code);
+}
+
+__int128 dtype_int_at(DType dt, const void* data, size_t i) {
+    const DTypeTraits* t = dtype_traits(dt);
+    const uint64_t code = dtype_code_at(dt, data, i);
+    switch (t->kind) {
+        case DTYPE_KIND_UNSIGNED:
+        case DTYPE_KIND_BOOL: return (__int128)code;
+        case DTYPE_KIND_SIGNED: {
+            if (t->bits == 64) return (__int128)(int64_t)code;
+            const uint64_t sign = 1ull << (t->bits - 1);
+            return (__int128)(int64_t)((code ^ sign) - sign);  // sign-extend
+        }
+        default: ABORT("dtype_int_at: %s is not an integer dtype", t->name);
+    }
+}
+
+// Monotonic integer line of a float code (sign-magnitude -> two's complement; -0 == +0).
+static int64_t ordered_code(DType dt, uint64_t code) {
+    const DTypeTraits* t = dtype_traits(dt);
+    if (dt == DTYPE_F8_E8M0) return (int64_t)code;  // no sign bit
+    const unsigned sign_bit = t->bits - 1;
+    const uint64_t mag = code & ((1ull << sign_bit) - 1);
+    return (code >> sign_bit) & 1 ? -(int64_t)mag : (int64_t)mag;
+}
+
+uint64_t dtype_ulp_distance(DType dt, uint64_t code_a, uint64_t code_b) {
+    CHECK(dtype_traits(dt)->kind == DTYPE_KIND_FLOAT, "ulp distance of %s", dtype_name(dt));
+    bool na = dtype_is_nan_code(dt, code_a), nb = dtype_is_nan_code(dt, code_b);
+    if (na || nb) return na && nb ? 0 : UINT64_MAX;
+    int64_t a = ordered_code(dt, code_a), b = ordered_code(dt, code_b);
+    return a > b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
 }
 
 // ---- scalar reference converters ----

@@ -45,7 +45,7 @@ static const char* json_type_name(const json_t* j) {
 static const char* st_dtype_names_list(char* dst, size_t cap) {
     size_t pos = 0;
     dst[0] = '\0';
-    for (int dt = 0; dt < DTYPE_COUNT && pos < cap; dt++)
+    for (int dt = 0; dt < DTYPE_COUNT_ALL && pos < cap; dt++)
         pos += (size_t)snprintf(dst + pos, cap - pos, "%s%s", dt ? ", " : "",
                                 dtype_traits((DType)dt)->st_name);
     return dst;
@@ -53,7 +53,7 @@ static const char* st_dtype_names_list(char* dst, size_t cap) {
 
 // Exact (case-sensitive) safetensors dtype name lookup over the DType table.
 static bool st_dtype_lookup(const char* s, DType* out) {
-    for (int dt = 0; dt < DTYPE_COUNT; dt++) {
+    for (int dt = 0; dt < DTYPE_COUNT_ALL; dt++) {
         if (strcmp(dtype_traits((DType)dt)->st_name, s) == 0) {
             *out = (DType)dt;
             return true;
@@ -80,9 +80,16 @@ typedef struct {
     size_t begin, end;  // byte offsets in the data region
 } Span;
 
+// Alignment the reader gives a tensor's data: its element size (1 for packed and unknown).
+static size_t data_alignment(const StTensor* t) {
+    if (t->dtype == DTYPE_UNKNOWN) return 1;
+    size_t size = dtype_traits(t->dtype)->size;
+    return size ? size : 1;
+}
+
 // Validates one tensor entry and fills t (name already set) and its span.
 static Status parse_entry(const char* file, const char* name, const json_t* v, size_t data_len,
-                          StTensor* t, Span* span) {
+                          bool allow_unknown, StTensor* t, Span* span) {
     if (!json_is_object(v))
         return status_make(STATUS_INVALID, "%s: tensor '%s': entry is not an object (got %s)",
                            file, name, json_type_name(v));
@@ -94,12 +101,17 @@ static Status parse_entry(const char* file, const char* name, const json_t* v, s
         return status_make(STATUS_INVALID, "%s: tensor '%s': \"dtype\" must be a string (got %s)",
                            file, name, json_type_name(jd));
     if (!st_dtype_lookup(json_string_value(jd), &t->dtype)) {
-        char allowed[256];
-        return status_make(STATUS_INVALID, "%s: tensor '%s': unknown dtype \"%s\" (allowed: %s)",
-                           file, name, json_string_value(jd),
-                           st_dtype_names_list(allowed, sizeof allowed));
+        if (allow_unknown) {
+            t->dtype = DTYPE_UNKNOWN;
+            t->unknown_dtype = xstrdup(json_string_value(jd));
+        } else {
+            char allowed[512];
+            return status_make(STATUS_INVALID, "%s: tensor '%s': unknown dtype \"%s\" (allowed: %s)",
+                               file, name, json_string_value(jd),
+                               st_dtype_names_list(allowed, sizeof allowed));
+        }
     }
-    const size_t esize = dtype_traits(t->dtype)->size;
+    const bool known = t->dtype != DTYPE_UNKNOWN;
 
     const json_t* js = json_object_get(v, "shape");
     if (!js)
@@ -131,11 +143,17 @@ static Status parse_entry(const char* file, const char* name, const json_t* v, s
     char shape_text[ST_MAX_NDIM * 24 + 8];
     format_shape(shape_text, sizeof shape_text, t->shape, t->ndim);
     size_t nbytes = 0;
-    if (overflow || !size_mul_ok(numel, esize, &nbytes))
+    size_t nbits = 0;
+    if (overflow || (known && !size_mul_ok(numel, dtype_traits(t->dtype)->bits, &nbits)))
         return status_make(STATUS_INVALID, "%s: tensor '%s': shape %s product overflows",
                            file, name, shape_text);
+    if (known && nbits % 8 != 0)  // packed sub-byte types only
+        return status_make(STATUS_INVALID, "%s: tensor '%s': shape %s of %s is %zu elements of %u "
+                           "bits = %zu bits, not a whole number of bytes (numel x bits must be a "
+                           "multiple of 8)", file, name, shape_text, dtype_traits(t->dtype)->st_name,
+                           numel, dtype_traits(t->dtype)->bits, nbits);
+    nbytes = nbits / 8;
     t->numel = numel;
-    t->nbytes = nbytes;
 
     const json_t* jo = json_object_get(v, "data_offsets");
     if (!jo)
@@ -154,6 +172,8 @@ static Status parse_entry(const char* file, const char* name, const json_t* v, s
         return status_make(STATUS_INVALID, "%s: tensor '%s': data_offsets [%lld, %lld] have "
                            "begin > end", file, name, (long long)b, (long long)e);
     uint64_t span_bytes = (uint64_t)e - (uint64_t)b;
+    if (!known) nbytes = (size_t)span_bytes;  // the size of an unknown dtype's element is unknown
+    t->nbytes = nbytes;
     if (span_bytes != (uint64_t)nbytes)
         return status_make(STATUS_INVALID, "%s: tensor '%s': shape/offset mismatch: shape %s of "
                            "%s needs %zu bytes but data_offsets [%lld, %lld] span %" PRIu64,
@@ -204,7 +224,7 @@ static int sort_item_cmp(const void* pa, const void* pb) {
 // Core parser. When *owned is non-NULL it is the buffer `buf` points into (64-byte aligned,
 // from read_file) and the parser may adopt it as storage, setting *owned = NULL.
 static Status parse_impl(const uint8_t* buf, size_t len, const char* file, uint8_t** owned,
-                         SafeTensors* out) {
+                         bool allow_unknown, SafeTensors* out) {
     memset(out, 0, sizeof *out);
     if (!host_is_little_endian()) return host_endian_status(file);
     if (len < 8)
@@ -253,7 +273,7 @@ static Status parse_impl(const uint8_t* buf, size_t len, const char* file, uint8
         StTensor* t = &out->tensors[out->n_tensors];
         t->name = xstrdup(key);
         out->n_tensors++;
-        s = parse_entry(file, key, val, data_len, t, &spans[out->n_tensors - 1]);
+        s = parse_entry(file, key, val, data_len, allow_unknown, t, &spans[out->n_tensors - 1]);
         if (!status_is_ok(s)) goto fail;
     }
     CHECK(out->n_tensors == n);
@@ -292,8 +312,8 @@ static Status parse_impl(const uint8_t* buf, size_t len, const char* file, uint8
     // otherwise copy each tensor to its own 64-byte aligned slot of one buffer.
     bool aligned = owned && *owned;
     for (size_t i = 0; i < n && aligned; i++) {
-        size_t esize = dtype_traits(out->tensors[i].dtype)->size;
-        if ((uintptr_t)(data + spans[i].begin) % esize != 0) aligned = false;
+        if ((uintptr_t)(data + spans[i].begin) % data_alignment(&out->tensors[i]) != 0)
+            aligned = false;
     }
     StTensor* sorted = xcalloc(n ? n : 1, sizeof(StTensor));
     if (aligned) {
@@ -336,13 +356,25 @@ fail:
     return s;
 }
 
-Status st_parse(const uint8_t* buf, size_t len, const char* name_for_messages, SafeTensors* out) {
+Status st_parse_opts(const uint8_t* buf, size_t len, const char* name_for_messages,
+                     const StReadOptions* opts, SafeTensors* out) {
     CHECK(out && name_for_messages && (buf || len == 0));
     static const uint8_t empty[1] = {0};
-    return parse_impl(buf ? buf : empty, len, name_for_messages, NULL, out);
+    return parse_impl(buf ? buf : empty, len, name_for_messages, NULL,
+                      opts && opts->allow_unknown_dtypes, out);
 }
 
-Status st_read(const char* path, SafeTensors* out) {
+Status st_parse(const uint8_t* buf, size_t len, const char* name_for_messages, SafeTensors* out) {
+    return st_parse_opts(buf, len, name_for_messages, NULL, out);
+}
+
+const char* st_dtype_text(const StTensor* t) {
+    return t->dtype == DTYPE_UNKNOWN ? t->unknown_dtype : dtype_traits(t->dtype)->st_name;
+}
+
+Status st_read(const char* path, SafeTensors* out) { return st_read_opts(path, NULL, out); }
+
+Status st_read_opts(const char* path, const StReadOptions* opts, SafeTensors* out) {
     CHECK(out && path);
     memset(out, 0, sizeof *out);
     uint8_t* buf = NULL;
@@ -350,7 +382,7 @@ Status st_read(const char* path, SafeTensors* out) {
     Status s = read_file(path, &buf, &len);
     if (!status_is_ok(s)) return s;
     uint8_t* owned = buf;
-    s = parse_impl(buf, len, path, &owned, out);
+    s = parse_impl(buf, len, path, &owned, opts && opts->allow_unknown_dtypes, out);
     free(owned);  // NULL when adopted as storage
     return s;
 }
@@ -370,7 +402,10 @@ const char* st_meta(const SafeTensors* st, const char* key) {
 void st_free(SafeTensors* st) {
     if (!st) return;
     if (st->tensors)
-        for (size_t i = 0; i < st->n_tensors; i++) free(st->tensors[i].name);
+        for (size_t i = 0; i < st->n_tensors; i++) {
+            free(st->tensors[i].name);
+            free(st->tensors[i].unknown_dtype);
+        }
     free(st->tensors);
     for (size_t i = 0; i < st->n_meta; i++) {
         free(st->meta_keys[i]);
@@ -388,7 +423,7 @@ Status st_tensor_to_f32(const StTensor* t, float** out) {
     *out = NULL;
     if (t->dtype != DTYPE_F32 && t->dtype != DTYPE_F16 && t->dtype != DTYPE_BF16)
         return status_make(STATUS_INVALID, "tensor '%s' has dtype %s; a float32 copy needs F32, "
-                           "F16 or BF16", t->name, dtype_traits(t->dtype)->st_name);
+                           "F16 or BF16", t->name, st_dtype_text(t));
     size_t nb = 0;
     CHECK(size_mul_ok(t->numel, sizeof(float), &nb));
     float* f = xaligned_alloc(nb);  // (numel)
@@ -432,7 +467,7 @@ void st_writer_add(StWriter* w, const char* name, DType dt, int ndim, const int6
     CHECK(w && name);
     CHECK(is_valid_utf8(name), "tensor name is not valid UTF-8");
     CHECK(strcmp(name, "__metadata__") != 0, "'__metadata__' cannot be a tensor name");
-    CHECK(dt >= 0 && dt < DTYPE_COUNT, "tensor '%s': dtype %d", name, (int)dt);
+    CHECK(dt >= 0 && dt < DTYPE_COUNT_ALL, "tensor '%s': dtype %d", name, (int)dt);
     CHECK(ndim >= 0 && ndim <= ST_MAX_NDIM, "tensor '%s': ndim %d", name, ndim);
     CHECK(ndim == 0 || shape, "tensor '%s': shape is NULL", name);
     for (size_t i = 0; i < w->n; i++)
@@ -446,8 +481,8 @@ void st_writer_add(StWriter* w, const char* name, DType dt, int ndim, const int6
         e.shape[i] = shape[i];
         CHECK(size_mul_ok(numel, (size_t)shape[i], &numel), "tensor '%s': size overflow", name);
     }
-    CHECK(size_mul_ok(numel, dtype_traits(dt)->size, &e.nbytes), "tensor '%s': size overflow",
-          name);
+    CHECK(dtype_nbytes(dt, numel, &e.nbytes), "tensor '%s': size overflow, or %zu elements of %s "
+          "are not a whole number of bytes", name, numel, dtype_traits(dt)->st_name);
     CHECK(e.nbytes == 0 || data, "tensor '%s': data is NULL", name);
     if (e.nbytes) {
         e.data = xmalloc(e.nbytes);
