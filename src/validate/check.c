@@ -16,9 +16,10 @@
 //     optimizer of that name: the same numbers conform scales by.
 //   - anything else: derived from the dtype (dtype_default below).
 //   - --exact, --atol/--rtol, --min-code-equal, --max-code-dist replace those.
-// Floats are compared in fp32 after exact widening (bf16/f16), with their ulp distance counted
-// in their own format; U8 tensors are codes (share identical + max code distance); I32/I64
-// are compared exactly. Never writes files. Not here: the comparison rule itself (compare.c),
+// Every dtype of the safetensors format is read exactly (compare_dtype.c): floats as doubles with
+// their ulp distance counted in their own format, complex per part; U8 tensors are codes (share
+// identical + max code distance); other integers and bool exactly (I64/U64 in full). A dtype
+// mismatch is exit 2 unless --allow-dtype-mismatch (exact widening, named in the output). Never writes files. Not here: the comparison rule itself (compare.c),
 // the per-optimizer tolerances and their reasons (conform.c), running an optimizer on a
 // candidate's behalf (reference/validate_python.py does that for Python optimizers).
 #include <math.h>
@@ -29,6 +30,7 @@
 #include "core/cli.h"
 #include "core/common.h"
 #include "validate/compare.h"
+#include "validate/compare_dtype.h"
 #include "validate/conform.h"
 #include "optim/optim.h"
 #include "core/safetensors.h"
@@ -40,23 +42,26 @@ const Command cmd_check = {
     .summary = "compare a candidate safetensors file with a golden, tensor by tensor; exit 1 if off",
     .usage =
         "trainbench check GOLDEN.safetensors CANDIDATE.safetensors [--tensors REGEX] [--only-present]\n"
-        "    [--exact | --atol X --rtol Y] [--min-code-equal F] [--max-code-dist N]\n"
+        "    [--exact | --atol X --rtol Y] [--min-code-equal F] [--max-code-dist N] [--allow-dtype-mismatch]\n"
         "  Compares every golden tensor named expect.* (all tensors if it has none) with the candidate's\n"
         "  tensor of the same name, dtype and shape. Optimizer goldens use the tolerance of `conform`\n"
-        "  (src/validate/conform.c, incl. its movement term); other tensors: f32/bf16/f16 rtol = 2 eps of the\n"
-        "  dtype, atol = its smallest normal; u8 codes and integers exact.\n"
+        "  (src/validate/conform.c, incl. its movement term); other tensors, any safetensors dtype: floats of\n"
+        "  16+ bits rtol = 2 eps of the dtype, atol = its smallest normal; fp8/f6/f4 rtol 1 eps, atol smallest\n"
+        "  subnormal; f8_e8m0, integers, bool and u8 codes exact; c64 per part as f32.\n"
         "  --tensors REGEX     only golden tensors whose name matches (POSIX extended regex, unanchored)\n"
         "  --only-present      skip golden tensors the candidate lacks (at least one must remain)\n"
         "  --exact             every tensor bit-exact (numerically equal; NaN matches NaN)\n"
         "  --atol X --rtol Y   float tolerance for every float tensor (a missing one is 0; no movement term)\n"
         "  --min-code-equal F  u8 codes: share identical required, 0..1;  --max-code-dist N: 0..255\n"
+        "  --allow-dtype-mismatch  compare tensors whose dtypes differ after exact widening (two real floats:\n"
+        "                      to f64, with the golden dtype's tolerance; two integer/bool dtypes: as integers)\n"
         "  Exit 0 all within tolerance, 1 some outside (NaN where the golden is finite is outside),\n"
         "  2 unusable input (unreadable file, tensor missing or of another dtype/shape: named).",
     .run = check_run,
 };
 
 typedef struct {
-    bool exact, only_present;
+    bool exact, only_present, allow_dtype_mismatch;
     bool have_atol, have_rtol, have_code_equal, have_code_dist;
     double atol, rtol, min_code_equal;
     long max_code_dist;
@@ -74,32 +79,12 @@ typedef struct {
     double max_abs, max_rel, used, worst_got, worst_ref, frac_equal;
     uint64_t max_ulp;
     size_t worst;
+    TensorCompare tc;   // the comparison of compare_dtype.c (not for u8 codes)
 } Row;
 
 #define MAX_RULES 32
 
 // ---- tolerances ----
-
-// A generic output of a float dtype: a couple of roundings apart is agreement (rtol = 2 eps,
-// i.e. 2 ulp at the top of a binade, 4 at the bottom); atol = the smallest normal so a value
-// flushed to zero on one side (FTZ/DAZ hardware) is not a failure.
-static Tolerance dtype_default(DType dt) {
-    Tolerance t = {0, 0, 0, 1.0, 0, "integers and u8 codes of a plain tensor: exact"};
-    if (dt == DTYPE_F32) {
-        t.rtol = 2 * 0x1p-23;
-        t.atol = 0x1p-126;
-        t.why = "f32 default: rtol 2 eps (2-4 ulp), atol smallest normal (flush-to-zero)";
-    } else if (dt == DTYPE_BF16) {
-        t.rtol = 2 * 0x1p-7;
-        t.atol = 0x1p-126;
-        t.why = "bf16 default: rtol 2 eps (2-4 ulp), atol smallest normal (flush-to-zero)";
-    } else if (dt == DTYPE_F16) {
-        t.rtol = 2 * 0x1p-10;
-        t.atol = 0x1p-14;
-        t.why = "f16 default: rtol 2 eps (2-4 ulp), atol smallest normal (flush-to-zero)";
-    }
-    return t;
-}
 
 // "expect.step{k}.param" -> "param", "expect.step{k}.state.<key>" -> key, with *step = k;
 // NULL for other names.
@@ -118,7 +103,7 @@ static Tolerance tolerance_for(const Overrides* ov, const char* optim, const StT
     *move_step = -1;
     int64_t k = 0;
     const char* key = optim ? optim_tensor_key(g->name, &k) : NULL;
-    Tolerance t = key ? conform_tolerance(optim, key, k) : dtype_default(g->dtype);
+    Tolerance t = key ? conform_tolerance(optim, key, k) : dtype_default_tolerance(g->dtype);
     if (ov->exact) {
         Tolerance e = {0, 0, 0, 1.0, 0, "--exact: bit-exact"};
         return e;
@@ -144,7 +129,7 @@ static void rule_text(const Tolerance* t, DType dt, char* buf, size_t n) {
     if (dt == DTYPE_U8)
         snprintf(buf, n, "%s (codes: >= %.4g%% identical, max distance %d)", t->why, 100 * t->min_code_equal,
                  t->max_code_dist);
-    else if (dt == DTYPE_I32 || dt == DTYPE_I64)
+    else if (!dtype_traits(dt)->is_float && dtype_traits(dt)->kind != DTYPE_KIND_COMPLEX)
         snprintf(buf, n, "%s (integers: exact)", t->why);
     else if (t->move_k > 0)
         snprintf(buf, n, "%s (atol %.3g, rtol %.3g, + %.3g x cumulative |delta p|)", t->why, t->atol, t->rtol,
@@ -203,26 +188,11 @@ static Status replay_movement(const SafeTensors* g, const Optimizer* o, int64_t 
 
 // ---- comparison ----
 
-// Ordered-integer distance of two 16-bit floats (bf16 or f16 bits); UINT64_MAX when exactly
-// one is NaN.
-static uint64_t ulp16(uint16_t a, uint16_t b, DType dt) {
-    uint16_t exp_mask = dt == DTYPE_BF16 ? 0x7F80 : 0x7C00, man_mask = dt == DTYPE_BF16 ? 0x007F : 0x03FF;
-    bool na = (a & exp_mask) == exp_mask && (a & man_mask), nb = (b & exp_mask) == exp_mask && (b & man_mask);
-    if (na || nb) return na && nb ? 0 : UINT64_MAX;
-    int32_t oa = a & 0x8000 ? -(int32_t)(a & 0x7FFF) : (int32_t)a;
-    int32_t ob = b & 0x8000 ? -(int32_t)(b & 0x7FFF) : (int32_t)b;
-    return (uint64_t)(oa > ob ? oa - ob : ob - oa);
-}
-
-static int64_t int_at(const StTensor* t, size_t i) {
-    return t->dtype == DTYPE_I64 ? ((const int64_t*)t->data)[i] : ((const int32_t*)t->data)[i];
-}
-
 static void compare_row(Row* r, const double* moved) {
     const StTensor* g = r->g;
     const StTensor* c = r->c;
     const size_t n = g->numel;
-    if (g->dtype == DTYPE_U8) {
+    if (g->dtype == DTYPE_U8 && c->dtype == DTYPE_U8) {
         r->is_codes = true;
         CompareU8 u = compare_u8(c->data, g->data, n);
         r->frac_equal = u.frac_equal;
@@ -238,48 +208,19 @@ static void compare_row(Row* r, const double* moved) {
         r->used = u1 > u2 ? u1 : u2;
         return;
     }
-    if (g->dtype == DTYPE_I32 || g->dtype == DTYPE_I64) {
-        r->is_int = true;
-        size_t bad = 0;
-        for (size_t i = 0; i < n; i++) {
-            double d = fabs((double)int_at(c, i) - (double)int_at(g, i));
-            if (d > 0) bad++;
-            if (d > r->max_abs) {
-                r->max_abs = d;
-                r->worst = i;
-            }
-        }
-        r->all_exact = bad == 0;
-        r->used = bad ? INFINITY : 0;
-        r->worst_got = n ? (double)int_at(c, r->worst) : 0;
-        r->worst_ref = n ? (double)int_at(g, r->worst) : 0;
-        r->ok = bad == 0;
-        return;
-    }
-    float *x = NULL, *ref = NULL;  // widened exactly (bf16/f16), or copies of f32
-    Status s = st_tensor_to_f32(c, &x);
-    CHECK(status_is_ok(s), "%s", s.msg);  // dtype validated before
-    s = st_tensor_to_f32(g, &ref);
-    CHECK(status_is_ok(s), "%s", s.msg);
-    CompareF32 cf = compare_f32_scaled(x, ref, n, r->tol.atol, r->tol.rtol, moved, r->tol.move_k);
-    r->max_abs = cf.max_abs;
-    r->max_rel = cf.max_rel;
-    r->used = cf.used;
-    r->worst = cf.worst;
-    r->worst_got = cf.worst_got;
-    r->worst_ref = cf.worst_ref;
-    r->all_exact = cf.n_exact == n;
-    r->ok = cf.ok;
-    r->max_ulp = cf.max_ulp == UINT32_MAX ? UINT64_MAX : cf.max_ulp;
-    if (g->dtype == DTYPE_BF16 || g->dtype == DTYPE_F16) {  // ulps of the tensor's own format
-        r->max_ulp = 0;
-        for (size_t i = 0; i < n; i++) {
-            uint64_t d = ulp16(((const uint16_t*)c->data)[i], ((const uint16_t*)g->data)[i], g->dtype);
-            if (d > r->max_ulp) r->max_ulp = d;
-        }
-    }
-    free(x);
-    free(ref);
+    // every other dtype (and u8 against another integer dtype): exact readers, its own tolerance
+    TensorCompare tc = compare_tensor_values(c, g, &r->tol, moved);
+    r->is_int = tc.is_int;
+    r->max_abs = tc.max_abs;
+    r->max_rel = tc.max_rel;
+    r->used = tc.used;
+    r->worst = tc.worst;
+    r->worst_got = tc.worst_got;
+    r->worst_ref = tc.worst_ref;
+    r->all_exact = tc.all_exact;
+    r->ok = tc.ok;
+    r->max_ulp = tc.max_ulp;
+    r->tc = tc;
 }
 
 // ---- printing ----
@@ -310,6 +251,20 @@ static void used_str(double used, char* buf, size_t n) {
     else snprintf(buf, n, "%.3g%%", 100 * used);
 }
 
+static void int_str(__int128 v, char* buf, size_t n) {
+    if (v < 0) snprintf(buf, n, "%lld", (long long)v);
+    else snprintf(buf, n, "%llu", (unsigned long long)v);
+}
+
+// Integers exactly (u64/i64 beyond 2^53 too); complex: which part.
+static void format_worst_values(const TensorCompare* tc, char* worst, size_t worst_n, char* got, char* exp, size_t n) {
+    if (tc->is_int) {
+        int_str(tc->worst_got_int, got, n);
+        int_str(tc->worst_ref_int, exp, n);
+    }
+    if (tc->worst_part >= 0) strncat(worst, tc->worst_part ? ".im" : ".re", worst_n - strlen(worst) - 1);
+}
+
 static void print_row(const Row* r, int name_w) {
     char shape[96], worst[96] = "-", got[32] = "-", exp[32] = "-", ulp[32] = "-", used[32], rel[32] = "-";
     shape_str(r->g, shape, sizeof shape);
@@ -317,8 +272,13 @@ static void print_row(const Row* r, int name_w) {
         index_str(r->g, r->worst, worst, sizeof worst);
         snprintf(got, sizeof got, "%.9g", r->worst_got);
         snprintf(exp, sizeof exp, "%.9g", r->worst_ref);
+        if (!r->is_codes) format_worst_values(&r->tc, worst, sizeof worst, got, exp, sizeof got);
     }
+    char dtype[32];
+    snprintf(dtype, sizeof dtype, "%s%s%s", dtype_name(r->g->dtype), r->c->dtype != r->g->dtype ? "<-" : "",
+             r->c->dtype != r->g->dtype ? dtype_name(r->c->dtype) : "");
     if (r->is_codes) snprintf(ulp, sizeof ulp, "%.3f%%eq", 100 * r->frac_equal);
+    else if (!r->is_int && !r->tc.has_ulp) snprintf(rel, sizeof rel, "%.3g", r->max_rel);  // widened: no one format
     else if (!r->is_int) {
         if (r->max_ulp == UINT64_MAX) snprintf(ulp, sizeof ulp, "nan");
         else snprintf(ulp, sizeof ulp, "%llu", (unsigned long long)r->max_ulp);
@@ -326,7 +286,7 @@ static void print_row(const Row* r, int name_w) {
     }
     used_str(r->used, used, sizeof used);
     printf("%-*s %-5s %-11s %10.3g %10s %10s %-11s %15s %15s %9s %-7s [%d]\n", name_w, r->g->name,
-           dtype_name(r->g->dtype), shape, r->max_abs, rel, ulp, worst, got, exp, used, r->ok ? "PASS" : "FAIL",
+           dtype, shape, r->max_abs, rel, ulp, worst, got, exp, used, r->ok ? "PASS" : "FAIL",
            r->rule + 1);
 }
 
@@ -345,6 +305,36 @@ static bool flag_number(int argc, char** argv, int* i, const char* name, double 
     return true;
 }
 
+// ---- dtypes of a compared pair (kept apart from the verdict code) ----
+
+static const char* dtype_label(const StTensor* t) {
+    return t->dtype == DTYPE_UNKNOWN ? st_dtype_text(t) : dtype_name(t->dtype);
+}
+
+// Whether golden g and candidate c can be compared value by value; else prints why (exit 2).
+static bool check_dtypes_usable(const StTensor* g, const StTensor* c, bool allow_mismatch) {
+    if (g->dtype == DTYPE_UNKNOWN || c->dtype == DTYPE_UNKNOWN) {
+        fprintf(stderr, "trainbench check: tensor '%s': dtype \"%s\" is not a safetensors dtype this reader knows "
+                "(golden %s, candidate %s): its values cannot be compared (allowed: %s)\n", g->name,
+                st_dtype_text(g->dtype == DTYPE_UNKNOWN ? g : c), dtype_label(g), dtype_label(c), dtype_names_list());
+        return false;
+    }
+    if (c->dtype == g->dtype) return true;
+    if (!allow_mismatch) {
+        fprintf(stderr, "trainbench check: tensor '%s': dtype differs: golden %s, candidate %s "
+                "(--allow-dtype-mismatch compares the values after exact widening)\n", g->name,
+                dtype_name(g->dtype), dtype_name(c->dtype));
+        return false;
+    }
+    char why[256];
+    if (!dtype_widening_ok(g->dtype, c->dtype, why, sizeof why)) {
+        fprintf(stderr, "trainbench check: tensor '%s': dtype differs: golden %s, candidate %s: %s\n", g->name,
+                dtype_name(g->dtype), dtype_name(c->dtype), why);
+        return false;
+    }
+    return true;
+}
+
 static int check_run(int argc, char** argv) {
     Overrides ov = {0};
     const char* paths[2] = {NULL, NULL};
@@ -355,6 +345,8 @@ static int check_run(int argc, char** argv) {
             ov.exact = true;
         } else if (!strcmp(argv[i], "--only-present")) {
             ov.only_present = true;
+        } else if (!strcmp(argv[i], "--allow-dtype-mismatch")) {
+            ov.allow_dtype_mismatch = true;
         } else if (flag_matches(argv[i], "--atol")) {
             if (!flag_number(argc, argv, &i, "--atol", 0, INFINITY, &ov.atol)) return 2;
             ov.have_atol = true;
@@ -396,8 +388,9 @@ static int check_run(int argc, char** argv) {
     double** moved = NULL;
     int64_t max_k = 0;
     int rc = 2;
-    Status s = st_read(paths[0], &gold);
-    if (status_is_ok(s)) s = st_read(paths[1], &cand);
+    const StReadOptions list_unknown = {.allow_unknown_dtypes = true};  // named below if compared
+    Status s = st_read_opts(paths[0], &list_unknown, &gold);
+    if (status_is_ok(s)) s = st_read_opts(paths[1], &list_unknown, &cand);
     if (!status_is_ok(s)) {
         fprintf(stderr, "trainbench check: %s\n", s.msg);
         goto done;
@@ -431,25 +424,17 @@ static int check_run(int argc, char** argv) {
                 continue;
             }
             fprintf(stderr, "trainbench check: golden tensor '%s' (%s %s) is missing from the candidate %s\n",
-                    g->name, dtype_name(g->dtype), gs, paths[1]);
+                    g->name, dtype_label(g), gs, paths[1]);
             n_problems++;
             continue;
         }
         shape_str(c, cs, sizeof cs);
-        if (c->dtype != g->dtype) {
-            fprintf(stderr, "trainbench check: tensor '%s': dtype differs: golden %s, candidate %s\n", g->name,
-                    dtype_name(g->dtype), dtype_name(c->dtype));
+        if (!check_dtypes_usable(g, c, ov.allow_dtype_mismatch)) {
             n_problems++;
             continue;
         }
         if (strcmp(gs, cs) != 0) {
             fprintf(stderr, "trainbench check: tensor '%s': shape differs: golden %s, candidate %s\n", g->name, gs, cs);
-            n_problems++;
-            continue;
-        }
-        if (g->dtype == DTYPE_F64) {
-            fprintf(stderr, "trainbench check: tensor '%s': f64 is not supported (f32, bf16, f16, u8, i32, i64 are)\n",
-                    g->name);
             n_problems++;
             continue;
         }
@@ -516,6 +501,11 @@ static int check_run(int argc, char** argv) {
         printf("  (%s%s%s%s%s)", optim ? optim : "", optim && case_id ? ", case " : "", case_id ? case_id : "",
                library ? "; " : "", library ? library : "");
     printf("\ncandidate: %s\n", paths[1]);
+    for (size_t i = 0; i < n_rows; i++)
+        if (rows[i].c->dtype != rows[i].g->dtype)
+            printf("widened:   %s: golden %s, candidate %s: compared after exact widening (%s; --allow-dtype-mismatch)\n",
+                   rows[i].g->name, dtype_name(rows[i].g->dtype), dtype_name(rows[i].c->dtype),
+                   rows[i].tc.is_int ? "both as exact integers" : "both to f64");
     if (n_skipped) {
         printf("skipped:   %zu golden tensor(s) not in the candidate (--only-present):", n_skipped);
         for (size_t i = 0; i < n_skipped; i++) printf(" %s", skipped[i]->name);
