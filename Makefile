@@ -115,7 +115,8 @@ test-unit: all
 
 # goldens: regenerate reference/golden/ with the real torch/transformers/bitsandbytes from the
 # venv (outside the repo; reference/README.md says how to make it), then replay every golden
-# with the independent NumPy model of reference/OPTIM_SEMANTICS.md. `make test` never needs it.
+# with the independent NumPy model of reference/OPTIM_SEMANTICS.md; last the safetensors dtype
+# fixtures (needs the build: it verifies our writer's output). `make test` never needs it.
 VENV ?= $(HOME)/.cache/trainbench-venv
 goldens:
 	@test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
@@ -126,6 +127,9 @@ goldens:
 	$(VENV)/bin/python reference/gen_model_goldens.py --out reference/golden
 	$(VENV)/bin/python reference/gen_fingerprint_goldens.py --out reference/golden
 	$(VENV)/bin/python reference/fingerprint_demo.py --out reference/golden/fingerprint
+	$(MAKE) all
+	$(VENV)/bin/python reference/gen_safetensors_fixtures.py --out reference/golden \
+	  --writer $(BUILD)/tests/test_safetensors_dtypes
 
 # bench: build and run the Google Benchmark binary (bench/, README "Benchmarks"): roofline
 # probes, convert/, gemm/, optim/ with repetitions; JSON (tools/compare.py of

@@ -4,10 +4,12 @@ Python `safetensors` package, plus torch's own decoding of all 256 codes of each
 Writes reference/golden/safetensors/ (and its MANIFEST.tsv rows):
   dtype_<name>.safetensors  one per dtype: "x" (an odd shape, edge values of the dtype), "empty"
                             (0 elements) and "scalar" (0-d; not for F4/F6, whose single element
-                            is not a whole byte), metadata case/comment/dtype and expect.<tensor>
-                            = the values as JSON strings: floats as Python repr of torch's/numpy's
-                            exact float64 value ("nan", "inf"), complex as [re, im], integers in
-                            decimal (exact beyond 2^53), bool as 0/1.
+                            is not a whole byte), and one metadata entry "fixture": a JSON object
+                            with case, comment, dtype, generator and expect.<tensor> = the values
+                            as JSON strings: floats as Python repr of torch's/numpy's exact
+                            float64 value ("nan", "inf"), complex as [re, im], integers in decimal
+                            (exact beyond 2^53), bool as 0/1. (One entry because safetensors 0.8.0
+                            writes the metadata map in random order.)
   fp8_all_codes.safetensors "codes" (U8 0..255) and, per fp8 format, "<name>.f32" / "<name>.f64":
                             torch's own conversion (tensor.view(float8_*).to(float32/float64)).
   writer_sha256.tsv         sha256 of each fixture re-written by OUR writer (st_writer_*), after
@@ -90,10 +92,11 @@ def build(torch, np, st_np, st_torch):
     out = {}
 
     def meta_for(name, st_name, comment, expects):
-        m = {"case": f"dtype/{name}", "dtype": st_name, "comment": comment}
-        for k, v in expects.items():
-            m[f"expect.{k}"] = json.dumps(v)
-        return m
+        # one metadata key: safetensors 0.8.0 writes a metadata map in random order (a Rust
+        # HashMap), so several keys would make the file bytes differ from run to run
+        m = {"case": f"dtype/{name}", "dtype": st_name, "comment": comment,
+             "generator": golden_io.generator_id(__file__), "expect": expects}
+        return {"fixture": json.dumps(m, sort_keys=True, separators=(",", ":"))}
 
     # numpy-written dtypes
     big = 2 ** 53 + 1
@@ -196,8 +199,10 @@ def fp8_all_codes(torch, st_torch):
         v = tensors["codes"].view(tdt)
         tensors[f"{name}.f32"] = v.to(torch.float32)
         tensors[f"{name}.f64"] = v.to(torch.float64)
-    meta = {"case": "fp8_all_codes", "comment": "all 256 codes of each fp8 format decoded by torch "
-            f"{torch.__version__} (tensor.view(float8_*).to(float32/float64)); NaN payloads are torch's"}
+    meta = {"fixture": json.dumps({"case": "fp8_all_codes", "generator": golden_io.generator_id(__file__),
+                                   "comment": "all 256 codes of each fp8 format decoded by torch "
+                                   f"{torch.__version__} (tensor.view(float8_*).to(float32/float64)); "
+                                   "NaN payloads are torch's"}, sort_keys=True, separators=(",", ":"))}
     return st_torch.save(tensors, metadata=meta)
 
 

@@ -131,9 +131,7 @@ static void test_fp8_all_codes_match_torch(void** state) {
 }
 
 // ---- every fixture reads back exactly -----------------------------------------------------
-static void check_values(DType dt, const StTensor* t, const char* expect_json) {
-    json_error_t err;
-    json_t* list = json_loads(expect_json, 0, &err);
+static void check_values(DType dt, const StTensor* t, json_t* list) {
     assert_non_null(list);
     const DTypeTraits* tr = dtype_traits(dt);
     assert_int_equal(json_array_size(list), t->numel);
@@ -160,7 +158,6 @@ static void check_values(DType dt, const StTensor* t, const char* expect_json) {
             if (got != want) fail_msg("%s %s[%zu]: expected %s", dtype_name(dt), t->name, i, text);
         }
     }
-    json_decref(list);
 }
 
 static void test_python_fixtures_read_back_exactly(void** state) {
@@ -169,7 +166,12 @@ static void test_python_fixtures_read_back_exactly(void** state) {
         const DType dt = (DType)d;
         SafeTensors st;
         read_fixture(dt, &st);
-        assert_string_equal(st_meta(&st, "dtype"), dtype_traits(dt)->st_name);
+        assert_int_equal(st.n_meta, 1);
+        json_error_t err;
+        json_t* fx = json_loads(st_meta(&st, "fixture"), 0, &err);  // the generator's metadata
+        assert_non_null(fx);
+        assert_string_equal(json_string_value(json_object_get(fx, "dtype")), dtype_traits(dt)->st_name);
+        json_t* expect = json_object_get(fx, "expect");
         const bool packed = dtype_traits(dt)->size == 0;
         const StTensor* x = st_find(&st, "x");
         const StTensor* empty = st_find(&st, "empty");
@@ -183,14 +185,15 @@ static void test_python_fixtures_read_back_exactly(void** state) {
         size_t nb = 0;
         assert_true(dtype_nbytes(dt, x->numel, &nb));
         assert_int_equal(x->nbytes, nb);
-        check_values(dt, x, st_meta(&st, "expect.x"));
-        check_values(dt, empty, st_meta(&st, "expect.empty"));
+        check_values(dt, x, json_object_get(expect, "x"));
+        check_values(dt, empty, json_object_get(expect, "empty"));
         if (packed) {
             assert_null(scalar);  // one 4- or 6-bit element is not a whole byte
         } else {
             assert_true(scalar && scalar->dtype == dt && scalar->ndim == 0 && scalar->numel == 1);
-            check_values(dt, scalar, st_meta(&st, "expect.scalar"));
+            check_values(dt, scalar, json_object_get(expect, "scalar"));
         }
+        json_decref(fx);
         st_free(&st);
     }
     print_message("    %d dtypes: x, empty%s read back exactly\n", DTYPE_COUNT_ALL, ", scalar");

@@ -481,7 +481,9 @@ static int check_run(int argc, char** argv) {
     for (size_t i = 0; i < n_rows; i++) {
         Row* r = &rows[i];
         char text[400];
-        rule_text(&r->tol, r->g->dtype, text, sizeof text);
+        // u8 against another integer dtype (--allow-dtype-mismatch) is compared as integers, not codes
+        rule_text(&r->tol, r->g->dtype == DTYPE_U8 && r->c->dtype != DTYPE_U8 ? DTYPE_I64 : r->g->dtype, text,
+                  sizeof text);
         r->rule = -1;
         for (int k = 0; k < n_rules; k++)
             if (!strcmp(rules[k], text)) r->rule = k;
