@@ -83,7 +83,7 @@ const char* dtype_name(DType dt);
 // Look up by registry name ("bf16") or safetensors name ("BF16"); returns false if unknown.
 bool dtype_from_name(const char* name, DType* out);
 bool dtype_from_st_name(const char* st_name, DType* out);
-// "f32, bf16, f16, ..." for error messages (the whole-byte types)
+// "f32, bf16, f16, ..." for error messages (every dtype of the table)
 const char* dtype_names_list(void);
 
 // ---- every dtype: sizes and exact value readers ----
