@@ -6,7 +6,8 @@
 //     floats bit for bit as doubles, integers as integers (U64/I64 beyond 2^53), complex per part;
 //   - our writer re-writing each fixture gives the bytes whose sha256 the generator committed
 //     after reading them back with safetensors.numpy/torch (writer_sha256.tsv): writer drift fails;
-//   - packed F4/F6 sizes and bit order, and the reader's unknown-dtype listing mode.
+//   - packed F4/F6 sizes and bit order, the reader's unknown-dtype listing mode, and corruptions
+//     of a file with every kind of dtype read in that mode (every element read inside its bytes).
 // With `--write-dir OUT FOLDER` it only writes the re-written fixtures (for the generator).
 // Not here: the generic reader/writer rules (test_safetensors.c), check and inspect (test_check.c).
 #include <stdarg.h>
@@ -324,6 +325,73 @@ static void test_unknown_dtype_listed(void** state) {
     }
 }
 
+// ---- fuzz: corruptions of a file with packed, fp8, complex and unknown dtypes, read leniently -
+static uint64_t xorshift(uint64_t* st) {
+    uint64_t x = *st;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *st = x;
+}
+
+static void test_fuzz_lenient_every_kind(void** state) {
+    (void)state;
+    const char* h = "{\"__metadata__\":{\"k\":\"v\"},"
+                    "\"a\":{\"dtype\":\"F6_E3M2\",\"shape\":[2,4],\"data_offsets\":[0,6]},"
+                    "\"b\":{\"dtype\":\"F4\",\"shape\":[3,2],\"data_offsets\":[6,9]},"
+                    "\"c\":{\"dtype\":\"C64\",\"shape\":[2],\"data_offsets\":[9,25]},"
+                    "\"d\":{\"dtype\":\"F8_E5M2FNUZ\",\"shape\":[3],\"data_offsets\":[25,28]},"
+                    "\"e\":{\"dtype\":\"U64\",\"shape\":[1],\"data_offsets\":[28,36]},"
+                    "\"f\":{\"dtype\":\"Q3\",\"shape\":[7],\"data_offsets\":[36,41]}}";
+    const size_t hlen = strlen(h), data_len = 41, len = 8 + hlen + data_len;
+    uint8_t* good = calloc(len, 1);
+    assert_non_null(good);
+    for (int i = 0; i < 8; i++) good[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    memcpy(good + 8, h, hlen);
+    for (size_t i = 0; i < data_len; i++) good[8 + hlen + i] = (uint8_t)(i * 53 + 7);
+    const StReadOptions lenient = {.allow_unknown_dtypes = true};
+    uint64_t seed = 0x243F6A8885A308D3ull;
+    int ok = 0, refused = 0;
+    uint8_t* b = malloc(len);  // exact size: ASan flags any over-read
+    assert_non_null(b);
+    for (int iter = 0; iter < 3000; iter++) {
+        memcpy(b, good, len);
+        uint64_t r = xorshift(&seed);
+        if (iter) b[r % len] = (uint8_t)(r >> 32);  // iteration 0: the file as written
+        SafeTensors st;
+        Status s = st_parse_opts(b, len, "fuzz.safetensors", &lenient, &st);
+        if (!status_is_ok(s)) {
+            assert_int_equal(s.code, STATUS_INVALID);
+            refused++;
+            continue;
+        }
+        ok++;
+        for (size_t i = 0; i < st.n_tensors; i++) {
+            const StTensor* t = &st.tensors[i];
+            if (t->dtype == DTYPE_UNKNOWN) {
+                assert_non_null(t->unknown_dtype);
+                continue;
+            }
+            size_t nb = 0;
+            assert_true(dtype_nbytes(t->dtype, t->numel, &nb));
+            assert_int_equal(nb, t->nbytes);
+            const DTypeTraits* tr = dtype_traits(t->dtype);
+            volatile double sink = 0;
+            for (size_t k = 0; k < t->numel; k++) {  // every element read inside its bytes
+                if (tr->kind == DTYPE_KIND_FLOAT) sink += dtype_f64_at(t->dtype, t->data, k);
+                else if (tr->kind == DTYPE_KIND_COMPLEX) sink += dtype_f64_at(DTYPE_F32, t->data, 2 * k + 1);
+                else sink += (double)dtype_int_at(t->dtype, t->data, k);
+            }
+            (void)sink;
+        }
+        st_free(&st);
+    }
+    free(b);
+    free(good);
+    print_message("    3000 corruptions (lenient reader): %d parsed, %d refused\n", ok, refused);
+    assert_true(ok > 0 && refused > 0);
+}
+
 // ---- --write-dir: the re-written fixtures for reference/gen_safetensors_fixtures.py ---------
 static int write_dir(const char* out, const char* folder) {
     for (int d = 0; d < DTYPE_COUNT_ALL; d++) {
@@ -362,6 +430,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_writer_matches_python_verified_hashes),
         cmocka_unit_test(test_packed_sizes),
         cmocka_unit_test(test_unknown_dtype_listed),
+        cmocka_unit_test(test_fuzz_lenient_every_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -104,9 +104,13 @@ static int inspect_run(int argc, char** argv) {
     }
     printf("%s: %zu tensors, %zu metadata entries\n", path, st.n_tensors, st.n_meta);
     for (size_t i = 0; i < st.n_meta; i++) printf("  meta %-16s %s\n", st.meta_keys[i], st.meta_values[i]);
+    int dtype_w = 5;  // the widest dtype name in this file ("f8_e4m3fnuz": 11)
+    for (size_t i = 0; i < st.n_tensors; i++)
+        if (st.tensors[i].dtype != DTYPE_UNKNOWN && (int)strlen(dtype_name(st.tensors[i].dtype)) > dtype_w)
+            dtype_w = (int)strlen(dtype_name(st.tensors[i].dtype));
     for (size_t i = 0; i < st.n_tensors; i++) {
         const StTensor* t = &st.tensors[i];
-        printf("  %-40s %-5s ", t->name, t->dtype == DTYPE_UNKNOWN ? "?" : dtype_name(t->dtype));
+        printf("  %-40s %-*s ", t->name, dtype_w, t->dtype == DTYPE_UNKNOWN ? "?" : dtype_name(t->dtype));
         print_shape(t);
         if (stats) print_stats(t);
         else if (t->dtype == DTYPE_UNKNOWN) printf(" unknown dtype \"%s\": %zu bytes", t->unknown_dtype, t->nbytes);
