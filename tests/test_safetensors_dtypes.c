@@ -97,6 +97,40 @@ static void rewrite(const SafeTensors* st, uint8_t** buf, size_t* len) {
     st_writer_free(w);
 }
 
+// ---- the table's facts agree with the decoders (which are checked against torch below) -----
+static void test_table_facts_match_decoders(void** state) {
+    (void)state;
+    for (int d = 0; d < DTYPE_COUNT_ALL; d++) {
+        const DType dt = (DType)d;
+        const DTypeTraits* t = dtype_traits(dt);
+        DType back;
+        assert_true(dtype_from_name(t->name, &back) && back == dt);
+        assert_true(dtype_from_st_name(t->st_name, &back) && back == dt);
+        if (d < DTYPE_COUNT) assert_int_equal(t->size * 8, t->bits);
+        else assert_int_equal(t->size, 0);
+        assert_int_equal(t->is_float, t->kind == DTYPE_KIND_FLOAT);
+        if (t->kind != DTYPE_KIND_FLOAT || t->bits > 16) continue;
+        // every code: the largest finite, smallest positive and smallest normal values, and the
+        // value after 1.0 (1 + eps) are what the table says
+        double max_finite = 0, min_pos = INFINITY, after_one = INFINITY;
+        for (uint32_t c = 0; c < (1u << t->bits); c++) {
+            double v = dtype_decode_small_float(dt, c);
+            if (isfinite(v) && v > max_finite) max_finite = v;
+            if (v > 0 && v < min_pos) min_pos = v;
+            if (v > 1 && v < after_one) after_one = v;
+        }
+        if (max_finite != t->max_finite || min_pos != t->min_subnormal || after_one != 1 + t->eps)
+            fail_msg("%s: table max %a / min subnormal %a / eps %a, decoded %a / %a / %a", t->name, t->max_finite,
+                     t->min_subnormal, t->eps, max_finite, min_pos, after_one - 1);
+        assert_true(t->min_normal >= t->min_subnormal);
+    }
+    size_t nb;
+    assert_true(dtype_nbytes(DTYPE_F6_E2M3, 4, &nb) && nb == 3);
+    assert_false(dtype_nbytes(DTYPE_F6_E2M3, 2, &nb));
+    assert_true(dtype_nbytes(DTYPE_F4, 0, &nb) && nb == 0);
+    assert_false(dtype_nbytes(DTYPE_U64, SIZE_MAX / 4, &nb));
+}
+
 // ---- fp8: all 256 codes against torch -------------------------------------------------------
 static void test_fp8_all_codes_match_torch(void** state) {
     (void)state;
@@ -425,6 +459,7 @@ int main(int argc, char** argv) {
     if (argc == 4 && !strcmp(argv[1], "--write-dir")) return write_dir(argv[2], argv[3]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_known_vectors),
+        cmocka_unit_test(test_table_facts_match_decoders),
         cmocka_unit_test(test_fp8_all_codes_match_torch),
         cmocka_unit_test(test_python_fixtures_read_back_exactly),
         cmocka_unit_test(test_writer_matches_python_verified_hashes),
