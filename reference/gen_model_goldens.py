@@ -23,6 +23,13 @@ Cases:
                         MODEL_SEMANTICS.md: the softmax then runs in the low dtype)
   train_<mode>          20 AdamW steps on a fixed sequence of batches (per-step loss, scale,
                         skipped, underflow counters; final parameters)
+  trainer_<mode>        fp32 and fp16: the same 20 batches with HF Trainer's optimization
+                        policies: weight decay 0.01 in two groups (Trainer.get_decay_parameter_names:
+                        no decay for biases and LayerNorm weights), get_linear_schedule_with_warmup
+                        (4 warmup steps of 20), clip_grad_norm_(max_norm=TRAINER_MAX_GRAD_NORM)
+                        after the scaler's unscale_ (clipping on most steps); the scheduler steps
+                        only after optimizer steps that were not skipped, as the Trainer does.
+                        Named trainer_* (not train_*) so fingerprint's references stay the same.
 
 File format (reference/README.md has the full description):
   param.<name>                 F32  the initial parameters (exact state_dict names)
@@ -71,6 +78,9 @@ ADAMW = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=F
 SCALER = dict(init_scale=2.0 ** 24, growth_factor=2.0, backoff_factor=0.5, growth_interval=4,
               enabled=True)
 MODES = ["fp32", "bf16", "fp16", "fp16-noscale"]
+TRAINER_MODES = ["fp32", "fp16"]
+TRAINER_WARMUP = 4                  # warmup steps of get_linear_schedule_with_warmup (of 20)
+TRAINER_MAX_GRAD_NORM = 0.3         # below the tiny model's gradient norms (~0.3-0.6): clips
 
 
 def import_libraries():
@@ -392,8 +402,24 @@ def train_case_list():
     return cs
 
 
+def trainer_case_list():
+    cs = []
+    for mode in TRAINER_MODES:
+        flags = ["padding", "no_padding_batch", "adamw_torch", "trajectory", "weight_decay_groups",
+                 "linear_schedule", "warmup", "grad_clipping"]
+        if mode == "fp16":
+            flags += ["autocast", "grad_scaler", "overflow_skip", "clip_after_unscale"]
+        cs.append(dict(name=f"trainer_{mode}", kind="trainer", mode=mode, labels=2, nopad=False,
+                       flags=flags,
+                       comment=f"20 AdamW steps, {mode}, as HF Trainer optimizes: decay groups, linear "
+                               f"schedule with {TRAINER_WARMUP} warmup steps, clip_grad_norm_"
+                               f"({TRAINER_MAX_GRAD_NORM})"
+                               + (" after GradScaler.unscale_ (init 2^24, interval 4)" if mode == "fp16" else "")))
+    return cs
+
+
 def all_cases():
-    return grads_case_list() + train_case_list()
+    return grads_case_list() + train_case_list() + trainer_case_list()
 
 
 def forward(torch, model, mode, ids, mask, labels, **kw):
@@ -515,9 +541,27 @@ def mask_description(torch, masks):
             f"shape ({m.shape[0]},1,{m.shape[2]},{m.shape[3]}) broadcast over heads")
 
 
+def decay_parameter_names(transformers, model):
+    """The real Trainer.get_decay_parameter_names (it does not use self)."""
+    return transformers.Trainer.get_decay_parameter_names(None, model)
+
+
+def clip_model(torch, grads, max_norm, total):
+    """schedule.h's account of clip_grad_norm_, checked against torch's own result each step:
+    per-tensor norms, their norm, coef = reciprocal(total + f32(1e-6)) * f32(max_norm) clamped
+    to 1.0 (all float32)."""
+    norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
+    t = torch.linalg.vector_norm(norms)
+    if bool(torch.isfinite(total)) and not torch.equal(t, total):
+        die(f"clip_grad_norm_ total {float(total)!r} != norm of per-tensor norms {float(t)!r}", 1)
+    coef = torch.clamp((total + 1e-6).reciprocal() * max_norm, max=1.0)
+    return coef
+
+
 def run_train(torch, transformers, c, base_meta):
     mode = c["mode"]
     low = low_dtype(torch, mode)
+    trainer = c["kind"] == "trainer"
     model = build_model(torch, transformers, c["labels"])
     names = param_names(model)
     params = [p for _, p in model.named_parameters()]
@@ -525,8 +569,21 @@ def run_train(torch, transformers, c, base_meta):
     ids, masks, labels = train_batches(torch)
     hp = dict(ADAMW)
     hp["betas"] = tuple(hp["betas"])
-    opt = torch.optim.AdamW(params, **hp)
+    if trainer:
+        # Trainer.create_optimizer: two groups, decay / no decay (get_decay_parameter_names)
+        decay = set(decay_parameter_names(transformers, model))
+        groups = [{"params": [p for n, p in model.named_parameters() if n in decay],
+                   "weight_decay": hp["weight_decay"]},
+                  {"params": [p for n, p in model.named_parameters() if n not in decay],
+                   "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(groups, **hp)
+        sched = transformers.get_linear_schedule_with_warmup(opt, TRAINER_WARMUP, TRAIN_STEPS)
+        no_decay = [n for n in names if n not in decay]
+    else:
+        opt = torch.optim.AdamW(params, **hp)
+        sched = None
     scaler = torch.amp.GradScaler("cpu", **SCALER) if mode == "fp16" else None
+    lr_v, clip_norm_v, clip_coef_v = [], [], []
 
     S = TRAIN_STEPS
     loss_v, scale_v, skipped_v, grad_norm_v = [], [], [], []
@@ -563,6 +620,17 @@ def run_train(torch, transformers, c, base_meta):
         del counter
         if scaler is not None:
             scaler.unscale_(opt)
+        if trainer:
+            # Trainer._clip_grad_norm -> accelerator.clip_grad_norm_ (unscale_ first, done above)
+            # -> torch.nn.utils.clip_grad_norm_
+            pre = [p.grad.detach().clone() for p in params]
+            total = torch.nn.utils.clip_grad_norm_(params, TRAINER_MAX_GRAD_NORM)
+            coef = clip_model(torch, pre, TRAINER_MAX_GRAD_NORM, total)
+            if bool(torch.isfinite(total)) and not all(torch.equal(p.grad, g * coef) for p, g in zip(params, pre)):
+                die(f"{c['name']}: step {s + 1}: clip_grad_norm_ differs from clip_model", 1)
+            clip_norm_v.append(float(total))
+            clip_coef_v.append(float(coef))
+            lr_v.append(opt.param_groups[0]["lr"])
         grads = [p.grad.detach() for p in params]                 # what the optimizer sees
         scale_v.append(scale)
         nonfinite_v.append(sum(int((~torch.isfinite(g)).sum()) for g in held))
@@ -587,6 +655,8 @@ def run_train(torch, transformers, c, base_meta):
         elif skipped:
             die(f"{c['name']}: step {s + 1} skipped without a scaler", 1)
         skipped_v.append(1 if skipped else 0)
+        if sched is not None and not skipped:
+            sched.step()        # Trainer: only when accelerator.optimizer_step_was_skipped is False
 
     tensors = {f"param.{n}": init[n] for n in names}
     for n, p in model.named_parameters():
@@ -604,6 +674,13 @@ def run_train(torch, transformers, c, base_meta):
         for k, v in counts.items():
             tensors[f"expect.{k}"] = torch.tensor(v, dtype=torch.int64)
         tensors["expect.grad_underflow"] = torch.tensor(grad_under_v, dtype=torch.int64)
+    if trainer:
+        tensors["expect.lr"] = torch.tensor(lr_v, dtype=torch.float64)
+        tensors["expect.clip_total_norm"] = torch.tensor(clip_norm_v, dtype=torch.float32)
+        tensors["expect.clip_coef"] = torch.tensor(clip_coef_v, dtype=torch.float32)
+        clipped = sum(1 for x in clip_coef_v if x < 1.0)
+        if clipped < S // 2:
+            die(f"{c['name']}: only {clipped} of {S} steps clipped; lower TRAINER_MAX_GRAD_NORM", 1)
 
     meta = dict(base_meta)
     meta.update(model_meta(model, c["labels"]))
@@ -614,16 +691,24 @@ def run_train(torch, transformers, c, base_meta):
         "steps": str(S), "nopad_step": str(TRAIN_NOPAD_STEP),
         "optimizer": "adamw_torch",
         "hparams": json.dumps(ADAMW, separators=(",", ":"), sort_keys=True),
-        "param_groups": "one group with every parameter (weight decay on all, unlike HF Trainer, "
+        "param_groups": ("hf_trainer: weight_decay on every parameter except these (Trainer."
+                         "get_decay_parameter_names): " + ",".join(no_decay)) if trainer else
+                        "one group with every parameter (weight decay on all, unlike HF Trainer, "
                         "which exempts biases and LayerNorm weights)",
         "grad_scaler": json.dumps(SCALER, separators=(",", ":"), sort_keys=True)
         if scaler is not None else "none",
-        "step_protocol": STEP_PROTOCOL_SCALER if scaler is not None else STEP_PROTOCOL,
+        "step_protocol": (STEP_PROTOCOL_TRAINER if trainer else
+                          STEP_PROTOCOL_SCALER if scaler is not None else STEP_PROTOCOL),
         "counters": COUNTERS_DOC,
         "final_scale": repr(scaler.get_scale()) if scaler is not None else "none",
         "skipped_steps": ",".join(str(i + 1) for i, k in enumerate(skipped_v) if k) or "none",
         "lengths": ";".join(",".join(str(int(x)) for x in masks[s].sum(1)) for s in range(S)),
     })
+    if trainer:
+        meta["lr_schedule"] = json.dumps({"type": "linear", "warmup_steps": TRAINER_WARMUP,
+                                          "training_steps": S}, separators=(",", ":"), sort_keys=True)
+        meta["max_grad_norm"] = repr(TRAINER_MAX_GRAD_NORM)
+        meta["clipped_steps"] = ",".join(str(i + 1) for i, x in enumerate(clip_coef_v) if x < 1.0)
     return tensors, meta
 
 
@@ -633,6 +718,12 @@ STEP_PROTOCOL = ("for s in 1..20: opt.zero_grad(set_to_none=True); with autocast
 STEP_PROTOCOL_SCALER = ("for s in 1..20: opt.zero_grad(set_to_none=True); scale[s] = scaler.get_scale(); "
                         "with autocast: out = model(...batch s...); scaler.scale(out.loss).backward(); "
                         "scaler.unscale_(opt); scaler.step(opt); scaler.update()")
+STEP_PROTOCOL_TRAINER = (
+    "as HF Trainer (inner loop of _inner_training_loop): for s in 1..20: opt.zero_grad(set_to_none="
+    "True); [fp16: scale[s] = scaler.get_scale()]; with autocast: out = model(...batch s...); "
+    "(scaler.scale(out.loss) | out.loss).backward(); [fp16: scaler.unscale_(opt)]; expect.clip_total_norm"
+    "[s] = clip_grad_norm_(params, max_grad_norm); expect.lr[s] = opt.param_groups[0]['lr']; "
+    "(scaler.step(opt); scaler.update() | opt.step()); if the step was not skipped: scheduler.step()")
 COUNTERS_DOC = ("backward of loss*scale (src/model/amp.h): param_values/underflow/overflow = at the parameter-"
                 "gradient rounding points (the fp32 value of each Linear weight/bias gradient before "
                 "torch rounds it to the low dtype, recomputed in float64 from torch's own low-dtype "
@@ -876,8 +967,8 @@ def main():
     if only:
         known = {c["name"] for c in cases}
         for s in only:
-            if s not in known and s not in ("grads", "train"):
-                die(f"--only: unknown case '{s}' (allowed: grads, train, {', '.join(sorted(known))})")
+            if s not in known and s not in ("grads", "train", "trainer"):
+                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, {', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only]
 
     goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"),
@@ -886,7 +977,7 @@ def main():
     for c in cases:
         run = run_grads if c["kind"] == "grads" else run_train
         tensors, meta = run(torch, transformers, c, base_meta)
-        if c["kind"] == "train":
+        if c["kind"] in ("train", "trainer"):
             t = tensors
             print(f"  {c['name']}: loss {t['expect.loss'][0]:.6f} -> {t['expect.loss'][-1]:.6f}; "
                   f"skipped {meta['skipped_steps']}; scale {[float(x) for x in t['expect.scale']]}")

@@ -1,9 +1,12 @@
 // golden_replay.h — replays a model training golden (reference/golden/model/train_*.safetensors,
 // reference/README.md "Model goldens") through train_step(), the function `trainbench train`
 // runs each step: the golden's initial weights (param.<name>), its batches (input.*), its
-// optimizer and hyperparameters (metadata optimizer/hparams), GradScaler settings (grad_scaler)
-// and precision mode (mode). Shared by test_trajectory.c and test_fingerprint.c; include after
-// cmocka.h.
+// optimizer and hyperparameters (metadata optimizer/hparams), GradScaler settings (grad_scaler),
+// precision mode (mode), the model's shape (config: any DistilBertConfig, not only tiny) and,
+// for trainer_* goldens, HF Trainer's policies: param_groups "hf_trainer: ..." (decay groups;
+// the golden's list of no-decay names must be exactly param_gets_weight_decay's complement),
+// lr_schedule and max_grad_norm. Shared by test_trajectory.c and test_fingerprint.c; include
+// after cmocka.h.
 #ifndef TRAINBENCH_TESTS_GOLDEN_REPLAY_H
 #define TRAINBENCH_TESTS_GOLDEN_REPLAY_H
 
@@ -30,8 +33,54 @@ typedef struct {
     const StTensor *ids, *mask, *labels;
     int S, B, T;                        // steps, batch, sequence length
     int32_t lab[GOLDEN_REPLAY_MAX_BATCH];
+    LrSchedule schedule;                // trainer_* goldens (metadata lr_schedule)
+    bool has_schedule;
     TrainStep ts;
 } GoldenReplay;
+
+// The golden's metadata "config" (a DistilBertConfig as JSON) as a ModelConfig.
+static void golden_replay_config(const SafeTensors* st, ModelConfig* c) {
+    const char* text = st_meta(st, "config");
+    assert_non_null(text);
+    json_t* o = json_loads(text, 0, NULL);
+    assert_non_null(o);
+    static const char* const KEYS[] = {"vocab_size", "dim", "n_layers", "n_heads", "hidden_dim",
+                                       "max_position_embeddings", "num_labels"};
+    int64_t* dest[] = {&c->vocab_size, &c->dim, &c->n_layers, &c->n_heads, &c->hidden_dim, &c->max_positions,
+                       &c->n_labels};
+    for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
+        json_t* v = json_object_get(o, KEYS[i]);
+        assert_true(json_is_integer(v));
+        *dest[i] = (int64_t)json_integer_value(v);
+    }
+    json_t* act = json_object_get(o, "activation");
+    if (act) assert_string_equal(json_string_value(act), "gelu");
+    json_decref(o);
+}
+
+// metadata param_groups "hf_trainer: weight_decay on every parameter except these (...): a,b,c":
+// the list must be exactly the tensors param_gets_weight_decay exempts.
+static void golden_replay_check_decay_groups(const ParamTable* t, const char* groups) {
+    const char* list = strstr(groups, "): ");
+    assert_non_null(list);
+    list += 3;
+    size_t listed = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const char* name = t->t[i].name;
+        size_t len = strlen(name);
+        bool in_list = false;
+        for (const char* p = list; (p = strstr(p, name)) != NULL; p += len)
+            if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == 0)) in_list = true;
+        listed += in_list;
+        if (in_list == param_gets_weight_decay(&t->t[i]))
+            printf("FAIL decay group of %s: transformers %s, ours %s\n", name, in_list ? "no decay" : "decay",
+                   param_gets_weight_decay(&t->t[i]) ? "decay" : "no decay");
+        assert_true(in_list != param_gets_weight_decay(&t->t[i]));
+    }
+    size_t commas = 1;
+    for (const char* p = list; *p; p++) commas += *p == ',';
+    assert_int_equal(commas, listed);  // no name in the list that the table lacks
+}
 
 // Opens the golden at `path` and sets everything up on `backend` with `threads` threads.
 // Returns false (nothing to close) when the backend cannot run the golden's precision mode;
@@ -47,7 +96,9 @@ static bool golden_replay_open(GoldenReplay* r, const char* path, const char* ba
         st_free(&r->st);
         return false;
     }
-    assert_true(status_is_ok(param_table_build(model_config_find("tiny"), &r->table)));
+    ModelConfig cfg;
+    golden_replay_config(&r->st, &cfg);
+    assert_true(status_is_ok(param_table_build(&cfg, &r->table)));
     r->params = param_table_alloc_buffer(&r->table);
     r->grads = param_table_alloc_buffer(&r->table);
     for (size_t i = 0; i < r->table.n; i++) {
@@ -77,6 +128,25 @@ static bool golden_replay_open(GoldenReplay* r, const char* path, const char* ba
     gcfg.enabled = r->mode->loss_scaling;
     grad_scaler_init(&r->scaler, &gcfg);
     model_optim_init(&r->mo, &r->table, o, &ocfg, false);
+    const char* groups = st_meta(&r->st, "param_groups");
+    if (groups && !strncmp(groups, "hf_trainer", 10)) {
+        golden_replay_check_decay_groups(&r->table, groups);
+        r->mo.decay_groups = true;
+    }
+    double max_grad_norm = 0;
+    const char* mgn = st_meta(&r->st, "max_grad_norm");
+    if (mgn) max_grad_norm = strtod(mgn, NULL);
+    const char* ls = st_meta(&r->st, "lr_schedule");
+    if (ls) {
+        json_t* j = json_loads(ls, 0, NULL);
+        assert_non_null(j);
+        assert_true(lr_schedule_find(json_string_value(json_object_get(j, "type")), &r->schedule.type));
+        r->schedule.base_lr = ocfg.lr;
+        r->schedule.warmup_steps = json_integer_value(json_object_get(j, "warmup_steps"));
+        r->schedule.training_steps = json_integer_value(json_object_get(j, "training_steps"));
+        r->has_schedule = true;
+        json_decref(j);
+    }
     assert_true(status_is_ok(gemm_open(&r->gemm, gemm_find(backend), threads)));
     r->ids = st_find(&r->st, "input.input_ids");
     r->mask = st_find(&r->st, "input.attention_mask");
@@ -87,7 +157,8 @@ static bool golden_replay_open(GoldenReplay* r, const char* path, const char* ba
     r->T = (int)r->ids->shape[2];
     assert_true(r->B <= GOLDEN_REPLAY_MAX_BATCH);
     assert_true(status_is_ok(model_workspace_new(&r->table, r->B, r->T, &r->ws)));
-    r->ts = (TrainStep){&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads};
+    r->ts = (TrainStep){&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
+                        r->has_schedule ? &r->schedule : NULL, max_grad_norm};
     return true;
 }
 

@@ -1,7 +1,8 @@
 // test_trajectory.c — 20 training steps of the tiny model against PyTorch's own trajectories
 // (reference/golden/model/train_<mode>.safetensors, made by reference/gen_model_goldens.py with
 // transformers' DistilBertForSequenceClassification, torch.optim.AdamW (for-loop) and, for
-// fp16, torch.amp.GradScaler("cpu")). Same initial weights, same 20 batches, the same
+// fp16, torch.amp.GradScaler("cpu")), and trainer_<mode>.safetensors: the same with HF
+// Trainer's decay groups, linear warmup schedule and clip_grad_norm_ (per-step lr and norm). Same initial weights, same 20 batches, the same
 // hyperparameters; our steps run through train_step() (the function `trainbench train` uses)
 // on the naive backend. Compared per step: loss, loss scale and skipped flag; and the final
 // parameters. A missing golden FAILS (it is not skipped).
@@ -20,6 +21,7 @@
 #include "golden_replay.h"
 
 typedef struct {
+    const char* golden;  // reference/golden/model/<golden>.safetensors
     const char* mode;
     // loss: |ours - torch| <= loss_atol. fp32: our forward differs from torch only in the
     // summation order of reductions and GEMMs (a few fp32 ulp per activation); the loss
@@ -37,15 +39,32 @@ typedef struct {
 } ModeTol;
 
 static const ModeTol TOLS[] = {
-    {"fp32", 1e-6, 2e-5},
-    {"bf16", 1e-4, 2e-3},
-    {"fp16", 1e-4, 2e-3},
-    {"fp16-noscale", 1e-4, 2e-3},
+    {"train_fp32", "fp32", 1e-6, 2e-5},
+    {"train_bf16", "bf16", 1e-4, 2e-3},
+    {"train_fp16", "fp16", 1e-4, 2e-3},
+    {"train_fp16-noscale", "fp16-noscale", 1e-4, 2e-3},
+    // HF Trainer's policies (decay groups, linear schedule with warmup, clipping after unscale):
+    // the same mode tolerances, for the same reasons
+    {"trainer_fp32", "fp32", 1e-6, 2e-5},
+    {"trainer_fp16", "fp16", 1e-4, 2e-3},
 };
+
+// trainer_* goldens: the lr of every step must be torch's exactly (both are the same double
+// formula of LambdaLR, stepped only after steps that were not skipped), and the total gradient
+// norm clip_grad_norm_ returned must agree to CLIP_NORM_RTOL where it is finite (NaN/inf on
+// skipped steps: both non-finite). Our gradients differ from torch's only by summation order
+// (test_model_golden: <= 0.7 fp32 ulp of their term scale), and the norm is dominated by the
+// largest elements, so one step's norm agrees to ~1e-6 in fp32; after the parameters drift
+// apart over the steps (final max |diff| ~1e-7) still well below 1e-5. fp16: one flipped fp16
+// rounding moves a gradient element by 2^-11 relative. Measured worst: 7.0e-7 (fp32), 8.0e-5
+// (fp16, step 19, a small norm of 0.032). Without the decay groups (every tensor decayed) the
+// fp32 case fails: loss 3.1e-6, final params 1.0e-4, grad_norm 1.3e-4 (checked by mutation).
+#define CLIP_NORM_RTOL_FP32 1e-5
+#define CLIP_NORM_RTOL_LOW 2e-3
 
 static void run_case(const ModeTol* tol) {
     char path[512];
-    snprintf(path, sizeof path, "reference/golden/model/train_%s.safetensors", tol->mode);
+    snprintf(path, sizeof path, "reference/golden/model/%s.safetensors", tol->golden);
     GoldenReplay g;
     assert_true(golden_replay_open(&g, path, "naive", 1));  // naive runs every mode
     assert_string_equal(st_meta(&g.st, "mode"), tol->mode);
@@ -53,8 +72,13 @@ static void run_case(const ModeTol* tol) {
     const StTensor* e_scale = st_find(&g.st, "expect.scale");
     const StTensor* e_skip = st_find(&g.st, "expect.skipped");
     assert_true(e_loss && e_scale && e_skip);
-    double max_loss_err = 0;
-    int skip_mismatch = 0, scale_mismatch = 0;
+    const StTensor* e_lr = st_find(&g.st, "expect.lr");
+    const StTensor* e_norm = st_find(&g.st, "expect.clip_total_norm");
+    const bool trainer = !strncmp(tol->golden, "trainer_", 8);
+    if (trainer) assert_true(e_lr && e_norm && e_lr->dtype == DTYPE_F64 && g.ts.schedule && g.ts.max_grad_norm > 0);
+    const double norm_rtol = !strcmp(tol->mode, "fp32") ? CLIP_NORM_RTOL_FP32 : CLIP_NORM_RTOL_LOW;
+    double max_loss_err = 0, max_norm_rel = 0;
+    int skip_mismatch = 0, scale_mismatch = 0, lr_mismatch = 0, norm_mismatch = 0;
     for (int k = 0; k < g.S; k++) {
         TrainStepResult r;
         golden_replay_step(&g, k, &r);
@@ -64,9 +88,23 @@ static void run_case(const ModeTol* tol) {
         if (err > max_loss_err) max_loss_err = err;
         if (r.skipped != want_skip) skip_mismatch++;
         if (r.scale != want_scale) scale_mismatch++;
-        printf("train/tiny/%s step %2d: loss %.7f torch %.7f |diff| %.2e  scale %g torch %g  skipped %d torch %d%s\n",
-               tol->mode, k + 1, r.loss, want_loss, err, (double)r.scale, (double)want_scale, r.skipped, want_skip,
-               (err > tol->loss_atol || r.skipped != want_skip || r.scale != want_scale) ? "  <-- FAIL" : "");
+        bool bad = err > tol->loss_atol || r.skipped != want_skip || r.scale != want_scale;
+        char extra[160] = "";
+        if (trainer) {
+            const double want_lr = ((const double*)e_lr->data)[k];
+            const float want_norm = ((const float*)e_norm->data)[k];
+            double rel = isfinite(want_norm) ? fabs((double)r.grad_norm - want_norm) / want_norm : 0;
+            bool norm_ok = isfinite(want_norm) ? rel <= norm_rtol : !isfinite(r.grad_norm);
+            if (isfinite(want_norm) && rel > max_norm_rel) max_norm_rel = rel;
+            lr_mismatch += r.lr != want_lr;
+            norm_mismatch += !norm_ok;
+            bad = bad || r.lr != want_lr || !norm_ok;
+            snprintf(extra, sizeof extra, "  lr %.6g torch %.6g  grad_norm %.7g torch %.7g", r.lr, want_lr,
+                     (double)r.grad_norm, (double)want_norm);
+        }
+        printf("%s step %2d: loss %.7f torch %.7f |diff| %.2e  scale %g torch %g  skipped %d torch %d%s%s\n",
+               tol->golden, k + 1, r.loss, want_loss, err, (double)r.scale, (double)want_scale, r.skipped, want_skip,
+               extra, bad ? "  <-- FAIL" : "");
     }
     double max_param_err = 0;
     size_t n_params = 0, n_exact = 0;
@@ -80,10 +118,16 @@ static void run_case(const ModeTol* tol) {
         n_params += c.n;
         n_exact += c.n_exact;
     }
-    printf("train/tiny/%s: max |loss diff| %.3g (tol %.3g), skipped mismatches %d, scale mismatches %d, "
-           "final params max |diff| %.3g (tol %.3g), bit-exact %.1f%%\n",
-           tol->mode, max_loss_err, tol->loss_atol, skip_mismatch, scale_mismatch, max_param_err, tol->param_atol,
-           100.0 * (double)n_exact / (double)n_params);
+    printf("%s (%s): max |loss diff| %.3g (tol %.3g), skipped mismatches %d, scale mismatches %d, "
+           "final params max |diff| %.3g (tol %.3g), bit-exact %.1f%%",
+           tol->golden, tol->mode, max_loss_err, tol->loss_atol, skip_mismatch, scale_mismatch, max_param_err,
+           tol->param_atol, 100.0 * (double)n_exact / (double)n_params);
+    if (trainer)
+        printf("; lr mismatches %d, grad_norm max rel diff %.3g (tol %.3g), mismatches %d", lr_mismatch, max_norm_rel,
+               norm_rtol, norm_mismatch);
+    printf("\n");
+    assert_int_equal(lr_mismatch, 0);
+    assert_int_equal(norm_mismatch, 0);
     assert_int_equal(skip_mismatch, 0);
     assert_int_equal(scale_mismatch, 0);
     assert_true(max_loss_err <= tol->loss_atol);
@@ -95,6 +139,8 @@ static void test_fp32(void** s) { (void)s; run_case(&TOLS[0]); }
 static void test_bf16(void** s) { (void)s; run_case(&TOLS[1]); }
 static void test_fp16_grad_scaler(void** s) { (void)s; run_case(&TOLS[2]); }
 static void test_fp16_noscale(void** s) { (void)s; run_case(&TOLS[3]); }
+static void test_trainer_fp32(void** s) { (void)s; run_case(&TOLS[4]); }
+static void test_trainer_fp16(void** s) { (void)s; run_case(&TOLS[5]); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -102,6 +148,8 @@ int main(void) {
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_fp16_grad_scaler),
         cmocka_unit_test(test_fp16_noscale),
+        cmocka_unit_test(test_trainer_fp32),
+        cmocka_unit_test(test_trainer_fp16),
     };
     return cmocka_run_group_tests_name("trajectory", tests, NULL, NULL);
 }

@@ -102,12 +102,15 @@ Status model_config_validate(const ModelConfig* c) {
 }
 
 // ---- config.json ----
-// Keys of DistilBertConfig / PretrainedConfig that do not change the parameter table.
+// Keys of DistilBertConfig / PretrainedConfig that do not change the parameter table. The ones
+// that change the computation (activation, the dropouts, pad_token_id, initializer_range,
+// problem_type) are ignored by the shape-only reader (`trainbench memory`) and checked by the
+// training reader (semantics_check below).
 static const char* const IGNORED_KEYS[] = {
     "activation", "attention_dropout", "dropout", "qa_dropout", "seq_classif_dropout", "initializer_range",
-    "pad_token_id", "output_past", "tie_weights_", "architectures", "transformers_version", "torch_dtype",
-    "dtype", "_name_or_path", "problem_type", "finetuning_task", "output_hidden_states", "output_attentions",
-    "return_dict", "torchscript", "bos_token_id", "eos_token_id", "use_cache",
+    "pad_token_id", "output_past", "tie_weights_", "tie_word_embeddings", "architectures", "transformers_version",
+    "torch_dtype", "dtype", "_name_or_path", "problem_type", "finetuning_task", "output_hidden_states",
+    "output_attentions", "return_dict", "torchscript", "bos_token_id", "eos_token_id", "use_cache",
 };
 
 static Status json_int_field(const char* path, const char* key, json_t* v, int64_t* out) {
@@ -117,7 +120,49 @@ static Status json_int_field(const char* path, const char* key, json_t* v, int64
     return status_ok();
 }
 
-static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg) {
+// The settings of a DistilBertConfig that change what DistilBertForSequenceClassification
+// computes in training, beyond its shape. What this model implements: GELU, no dropout (yet),
+// padding row 0, HF's N(0, 0.02) init, single-label cross-entropy. Anything else is refused by
+// name, so a config.json never trains silently as something it does not describe. Keys that
+// do not change the math stay ignored: qa_dropout (only DistilBertForQuestionAnswering uses
+// it), tie_word_embeddings (save_pretrained writes true, but the sequence classifier has no
+// output embedding to tie: its state_dict has no shared tensors), dtype/torch_dtype (master
+// weights are fp32 in every precision mode), architectures, id2label names, versions.
+static Status semantics_check(const char* path, json_t* root, int64_t n_labels) {
+    json_t* v = json_object_get(root, "activation");
+    if (v && (!json_is_string(v) || strcmp(json_string_value(v), "gelu") != 0))
+        return status_make(STATUS_INVALID, "%s: activation must be \"gelu\" (the only activation implemented)", path);
+    static const char* const DROPOUTS[] = {"dropout", "attention_dropout", "seq_classif_dropout"};
+    for (size_t i = 0; i < ARRAY_LEN(DROPOUTS); i++) {
+        v = json_object_get(root, DROPOUTS[i]);
+        if (v && (!json_is_number(v) || json_number_value(v) != 0.0))
+            return status_make(STATUS_INVALID,
+                               "%s: %s must be 0 (dropout is not implemented: set dropout, attention_dropout and "
+                               "seq_classif_dropout to 0.0, as transformers then computes exactly what this trainer "
+                               "does)", path, DROPOUTS[i]);
+    }
+    v = json_object_get(root, "pad_token_id");
+    if (v && (!json_is_integer(v) || json_integer_value(v) != MODEL_PAD_TOKEN_ID))
+        return status_make(STATUS_INVALID,
+                           "%s: pad_token_id must be %d (the word embedding's padding_idx; null or another id is "
+                           "not implemented)", path, MODEL_PAD_TOKEN_ID);
+    v = json_object_get(root, "initializer_range");
+    if (v && (!json_is_number(v) || json_number_value(v) != 0.02))
+        return status_make(STATUS_INVALID, "%s: initializer_range must be 0.02 (the only init std implemented)", path);
+    v = json_object_get(root, "problem_type");
+    if (v && !json_is_null(v) &&
+        (!json_is_string(v) || strcmp(json_string_value(v), "single_label_classification") != 0))
+        return status_make(STATUS_INVALID,
+                           "%s: problem_type must be null or \"single_label_classification\" (cross-entropy; "
+                           "regression and multi-label losses are not implemented)", path);
+    if (n_labels == 1)
+        return status_make(STATUS_INVALID,
+                           "%s: num_labels must be >= 2 (with 1 label transformers trains a regression with "
+                           "MSELoss, which is not implemented)", path);
+    return status_ok();
+}
+
+static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg, bool for_training) {
     if (!json_is_object(root)) return status_make(STATUS_INVALID, "%s: the top level must be a JSON object", path);
     static const char* const REQUIRED[] = {"vocab_size", "dim", "n_layers", "n_heads", "hidden_dim",
                                            "max_position_embeddings"};
@@ -174,12 +219,13 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg)
                            (long long)num_labels, (long long)n_id2label);
     if (num_labels >= 0) cfg->n_labels = num_labels;
     else if (n_id2label >= 0) cfg->n_labels = n_id2label;
+    if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels))) return s;
     s = model_config_validate(cfg);
     if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", path, s.msg);
     return status_ok();
 }
 
-Status model_config_from_json_file(const char* path, ModelConfig* cfg) {
+static Status config_from_json_file(const char* path, ModelConfig* cfg, bool for_training) {
     uint8_t* data;
     size_t len;
     Status s = read_file(path, &data, &len);
@@ -190,9 +236,17 @@ Status model_config_from_json_file(const char* path, ModelConfig* cfg) {
     if (!root)
         return status_make(STATUS_INVALID, "%s: not valid JSON (line %d, column %d: %s)", path, err.line, err.column,
                            err.text);
-    s = config_from_json(path, root, cfg);
+    s = config_from_json(path, root, cfg, for_training);
     json_decref(root);
     return s;
+}
+
+Status model_config_from_json_file(const char* path, ModelConfig* cfg) {
+    return config_from_json_file(path, cfg, false);
+}
+
+Status model_config_from_json_file_for_training(const char* path, ModelConfig* cfg) {
+    return config_from_json_file(path, cfg, true);
 }
 
 // ---- parameter table ----
@@ -371,10 +425,17 @@ void model_optim_init(ModelOptim* mo, const ParamTable* t, const Optimizer* o, c
     }
 }
 
+bool param_gets_weight_decay(const ParamTensor* t) {
+    // The rule by kind equals the name rule for every name this table has: LayerNorm modules
+    // (embeddings.LayerNorm, sa_layer_norm, output_layer_norm) and names containing "bias".
+    return t->kind == PARAM_EMBEDDING || t->kind == PARAM_LINEAR_WEIGHT;
+}
+
 void model_optim_step(ModelOptim* mo, const ParamTable* t, float* params, const float* grads) {
     CHECK(mo->n == t->n && mo->states);
     for (size_t i = 0; i < t->n; i++) {
         OptimConfig c = model_optim_tensor_config(&mo->cfg, mo->embeddings_32bit, &t->t[i]);
+        if (mo->decay_groups && !param_gets_weight_decay(&t->t[i])) c.weight_decay = 0.0;
         mo->optim->step(mo->states[i], params + t->t[i].offset, grads + t->t[i].offset, &c);
     }
 }

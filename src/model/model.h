@@ -55,6 +55,12 @@ Status model_config_validate(const ModelConfig* cfg);
 // (default 2, as PretrainedConfig). Common HF keys that do not change the parameter table
 // are accepted and ignored; any other key is STATUS_INVALID naming it. Validates the result.
 Status model_config_from_json_file(const char* path, ModelConfig* cfg);
+// The same, for training: also refuses by name every setting that changes the computation and
+// is not implemented (activation other than "gelu"; dropout, attention_dropout or
+// seq_classif_dropout other than 0; pad_token_id other than 0; initializer_range other than
+// 0.02; problem_type other than single_label_classification; num_labels 1 = regression).
+// Accepts what transformers 5.24's save_pretrained writes (tie_word_embeddings, dtype, ...).
+Status model_config_from_json_file_for_training(const char* path, ModelConfig* cfg);
 
 // ---- parameter table ----
 typedef enum {
@@ -112,7 +118,16 @@ typedef struct {
                               // 32-bit state (module override optim_bits=32)
     size_t n;                 // = table->n
     OptimState** states;      // (n) one per tensor, NULL before model_optim_init
+    bool decay_groups;        // false (model_optim_init): cfg.weight_decay on every tensor;
+                              // true: HF Trainer's two groups, weight decay only where
+                              // param_gets_weight_decay (set after model_optim_init)
 } ModelOptim;
+
+// HF Trainer.get_decay_parameter_names: every parameter except those of nn.LayerNorm modules
+// and those whose lowercased name matches "bias", "layernorm", "rmsnorm", "(^|\.)norm($|\.)"
+// or "_norm($|\.)". For this model: the embeddings and the Linear weights decay; biases and
+// LayerNorm weights/biases do not.
+bool param_gets_weight_decay(const ParamTensor* t);
 
 // The config the optimizer sees for one tensor: cfg, except that with embeddings_32bit an
 // embedding weight gets min_8bit_size = SIZE_MAX (the 32-bit path).
@@ -138,7 +153,7 @@ void model_optim_free(ModelOptim* mo);
 // DistilBertConfig.pad_token_id (default 0): the word embedding's padding_idx, whose row never
 // receives a gradient (nn.Embedding(padding_idx=0)). The presets and config.json files leave it
 // at the default (config.json's pad_token_id is accepted and ignored; a value other than 0 is
-// not modelled).
+// not modelled; model_config_from_json_file_for_training refuses it).
 #define MODEL_PAD_TOKEN_ID 0
 
 // One batch as the model reads it (views; data.h's Batch converts field by field).

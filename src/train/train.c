@@ -26,6 +26,8 @@
 #include "optim/optim.h"
 #include "core/safetensors.h"
 #include "train/train.h"
+#include "model/hf_weights.h"
+#include "train/schedule.h"
 
 #define CHECKPOINT_FILE "checkpoint.safetensors"
 #define CHECKPOINT_FORMAT "trainbench-checkpoint-1"
@@ -52,6 +54,12 @@ typedef struct {
     double init_scale;          // GradScaler
     long growth_interval;
     bool progress;              // progress bar on a terminal
+    const char* init_from;      // save_pretrained folder or model.safetensors (NULL: HF init)
+    const char* data_order;     // "shuffled" (default) or "sequential"
+    const char* lr_scheduler_type;  // "linear" (TrainingArguments default) or "constant"
+    long warmup_steps;          // -1: not given
+    double warmup_ratio;        // < 0: not given
+    double max_grad_norm;       // TrainingArguments default 1.0; 0 = no clipping
 } TrainArgs;
 
 typedef struct {
@@ -60,6 +68,8 @@ typedef struct {
     double scale;
     bool skipped;
     AmpCounters counters;
+    double lr;              // the learning rate of this step (schedule.h)
+    double grad_norm;       // total norm before clipping (NaN: not computed, --max-grad-norm 0)
     double step_time_s;
     int64_t tokens;         // positions processed: B x T (padding included, as tokens/s elsewhere)
     int64_t real_tokens;    // positions with attention_mask 1
@@ -93,8 +103,13 @@ const Command cmd_train = {
         "    [--train-file F.safetensors [--eval-file F.safetensors] | --task paraphrase\n"
         "     --num-train-examples N --num-eval-examples N]\n"
         "    [--init-scale X] [--growth-interval N] [--no-progress]\n"
+        "    [--init-from DIR|FILE.safetensors] [--data-order shuffled|sequential]\n"
+        "    [--lr-scheduler-type linear|constant] [--warmup-steps N | --warmup-ratio X]\n"
+        "    [--max-grad-norm X]\n"
         "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend openblas\n"
-        "  --learning-rate 5e-5 --weight-decay 0 (HF TrainingArguments) --max-steps 100\n"
+        "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
+        "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments)\n"
+        "  --data-order shuffled --max-steps 100\n"
         "  --per-device-train-batch-size 8 --seq-len min(128, max positions) --eval-steps 0\n"
         "  (evaluate at the end only) --logging-steps 10 --seed 42 --output-dir\n"
         "  results/train/<model>-<precision>-<optim>-<time>; synthetic task paraphrase with\n"
@@ -129,6 +144,8 @@ static json_t* records_steps_json(const Records* r) {
         json_object_set_new(o, "loss", isfinite(s->loss) ? json_real(s->loss) : json_null());
         json_object_set_new(o, "loss_scale", json_real(s->scale));
         json_object_set_new(o, "skipped", json_boolean(s->skipped));
+        json_object_set_new(o, "learning_rate", isfinite(s->lr) ? json_real(s->lr) : json_null());
+        json_object_set_new(o, "grad_norm", isfinite(s->grad_norm) ? json_real(s->grad_norm) : json_null());
         json_object_set_new(o, "grad_values", json_integer((json_int_t)s->counters.param_values));
         json_object_set_new(o, "grad_underflow", json_integer((json_int_t)s->counters.param_underflow));
         json_object_set_new(o, "grad_overflow", json_integer((json_int_t)s->counters.param_overflow));
@@ -200,6 +217,10 @@ static Status records_from_json(Records* r, json_t* steps, json_t* evals, int64_
         s.tokens = v[5];
         s.real_tokens = v[6];
         s.step_time_s = json_number_value(tm);
+        json_t* lr = json_object_get(o, "learning_rate");
+        json_t* gn = json_object_get(o, "grad_norm");
+        s.lr = json_is_number(lr) ? json_number_value(lr) : NAN;
+        s.grad_norm = json_is_number(gn) ? json_number_value(gn) : NAN;
         records_add_step(r, &s);
     }
     int64_t prev = 0;
@@ -235,6 +256,10 @@ Status train_step(TrainStep* t, const ModelBatch* batch, TrainStepResult* out) {
     s = model_backward(t->ws, t->params, out->scale, t->gemm, t->grads, &out->counters);
     if (!status_is_ok(s)) return s;
     bool found_inf = grad_scaler_unscale(t->scaler, t->grads, t->table->alloc_numel);
+    out->grad_norm = NAN;
+    if (t->max_grad_norm > 0) out->grad_norm = grad_clip_norm(t->table, t->grads, t->max_grad_norm);
+    if (t->schedule) t->mo->cfg.lr = lr_schedule_lr(t->schedule, t->mo->states[0]->step);
+    out->lr = t->mo->cfg.lr;
     if (grad_scaler_should_step(found_inf)) model_optim_step(t->mo, t->table, t->params, t->grads);
     grad_scaler_update(t->scaler, found_inf);
     out->skipped = found_inf;
@@ -261,6 +286,10 @@ typedef struct {
     size_t* order;          // (N train) the current epoch's order
     int64_t order_epoch;    // epoch `order` belongs to (-1: none)
     int64_t step;           // optimizer-loop steps taken (skipped ones included)
+    LrSchedule schedule;    // --lr-scheduler-type, --warmup-steps/--warmup-ratio
+    bool sequential;        // --data-order sequential
+    char init_weights_path[4200];  // --init-from's model.safetensors ("" = HF init)
+    char init_config_path[4200];   // --init-from DIR's config.json when no --model/--config
     Records rec;
     json_t* config_json;    // what defines the run (checked on resume)
     char results_path[4096];
@@ -274,7 +303,9 @@ static double epoch_of(const Run* r, int64_t step) {
 }
 
 // The training batch of step s (0-based): epoch = s / nb, batch b = s % nb of that epoch's
-// permutation (a function of (seed, epoch)), so resuming at any step reads the same batches.
+// order, so resuming at any step reads the same batches. --data-order sequential: rows
+// b*B .. b*B+B-1 of the file in every epoch (the last batch may be short); shuffled: the
+// permutation dataset_epoch_order(N, seed, epoch) (data.h documents it step by step).
 static void load_train_batch(Run* r, int64_t s) {
     const size_t N = r->ds.split[SPLIT_TRAIN].n;
     const size_t B = (size_t)r->a.batch_size;
@@ -282,7 +313,10 @@ static void load_train_batch(Run* r, int64_t s) {
     const int64_t epoch = s / (int64_t)nb;
     const size_t b = (size_t)(s % (int64_t)nb);
     if (epoch != r->order_epoch) {
-        dataset_epoch_order(N, (uint64_t)r->a.seed, (uint64_t)epoch, r->order);
+        if (r->sequential)
+            for (size_t i = 0; i < N; i++) r->order[i] = i;
+        else
+            dataset_epoch_order(N, (uint64_t)r->a.seed, (uint64_t)epoch, r->order);
         r->order_epoch = epoch;
     }
     size_t first = b * B;
@@ -388,6 +422,18 @@ static Status evaluate(Run* r, EvalRecord* out) {
 }
 
 // ---- checkpoints ----
+// The transformers view of a checkpoint folder: model.safetensors (state_dict names only,
+// loadable by DistilBertForSequenceClassification.load_state_dict(strict=True)) and config.json
+// (from_pretrained(dir) loads the folder). Written beside checkpoint.safetensors, atomically.
+static Status save_checkpoint_hf_model(const Run* r, const char* dir) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, HF_WEIGHTS_FILE);
+    Status s = hf_weights_save(&r->table, r->params, path);
+    if (!status_is_ok(s)) return s;
+    snprintf(path, sizeof path, "%s/%s", dir, HF_CONFIG_FILE);
+    return hf_config_save(&r->mcfg, path);
+}
+
 static Status save_checkpoint(const Run* r) {
     char dir[4200], path[4300];
     snprintf(dir, sizeof dir, "%s/checkpoint-%lld", r->a.output_dir, (long long)r->step);
@@ -431,6 +477,7 @@ static Status save_checkpoint(const Run* r) {
     free(rtext);
     s = st_writer_save(w, path);  // atomic
     st_writer_free(w);
+    if (status_is_ok(s)) s = save_checkpoint_hf_model(r, dir);
     if (status_is_ok(s)) printf("Saving model checkpoint to %s\n", dir);
     return s;
 }
@@ -595,6 +642,11 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     a->init_scale = 65536.0;
     a->growth_interval = 2000;
     a->progress = isatty(STDERR_FILENO);
+    a->data_order = "shuffled";
+    a->lr_scheduler_type = "linear";
+    a->warmup_steps = -1;
+    a->warmup_ratio = -1;
+    a->max_grad_norm = 1.0;
     const char* precision = NULL;
     for (int i = 1; i < argc; i++) {
         const char* arg = argv[i];
@@ -613,6 +665,10 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         STR_FLAG("--train-file", train_file)
         STR_FLAG("--eval-file", eval_file)
         STR_FLAG("--task", task)
+        STR_FLAG("--init-from", init_from)
+        STR_FLAG("--data-order", data_order)
+        STR_FLAG("--lr-scheduler-type", lr_scheduler_type)
+        INT_FLAG("--warmup-steps", warmup_steps, 0, 100000000)
         INT_FLAG("--max-steps", max_steps, 1, 100000000)
         INT_FLAG("--per-device-train-batch-size", batch_size, 1, 65536)
         INT_FLAG("--per-device-eval-batch-size", eval_batch_size, 1, 65536)
@@ -643,6 +699,15 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             if (!parse_float_flag(argc, argv, &i, "--weight-decay", &a->weight_decay)) return 2;
             if (!(a->weight_decay >= 0))
                 return cli_usage_error(&cmd_train, "--weight-decay must be >= 0 (got %g)", a->weight_decay);
+        } else if (flag_matches(arg, "--warmup-ratio")) {
+            if (!parse_float_flag(argc, argv, &i, "--warmup-ratio", &a->warmup_ratio)) return 2;
+            if (!(a->warmup_ratio >= 0 && a->warmup_ratio < 1))
+                return cli_usage_error(&cmd_train, "--warmup-ratio must be in [0, 1) (got %g)", a->warmup_ratio);
+        } else if (flag_matches(arg, "--max-grad-norm")) {
+            if (!parse_float_flag(argc, argv, &i, "--max-grad-norm", &a->max_grad_norm)) return 2;
+            if (!(a->max_grad_norm >= 0))
+                return cli_usage_error(&cmd_train, "--max-grad-norm must be >= 0 (0: no clipping; got %g)",
+                                       a->max_grad_norm);
         } else if (flag_matches(arg, "--init-scale")) {
             if (!parse_float_flag(argc, argv, &i, "--init-scale", &a->init_scale)) return 2;
         } else if (!strcmp(arg, "--no-progress")) {
@@ -655,17 +720,68 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     }
     a->precision = precision ? precision : "fp32";
     if (a->model && a->config_path) return cli_usage_error(&cmd_train, "give --model or --config, not both");
-    if (!a->model && !a->config_path) a->model = "tiny";
+    if (!a->model && !a->config_path && !a->init_from) a->model = "tiny";
     if (a->eval_file && !a->train_file) return cli_usage_error(&cmd_train, "--eval-file needs --train-file");
+    if (strcmp(a->data_order, "shuffled") != 0 && strcmp(a->data_order, "sequential") != 0)
+        return cli_usage_error(&cmd_train, "--data-order: unknown order '%s' (allowed: shuffled, sequential)",
+                               a->data_order);
+    LrScheduleType lt;
+    if (!lr_schedule_find(a->lr_scheduler_type, &lt))
+        return cli_usage_error(&cmd_train, "--lr-scheduler-type: unknown schedule '%s' (allowed: %s)",
+                               a->lr_scheduler_type, lr_schedule_names_list());
+    if (a->warmup_steps >= 0 && a->warmup_ratio >= 0)
+        return cli_usage_error(&cmd_train, "give --warmup-steps or --warmup-ratio, not both");
+    if (lt == LR_SCHEDULE_CONSTANT && (a->warmup_steps > 0 || a->warmup_ratio > 0))
+        return cli_usage_error(&cmd_train, "--lr-scheduler-type constant has no warmup (as transformers' \"constant\"); "
+                               "use linear, or drop --warmup-steps/--warmup-ratio");
+    if (a->init_from && a->resume)
+        return cli_usage_error(&cmd_train, "give --init-from or --resume-from-checkpoint, not both (a checkpoint has "
+                               "its own weights)");
     return 0;
 }
 
 // ---- setup ----
+// --init-from PATH: a folder (save_pretrained: config.json + model.safetensors; its config.json
+// is the model's unless --model/--config is given) or one safetensors file with transformers'
+// parameter names (the shape then comes from --model/--config, default tiny).
+static Status resolve_init_from(Run* r) {
+    TrainArgs* a = &r->a;
+    if (!a->init_from) return status_ok();
+    if (path_is_dir(a->init_from)) {
+        snprintf(r->init_weights_path, sizeof r->init_weights_path, "%s/%s", a->init_from, HF_WEIGHTS_FILE);
+        if (!a->model && !a->config_path) {
+            snprintf(r->init_config_path, sizeof r->init_config_path, "%s/%s", a->init_from, HF_CONFIG_FILE);
+            if (access(r->init_config_path, R_OK) != 0)
+                return status_make(STATUS_INVALID, "%s has no readable %s (a save_pretrained folder has one; or give "
+                                   "--config FILE.json / --model NAME)", a->init_from, HF_CONFIG_FILE);
+            a->config_path = r->init_config_path;
+        }
+    } else {
+        snprintf(r->init_weights_path, sizeof r->init_weights_path, "%s", a->init_from);
+        if (!a->model && !a->config_path) a->model = "tiny";
+    }
+    return status_ok();
+}
+
+// TrainingArguments' lr schedule: linear (default) or constant, warmup from --warmup-steps or
+// ceil(max_steps * --warmup-ratio) (transformers 5.x: warmup_steps < 1 is a ratio).
+static void setup_schedule(Run* r) {
+    const TrainArgs* a = &r->a;
+    CHECK(lr_schedule_find(a->lr_scheduler_type, &r->schedule.type));
+    r->schedule.base_lr = r->ocfg.lr;
+    r->schedule.training_steps = a->max_steps;
+    r->schedule.warmup_steps = a->warmup_steps >= 0 ? a->warmup_steps
+                               : a->warmup_ratio >= 0 ? lr_schedule_warmup_from_ratio(a->warmup_ratio, a->max_steps)
+                                                      : 0;
+}
+
 static int setup(Run* r) {
     TrainArgs* a = &r->a;
     Status s;
+    s = resolve_init_from(r);
+    if (!status_is_ok(s)) return user_error("--init-from: %s", s.msg);
     if (a->config_path) {
-        s = model_config_from_json_file(a->config_path, &r->mcfg);
+        s = model_config_from_json_file_for_training(a->config_path, &r->mcfg);
         if (!status_is_ok(s)) return user_error("--config: %s", s.msg);
     } else {
         const ModelConfig* c = model_config_find(a->model);
@@ -728,11 +844,19 @@ static int setup(Run* r) {
     if (!status_is_ok(s)) return user_error("model: %s", s.msg);
     r->params = param_table_alloc_buffer(&r->table);
     r->grads = param_table_alloc_buffer(&r->table);
-    param_table_init_weights(&r->table, r->params, (uint64_t)a->seed, 0.02f);
+    if (r->init_weights_path[0]) {
+        s = hf_weights_load(&r->table, r->params, r->init_weights_path);
+        if (!status_is_ok(s)) return user_error("--init-from: %s", s.msg);
+    } else {
+        param_table_init_weights(&r->table, r->params, (uint64_t)a->seed, 0.02f);
+    }
     int max_b = (int)(a->batch_size > a->eval_batch_size ? a->batch_size : a->eval_batch_size);
     s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
     model_optim_init(&r->mo, &r->table, r->optim, &r->ocfg, false);
+    r->mo.decay_groups = true;  // HF Trainer: no decay for biases and LayerNorm weights
+    setup_schedule(r);
+    r->sequential = !strcmp(a->data_order, "sequential");
     int threads = a->threads > 0 ? (int)a->threads : cpu_logical_cores();
     omp_set_num_threads(threads);
     s = gemm_open(&r->gemm, r->backend, threads);
@@ -757,6 +881,13 @@ static int setup(Run* r) {
     json_object_set_new(c, "optim", json_string(r->optim->name));
     json_object_set_new(c, "learning_rate", json_real(r->ocfg.lr));
     json_object_set_new(c, "weight_decay", json_real(r->ocfg.weight_decay));
+    json_object_set_new(c, "weight_decay_groups",
+                        json_string("HF Trainer: biases and LayerNorm weights without decay"));
+    json_object_set_new(c, "lr_scheduler_type", json_string(lr_schedule_name(r->schedule.type)));
+    json_object_set_new(c, "warmup_steps", json_integer(r->schedule.warmup_steps));
+    json_object_set_new(c, "max_grad_norm", json_real(a->max_grad_norm));
+    json_object_set_new(c, "data_order", json_string(a->data_order));
+    json_object_set_new(c, "init_from", r->init_weights_path[0] ? json_string(r->init_weights_path) : json_null());
     json_object_set_new(c, "precision", json_string(r->mode->name));
     json_object_set_new(c, "backend", json_string(r->backend->name));
     json_object_set_new(c, "threads", json_integer(threads));
@@ -835,7 +966,8 @@ static int train_loop(Run* r) {
         double t0 = now_seconds();
         load_train_batch(r, r->step);
         ModelBatch mb = model_batch_of(&r->batch);
-        TrainStep ts = {&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads};
+        TrainStep ts = {&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
+                        &r->schedule, r->a.max_grad_norm};
         TrainStepResult res;
         s = train_step(&ts, &mb, &res);
         if (!status_is_ok(s)) {
@@ -852,6 +984,8 @@ static int train_loop(Run* r) {
         rec.scale = res.scale;
         rec.skipped = res.skipped;
         rec.counters = res.counters;
+        rec.lr = res.loss_nonfinite ? NAN : res.lr;
+        rec.grad_norm = res.loss_nonfinite ? NAN : res.grad_norm;
         if (res.loss_nonfinite) {  // no scaler to skip the step: the run cannot continue
             rec.step_time_s = now_seconds() - t0;
             records_add_step(&r->rec, &rec);
@@ -876,8 +1010,11 @@ static int train_loop(Run* r) {
         bool last = r->step == a->max_steps;
         if (r->step % a->logging_steps == 0 || last) {
             clear_progress(r);
-            printf("{'loss': %.4f, 'learning_rate': %g, 'loss_scale': %g, 'epoch': %.2f}\n",
-                   log_n ? log_loss / log_n : NAN, r->ocfg.lr, (double)rec.scale, epoch_of(r, r->step));
+            char gn[48] = "";
+            if (isfinite(rec.grad_norm) || a->max_grad_norm > 0)
+                snprintf(gn, sizeof gn, "'grad_norm': %.4g, ", rec.grad_norm);
+            printf("{'loss': %.4f, %s'learning_rate': %g, 'loss_scale': %g, 'epoch': %.2f}\n",
+                   log_n ? log_loss / log_n : NAN, gn, rec.lr, (double)rec.scale, epoch_of(r, r->step));
             fflush(stdout);
             log_loss = 0;
             log_n = 0;
@@ -927,10 +1064,16 @@ static int train_run(int argc, char** argv) {
     rc = setup(&run);
     if (rc == 0) {
         printf("***** Running training *****\n  model = %s (%zu parameters), optim = %s, precision = %s, backend = %s\n"
-               "  examples = %zu, batch size = %ld, seq len = %ld, max steps = %ld, output = %s\n",
+               "  examples = %zu, batch size = %ld, seq len = %ld, max steps = %ld, output = %s\n"
+               "  learning rate = %g, lr scheduler = %s (warmup %lld steps), weight decay = %g (not on biases and "
+               "LayerNorm weights), max grad norm = %g%s\n"
+               "  data order = %s (seed %ld), initial weights = %s\n",
                run.a.model ? run.a.model : run.a.config_path, run.table.numel, run.optim->name, run.mode->name,
                run.backend->name, run.ds.split[SPLIT_TRAIN].n, run.a.batch_size, run.a.seq_len, run.a.max_steps,
-               run.a.output_dir);
+               run.a.output_dir, run.ocfg.lr, lr_schedule_name(run.schedule.type), (long long)run.schedule.warmup_steps,
+               run.ocfg.weight_decay, run.a.max_grad_norm, run.a.max_grad_norm > 0 ? "" : " (no clipping)",
+               run.a.data_order, run.a.seed,
+               run.init_weights_path[0] ? run.init_weights_path : "HF init (N(0, 0.02), seeded by --seed)");
         fflush(stdout);
         rc = train_loop(&run);
         Status s = write_results(&run, rc == 0 ? "completed" : run.stop_reason ? run.stop_reason : "failed");
