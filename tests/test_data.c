@@ -946,6 +946,22 @@ static void test_metrics_argmax(void** state) {
     assert_int_equal(pred[1], 0);
 }
 
+// --data-order shuffled, as reference/data_order.py computes it from the documented algorithm
+// (an independent Python implementation: a PyTorch script uses it to feed the same batches).
+static void test_epoch_order_matches_python(void** state) {
+    (void)state;
+    static const struct { size_t n; uint64_t seed, epoch; size_t want[10]; } V[] = {
+        {10, 42, 0, {4, 0, 9, 7, 2, 1, 5, 3, 6, 8}},
+        {10, 42, 1, {2, 6, 9, 0, 3, 8, 5, 7, 1, 4}},
+        {7, 0, 3, {3, 5, 6, 2, 1, 0, 4}},
+    };
+    for (size_t k = 0; k < ARRAY_LEN(V); k++) {
+        size_t order[10];
+        dataset_epoch_order(V[k].n, V[k].seed, V[k].epoch, order);
+        for (size_t i = 0; i < V[k].n; i++) assert_int_equal(order[i], V[k].want[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_rejected),
@@ -960,6 +976,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_binary),
         cmocka_unit_test(test_metrics_multiclass),
         cmocka_unit_test(test_metrics_argmax),
+        cmocka_unit_test(test_epoch_order_matches_python),
     };
     return cmocka_run_group_tests_name("data", tests, NULL, NULL);
 }

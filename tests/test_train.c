@@ -3,7 +3,10 @@
 // optimizer-state tensor, and every per-step loss, equal to an uninterrupted run) for each
 // optimizer; fp16 with a huge initial loss scale skips steps and backs the scale off;
 // fp16-noscale counts underflowing gradient values that fp16 with loss scaling does not lose;
-// a non-finite fp32 loss stops the run with exit 1 and valid results; bad input exits 2.
+// a non-finite fp32 loss stops the run with exit 1 and valid results; bad input exits 2;
+// `--init-from` a save_pretrained-style folder + `--train-file` + `--data-order sequential`
+// with the Trainer's policies reproduces PyTorch's trajectory (trainer_fp32 golden) through the
+// CLI, and the checkpoint's model.safetensors holds torch's final parameters under their names.
 // Runs BUILD/trainbench (the binary next to this test's build folder).
 #include <setjmp.h>
 #include <stdarg.h>
@@ -203,6 +206,156 @@ static void test_nonfinite_loss_stops_with_valid_results(void** s) {
     json_decref(j);
 }
 
+static void expect_exit2(const char* args, const char* needle);
+
+// Writes `dst` with the golden's tensors named `prefix`<name>, renamed to <name> (reshaped from
+// (S, B, ...) to (S*B, ...) when flatten).
+static void write_renamed(const SafeTensors* g, const char* prefix, const char* dst, bool flatten) {
+    StWriter* w = st_writer_new();
+    size_t pl = strlen(prefix);
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const StTensor* t = &g->tensors[i];
+        if (strncmp(t->name, prefix, pl) != 0) continue;
+        int64_t shape[ST_MAX_NDIM];
+        int nd = t->ndim;
+        memcpy(shape, t->shape, sizeof shape);
+        if (flatten) {
+            shape[0] = t->shape[0] * t->shape[1];
+            for (int d = 1; d + 1 < t->ndim; d++) shape[d] = t->shape[d + 1];
+            nd = t->ndim - 1;
+        }
+        st_writer_add(w, t->name + pl, t->dtype, nd, shape, t->data);
+    }
+    assert_true(status_is_ok(st_writer_save(w, dst)));
+    st_writer_free(w);
+}
+
+#define TINY_CONFIG_JSON                                                                                    \
+    "{\"activation\": \"gelu\", \"architectures\": [\"DistilBertForSequenceClassification\"], "              \
+    "\"attention_dropout\": 0.0, \"bos_token_id\": null, \"dim\": 32, \"dropout\": 0.0, \"dtype\": \"float32\", " \
+    "\"eos_token_id\": null, \"hidden_dim\": 64, \"id2label\": {\"0\": \"LABEL_0\", \"1\": \"LABEL_1\"}, "       \
+    "\"initializer_range\": 0.02, \"label2id\": {\"LABEL_0\": 0, \"LABEL_1\": 1}, "                            \
+    "\"max_position_embeddings\": 32, \"model_type\": \"distilbert\", \"n_heads\": 2, \"n_layers\": 2, "        \
+    "\"pad_token_id\": 0, \"qa_dropout\": 0.1, \"seq_classif_dropout\": 0.0, \"sinusoidal_pos_embds\": false, "  \
+    "\"tie_word_embeddings\": true, \"transformers_version\": \"5.24.0\", \"vocab_size\": 64}\n"
+
+static void write_text(const char* path, const char* text) {
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+// The golden's initial weights as a save_pretrained folder (model.safetensors + the config.json
+// transformers 5.24 writes for the tiny shape, dropouts set to 0), its 20 batches as one
+// 80-row train file read in order: the CLI must then follow torch's trajectory within
+// test_trajectory's fp32 tolerances (loss 1e-6 per step, final params 2e-5, grad norm 1e-5
+// relative), with the lr of every step identical.
+static void test_init_from_reproduces_torch_trajectory(void** s) {
+    (void)s;
+    SafeTensors g;
+    assert_true(status_is_ok(st_read("reference/golden/model/trainer_fp32.safetensors", &g)));
+    char dir[512], path[700], data[600], out[600], args[2048];
+    snprintf(dir, sizeof dir, "%s/hf-init", g_tmp);
+    assert_true(status_is_ok(make_dirs(dir)));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_renamed(&g, "param.", path, false);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, TINY_CONFIG_JSON);
+    snprintf(data, sizeof data, "%s/train-data.safetensors", g_tmp);
+    write_renamed(&g, "input.", data, true);
+    snprintf(out, sizeof out, "%s/init-from", g_tmp);
+    snprintf(args, sizeof args,
+             "--init-from %s --train-file %s --data-order sequential --per-device-train-batch-size 4 --max-steps 20 "
+             "--learning-rate 1e-3 --weight-decay 0.01 --warmup-steps 4 --max-grad-norm 0.3 --logging-steps 1 "
+             "--save-steps 20 --backend naive --threads 1 --output-dir %s", dir, data, out);
+    int rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(g_out, "data order = sequential"));
+    json_t* j = load_results(out);
+    json_t* recs = json_object_get(j, "records");
+    assert_int_equal(json_array_size(recs), 20);
+    const StTensor* e_loss = st_find(&g, "expect.loss");
+    const StTensor* e_lr = st_find(&g, "expect.lr");
+    const StTensor* e_norm = st_find(&g, "expect.clip_total_norm");
+    assert_true(e_loss && e_lr && e_norm);
+    double worst_loss = 0, worst_norm = 0;
+    for (size_t i = 0; i < 20; i++) {
+        json_t* r = json_array_get(recs, i);
+        double loss = json_number_value(json_object_get(r, "loss"));
+        double lr = json_number_value(json_object_get(r, "learning_rate"));
+        double gn = json_number_value(json_object_get(r, "grad_norm"));
+        double want_loss = ((const float*)e_loss->data)[i], want_norm = ((const float*)e_norm->data)[i];
+        worst_loss = fmax(worst_loss, fabs(loss - want_loss));
+        worst_norm = fmax(worst_norm, fabs(gn - want_norm) / want_norm);
+        assert_true(lr == ((const double*)e_lr->data)[i]);
+    }
+    json_decref(j);
+    snprintf(path, sizeof path, "%s/checkpoint-20/model.safetensors", out);
+    SafeTensors m;
+    assert_true(status_is_ok(st_read(path, &m)));
+    double worst_param = 0;
+    size_t n_final = 0;
+    for (size_t i = 0; i < g.n_tensors; i++) {
+        const StTensor* e = &g.tensors[i];
+        if (strncmp(e->name, "expect.final.param.", 19) != 0) continue;
+        const StTensor* t = st_find(&m, e->name + 19);
+        assert_non_null(t);
+        assert_int_equal(t->numel, e->numel);
+        for (size_t k = 0; k < e->numel; k++)
+            worst_param = fmax(worst_param, fabs((double)((const float*)t->data)[k] - ((const float*)e->data)[k]));
+        n_final++;
+    }
+    assert_int_equal(m.n_tensors, n_final);  // transformers' names only, nothing else
+    printf("--init-from + sequential + Trainer policies vs torch (trainer_fp32): max |loss diff| %.3g, grad_norm "
+           "max rel diff %.3g, final params max |diff| %.3g, lr identical 20/20\n", worst_loss, worst_norm, worst_param);
+    assert_true(worst_loss <= 1e-6);
+    assert_true(worst_norm <= 1e-5);
+    assert_true(worst_param <= 2e-5);
+    st_free(&m);
+
+    // refusals, each naming what is wrong
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/bad-config", g_tmp);
+    assert_true(status_is_ok(make_dirs(bad)));
+    snprintf(path, sizeof path, "%s/config.json", bad);
+    write_text(path, "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                     "\"max_position_embeddings\":32,\"dropout\":0.1}");
+    snprintf(args, sizeof args, "--init-from %s --max-steps 1 --output-dir %s/o1", bad, g_tmp);
+    expect_exit2(args, "dropout must be 0");
+    static const struct { const char* key; const char* value; const char* needle; } REFUSED[] = {
+        {"activation", "\"relu\"", "activation must be \"gelu\""},
+        {"pad_token_id", "5", "pad_token_id must be 0"},
+        {"seq_classif_dropout", "0.2", "seq_classif_dropout must be 0"},
+        {"attention_dropout", "0.1", "attention_dropout must be 0"},
+        {"problem_type", "\"regression\"", "problem_type"},
+        {"num_labels", "1", "regression"},
+    };
+    for (size_t k = 0; k < sizeof REFUSED / sizeof REFUSED[0]; k++) {
+        char text[512];
+        snprintf(text, sizeof text, "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                 "\"max_position_embeddings\":32,\"%s\":%s}", REFUSED[k].key, REFUSED[k].value);
+        snprintf(path, sizeof path, "%s/refused-%zu.json", g_tmp, k);
+        write_text(path, text);
+        snprintf(args, sizeof args, "--config %s --max-steps 1 --output-dir %s/o2", path, g_tmp);
+        expect_exit2(args, REFUSED[k].needle);
+    }
+    // a file of another shape: the tensor and both shapes are named
+    snprintf(args, sizeof args, "--init-from %s/model.safetensors --model small --max-steps 1 --output-dir %s/o3", dir,
+             g_tmp);
+    expect_exit2(args, "tensor 'distilbert.embeddings.word_embeddings.weight' has shape (64, 32), this model's "
+                       "parameter is (1024, 128)");
+    // a file with an extra tensor (our own checkpoint format: param./optim. prefixes)
+    snprintf(args, sizeof args, "--init-from %s/checkpoint-20/checkpoint.safetensors --max-steps 1 --output-dir %s/o4",
+             out, g_tmp);
+    expect_exit2(args, "unexpected tensor '");
+    // a folder without config.json and no --model/--config
+    snprintf(args, sizeof args, "--init-from %s --max-steps 1 --output-dir %s/o5", g_tmp, g_tmp);
+    expect_exit2(args, "has no readable config.json");
+    st_free(&g);
+}
+
 static void expect_exit2(const char* args, const char* needle) {
     int rc = run(args, g_out, sizeof g_out);
     if (rc != 2 || !strstr(g_out, needle)) printf("output:\n%s\n", g_out);
@@ -223,6 +376,12 @@ static void test_bad_input(void** s) {
     expect_exit2("--max-steps 0", "--max-steps must be an integer");
     expect_exit2("--seq-len 999", "exceeds the model's max_position_embeddings");
     expect_exit2("--frobnicate", "unknown option '--frobnicate'");
+    expect_exit2("--data-order random", "--data-order: unknown order 'random' (allowed: shuffled, sequential)");
+    expect_exit2("--lr-scheduler-type cosine", "--lr-scheduler-type: unknown schedule 'cosine' (allowed: linear, constant)");
+    expect_exit2("--warmup-steps 2 --warmup-ratio 0.1", "not both");
+    expect_exit2("--warmup-ratio 1.5", "--warmup-ratio must be in [0, 1)");
+    expect_exit2("--lr-scheduler-type constant --warmup-steps 3", "constant has no warmup");
+    expect_exit2("--max-grad-norm -1", "--max-grad-norm must be >= 0");
     snprintf(args, sizeof args, "--output-dir %s/x --resume-from-checkpoint %s/does-not-exist", g_tmp, g_tmp);
     expect_exit2(args, "--resume-from-checkpoint");
     // a checkpoint of another run's configuration is refused, naming the field
@@ -296,6 +455,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_nonfinite_loss_stops_with_valid_results),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_crafted_checkpoints_refused),
+        cmocka_unit_test(test_init_from_reproduces_torch_trajectory),
     };
     int rc = cmocka_run_group_tests_name("train", tests, NULL, NULL);
     cli_harness_cleanup("train");

@@ -146,8 +146,10 @@ size_t dataset_n_batches(const Dataset* ds, Split split, int batch_size);
 void dataset_get_batch(const Dataset* ds, Split split, size_t k, int batch_size, Batch* out);
 // Copies the n rows rows[0..n) (in that order) into out (capacity >= n).
 void dataset_gather(const Dataset* ds, Split split, const size_t* rows, int n, Batch* out);
-// order (N): a permutation of 0..N-1 for the given epoch (Fisher-Yates, rng stream derived
-// from epoch), a function of (seed, epoch, N) only. Batch b of an epoch is
+// order (N): a permutation of 0..N-1 for the given epoch, a function of (seed, epoch, N) only:
+// rng_init(seed, 2 << 48 | epoch); order = identity; for i = N down to 2: swap order[i-1] and
+// order[rng_below(i)] (Fisher-Yates). reference/data_order.py is the same in Python (what
+// `trainbench train --data-order shuffled` reads, for a PyTorch script to feed the same batches). Batch b of an epoch is
 // dataset_gather(ds, split, order + b*B, min(B, N - b*B), out).
 void dataset_epoch_order(size_t n, uint64_t seed, uint64_t epoch, size_t* order);
 
