@@ -7,7 +7,7 @@ Writes one safetensors file per case to <out>/model/<case>.safetensors and rewri
 <out>/MANIFEST.tsv (rows of other generators are kept).  reference/MODEL_SEMANTICS.md is the
 contract these files check: what PyTorch computes, op by op, in each precision mode.
 
-Model: the "tiny" preset, DistilBertConfig(vocab_size=64, dim=32, n_layers=2, n_heads=2,
+Model: the "tiny" preset (and CFG2 for the *_cfg2_* cases), DistilBertConfig(vocab_size=64, dim=32, n_layers=2, n_heads=2,
 hidden_dim=64, max_position_embeddings=32, dropout=0, attention_dropout=0, seq_classif_dropout=0,
 activation="gelu", attn_implementation="eager"), weights = the Hugging Face init after
 torch.manual_seed(MODEL_SEED), model.train().  Precision modes (SPEC.md section 2):
@@ -23,6 +23,10 @@ Cases:
                         MODEL_SEMANTICS.md: the softmax then runs in the low dtype)
   train_<mode>          20 AdamW steps on a fixed sequence of batches (per-step loss, scale,
                         skipped, underflow counters; final parameters)
+  grads_cfg2_<mode>, trajectory_cfg2_<mode>   fp32, bf16, fp16: the same cases for a second
+                        configuration (CFG2: head size 12, 3 heads, 3 labels, heavy padding,
+                        other seeds); trajectory_* (not train_*) so fingerprint's references
+                        stay the same
   trainer_<mode>        fp32 and fp16: the same 20 batches with HF Trainer's optimization
                         policies: weight decay 0.01 in two groups (Trainer.get_decay_parameter_names:
                         no decay for biases and LayerNorm weights), get_linear_schedule_with_warmup
@@ -71,6 +75,35 @@ CLS_ID, PAD_ID = 1, 0                # position 0 holds token 1 (a [CLS]-like fi
 TINY = dict(vocab_size=64, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
             max_position_embeddings=32, num_labels=2, dropout=0.0, attention_dropout=0.0,
             seq_classif_dropout=0.0, activation="gelu")
+# A second configuration unlike tiny: head size 12 (not a power of two: the attention scale
+# 12**-0.5 is inexact), 3 heads, FFN 50, 3 labels, vocab 50, batches of 5 x 20 with heavy
+# padding (2..8 real tokens in the trajectories), other seeds.
+CFG2 = dict(vocab_size=50, dim=36, n_layers=2, n_heads=3, hidden_dim=50,
+            max_position_embeddings=24, num_labels=3, dropout=0.0, attention_dropout=0.0,
+            seq_classif_dropout=0.0, activation="gelu")
+SHAPES = {
+    "tiny": dict(config=TINY, model_seed=1234, grads_seed=77, train_seed=78, batch=4, seq=16,
+                 grads_lengths=[16, 11, 7, 3], train_lengths=(3, 16), nopad_step=10),
+    "cfg2": dict(config=CFG2, model_seed=2027, grads_seed=97, train_seed=98, batch=5, seq=20,
+                 grads_lengths=[20, 7, 4, 2, 3], train_lengths=(2, 8), nopad_step=None),
+}
+CFG = TINY                  # the configuration of the case being generated (use_shape)
+TRAIN_LENGTHS = (3, SEQ)    # min, max real tokens per sequence of the train_* batches
+
+
+def use_shape(name):
+    """Points the module's case parameters at SHAPES[name] (the generator runs one case at a time)."""
+    global CFG, MODEL_SEED, GRADS_DATA_SEED, TRAIN_DATA_SEED, BATCH, SEQ, GRADS_LENGTHS
+    global TRAIN_LENGTHS, TRAIN_NOPAD_STEP
+    sh = SHAPES[name]
+    CFG, MODEL_SEED, GRADS_DATA_SEED, TRAIN_DATA_SEED = (sh["config"], sh["model_seed"],
+                                                         sh["grads_seed"], sh["train_seed"])
+    BATCH, SEQ, GRADS_LENGTHS = sh["batch"], sh["seq"], sh["grads_lengths"]
+    TRAIN_LENGTHS, TRAIN_NOPAD_STEP = sh["train_lengths"], sh["nopad_step"]
+
+
+def attention_scale():
+    return (CFG["dim"] // CFG["n_heads"]) ** -0.5
 ADAMW = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
              maximize=False, foreach=False, capturable=False, differentiable=False, fused=False)
 # GradScaler for train_fp16: torch defaults except init_scale (large, so that the first steps
@@ -133,7 +166,7 @@ def autocast_ctx(torch, mode):
 
 
 def make_config(transformers, num_labels):
-    cfg = transformers.DistilBertConfig(**dict(TINY, num_labels=num_labels),
+    cfg = transformers.DistilBertConfig(**dict(CFG, num_labels=num_labels),
                                         attn_implementation="eager")
     return cfg
 
@@ -158,7 +191,7 @@ def make_batch(torch, g, lengths, num_labels):
     """input_ids (B,T) with token CLS_ID at position 0, random ids 2..vocab-1 after it, PAD_ID
     beyond the length; attention_mask 1/0; labels from the content so the task is learnable:
     count of tokens with id >= vocab/2 (positions 1..L-1), 2 labels: majority, 3 labels: mod 3."""
-    v = TINY["vocab_size"]
+    v = CFG["vocab_size"]
     ids = torch.randint(2, v, (BATCH, SEQ), generator=g, dtype=torch.int64)
     ids[:, 0] = CLS_ID
     mask = torch.zeros(BATCH, SEQ, dtype=torch.int64)
@@ -182,12 +215,12 @@ def train_batches(torch):
     g.manual_seed(TRAIN_DATA_SEED)
     ids, masks, labels = [], [], []
     for s in range(1, TRAIN_STEPS + 1):
-        lens = torch.randint(3, SEQ + 1, (BATCH,), generator=g).tolist()
+        lens = torch.randint(TRAIN_LENGTHS[0], TRAIN_LENGTHS[1] + 1, (BATCH,), generator=g).tolist()
         if s == TRAIN_NOPAD_STEP:
             lens = [SEQ] * BATCH
         elif all(n == SEQ for n in lens):
             lens[-1] = SEQ // 2          # every other batch has padding (a mask is materialized)
-        i, m, lab = make_batch(torch, g, lens, TINY["num_labels"])
+        i, m, lab = make_batch(torch, g, lens, CFG["num_labels"])
         ids.append(i)
         masks.append(m)
         labels.append(lab)
@@ -348,7 +381,7 @@ def lib_meta(torch, transformers):
 
 
 def model_meta(model, num_labels):
-    cfg = dict(TINY, num_labels=num_labels)
+    cfg = dict(CFG, num_labels=num_labels)
     return {
         "model": "transformers.DistilBertForSequenceClassification",
         "config": json.dumps(cfg, separators=(",", ":"), sort_keys=True),
@@ -418,8 +451,31 @@ def trainer_case_list():
     return cs
 
 
+def cfg2_case_list():
+    cs = []
+    for mode in ["fp32", "bf16", "fp16"]:
+        cs.append(dict(name=f"grads_cfg2_{mode}", kind="grads", mode=mode, labels=3, nopad=False,
+                       shape="cfg2",
+                       flags=["padding", "heavy_padding", "forward_backward", "labels3", "head_dim_12"]
+                       + ([] if mode == "fp32" else ["autocast"]),
+                       comment=f"one forward+backward of the second configuration (dim 36, 3 heads of "
+                               f"12, FFN 50, 3 labels), {mode}, batch 5x20 with 2-20 real tokens"))
+    for mode in ["fp32", "bf16", "fp16"]:
+        flags = ["heavy_padding", "adamw_torch", "trajectory", "labels3", "head_dim_12"]
+        if mode != "fp32":
+            flags.append("autocast")
+        if mode == "fp16":
+            flags += ["grad_scaler", "overflow_skip"]
+        cs.append(dict(name=f"trajectory_cfg2_{mode}", kind="train", mode=mode, labels=3, nopad=False,
+                       shape="cfg2", flags=flags,
+                       comment=f"20 AdamW steps of the second configuration, {mode}"
+                               + (" with GradScaler('cpu') (init 2^24, interval 4)" if mode == "fp16" else "")
+                               + ", batches 5x20 with 2-8 real tokens"))
+    return cs
+
+
 def all_cases():
-    return grads_case_list() + train_case_list() + trainer_case_list()
+    return grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list()
 
 
 def forward(torch, model, mode, ids, mask, labels, **kw):
@@ -496,11 +552,11 @@ def run_grads(torch, transformers, c, base_meta):
         "loss_dtype": dname(torch, out.loss.dtype),
         "lengths": ",".join(str(int(x)) for x in mask.sum(1)),
         "attention_mask_additive": mask_description(torch, tf.masks),
-        "attention_scaling": "scores = matmul(q, k^T) * 0.25 (head_dim**-0.5 applied to the "
+        "attention_scaling": f"scores = matmul(q, k^T) * {attention_scale()!r} (head_dim**-0.5 applied to the "
                              "matmul output, before the mask is added)",
         "op_dtypes_forward": fwd_by_op, "op_dtypes_backward": bwd_by_op,
         "op_trace_forward": fwd_full, "op_trace_backward": bwd_full,
-        "batch": f"input_ids[b,0]={CLS_ID}, ids 2..{TINY['vocab_size'] - 1} at 1..L-1, {PAD_ID} "
+        "batch": f"input_ids[b,0]={CLS_ID}, ids 2..{CFG['vocab_size'] - 1} at 1..L-1, {PAD_ID} "
                  "beyond L; labels from the content (make_batch in the generator)",
         "extras": "expect.hidden_state.<i> (embeddings output and each layer's output) and "
                   "expect.attention.<layer> (softmax probabilities, (B,heads,T,T)) come from "
@@ -514,11 +570,12 @@ def run_grads(torch, transformers, c, base_meta):
 
 
 def check_attention_trace(torch, c, rows, masks):
-    """The scaling is a mul by 0.25 right after the QK^T bmm; the mask add follows it."""
+    """The scaling is a mul by head_dim**-0.5 (a Python float) right after the QK^T bmm; the mask
+    add follows it."""
     names = [r[0] for r in rows]
     for i, n in enumerate(names):
         if n == "bmm" and i + 1 < len(names) and names[i + 1] == "mul":
-            if "0.25" not in rows[i + 1][1]:
+            if repr(attention_scale()) not in rows[i + 1][1]:
                 die(f"{c['name']}: unexpected attention scaling {rows[i + 1]}", 1)
             break
     else:
@@ -556,6 +613,50 @@ def clip_model(torch, grads, max_norm, total):
         die(f"clip_grad_norm_ total {float(total)!r} != norm of per-tensor norms {float(t)!r}", 1)
     coef = torch.clamp((total + 1e-6).reciprocal() * max_norm, max=1.0)
     return coef
+
+
+NOISE_PERTURBATIONS = [
+    ("reverse", "the examples of every batch in reverse order: the same mean loss and gradients in "
+                "exact arithmetic, another summation order in every reduction over the batch"),
+    ("ulp", "every initial parameter moved by one fp32 ulp, up or down (torch.Generator seed 9): "
+            "a rounding-level difference in the inputs, as two implementations' first steps have"),
+]
+
+
+def noise_run(torch, transformers, c, ids, masks, labels, kind):
+    """torch against itself: the train_* loop (AdamW, GradScaler for fp16) under one harmless
+    perturbation (NOISE_PERTURBATIONS). Returns (losses, skipped flags, final parameters)."""
+    mode = c["mode"]
+    model = build_model(torch, transformers, c["labels"])
+    if kind == "ulp":
+        g = torch.Generator().manual_seed(9)
+        with torch.no_grad():
+            for p in model.parameters():
+                up = torch.rand(p.shape, generator=g) < 0.5
+                p.copy_(torch.where(up, torch.nextafter(p, torch.full_like(p, math.inf)),
+                                    torch.nextafter(p, torch.full_like(p, -math.inf))))
+    rev = (lambda x: x.flip(0)) if kind == "reverse" else (lambda x: x)  # noqa: E731
+    params = [p for _, p in model.named_parameters()]
+    hp = dict(ADAMW)
+    hp["betas"] = tuple(hp["betas"])
+    opt = torch.optim.AdamW(params, **hp)
+    scaler = torch.amp.GradScaler("cpu", **SCALER) if mode == "fp16" else None
+    losses, skipped = [], []
+    for s in range(TRAIN_STEPS):
+        opt.zero_grad(set_to_none=True)
+        out = forward(torch, model, mode, rev(ids[s]), rev(masks[s]), rev(labels[s]))
+        losses.append(float(out.loss.detach()))
+        before = float(opt.state[params[0]]["step"]) if "step" in opt.state.get(params[0], {}) else 0.0
+        if scaler is not None:
+            scaler.scale(out.loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            out.loss.backward()
+            opt.step()
+        after = float(opt.state[params[0]]["step"]) if "step" in opt.state.get(params[0], {}) else 0.0
+        skipped.append(after == before)
+    return losses, skipped, {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
 def run_train(torch, transformers, c, base_meta):
@@ -674,6 +775,21 @@ def run_train(torch, transformers, c, base_meta):
         for k, v in counts.items():
             tensors[f"expect.{k}"] = torch.tensor(v, dtype=torch.int64)
         tensors["expect.grad_underflow"] = torch.tensor(grad_under_v, dtype=torch.int64)
+    if not trainer:
+        # torch-vs-torch noise (what tests/test_model_golden.c scales its trajectory tolerance by)
+        n_losses, n_skips, n_l2 = [], [], []
+        for kind, _ in NOISE_PERTURBATIONS:
+            n_loss, n_skip, n_final = noise_run(torch, transformers, c, ids, masks, labels, kind)
+            n_losses.append(n_loss)
+            n_skips.append([1 if k else 0 for k in n_skip])
+            d2 = sum(float(((n_final[n].double() - p.detach().double()) ** 2).sum())
+                     for n, p in model.named_parameters())
+            n_l2.append(math.sqrt(d2))
+            print(f"    noise {kind}: max |loss diff| {max(abs(a - b) for a, b in zip(n_loss, loss_v)):.3g}, "
+                  f"final ||diff|| {n_l2[-1]:.3g}, skips {'same' if n_skips[-1] == skipped_v else n_skips[-1]}")
+        tensors["expect.noise.loss"] = torch.tensor(n_losses, dtype=torch.float32)
+        tensors["expect.noise.skipped"] = torch.tensor(n_skips, dtype=torch.uint8)
+        tensors["expect.noise.final_l2"] = torch.tensor(n_l2, dtype=torch.float64)
     if trainer:
         tensors["expect.lr"] = torch.tensor(lr_v, dtype=torch.float64)
         tensors["expect.clip_total_norm"] = torch.tensor(clip_norm_v, dtype=torch.float32)
@@ -688,7 +804,7 @@ def run_train(torch, transformers, c, base_meta):
         "case": c["name"], "comment": c["comment"], "flags": ",".join(c["flags"]),
         "seed": str(MODEL_SEED), "data_seed": str(TRAIN_DATA_SEED),
         "mode": mode, "autocast": autocast_string(mode),
-        "steps": str(S), "nopad_step": str(TRAIN_NOPAD_STEP),
+        "steps": str(S), "nopad_step": str(TRAIN_NOPAD_STEP) if TRAIN_NOPAD_STEP else "none",
         "optimizer": "adamw_torch",
         "hparams": json.dumps(ADAMW, separators=(",", ":"), sort_keys=True),
         "param_groups": ("hf_trainer: weight_decay on every parameter except these (Trainer."
@@ -704,6 +820,11 @@ def run_train(torch, transformers, c, base_meta):
         "skipped_steps": ",".join(str(i + 1) for i, k in enumerate(skipped_v) if k) or "none",
         "lengths": ";".join(",".join(str(int(x)) for x in masks[s].sum(1)) for s in range(S)),
     })
+    if not trainer:
+        meta["noise_perturbation"] = " | ".join(f"{i}: {k}: {d}" for i, (k, d) in enumerate(NOISE_PERTURBATIONS)) + (
+            " || row i of expect.noise.loss (P,S) / expect.noise.skipped (P,S) / expect.noise.final_l2 (P) "
+            "= that perturbed torch run's per-step loss, skips, ||final parameters - expect.final.param|| "
+            "(float64)")
     if trainer:
         meta["lr_schedule"] = json.dumps({"type": "linear", "warmup_steps": TRAINER_WARMUP,
                                           "training_steps": S}, separators=(",", ":"), sort_keys=True)
@@ -967,14 +1088,16 @@ def main():
     if only:
         known = {c["name"] for c in cases}
         for s in only:
-            if s not in known and s not in ("grads", "train", "trainer"):
-                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, {', '.join(sorted(known))})")
-        cases = [c for c in cases if c["name"] in only or c["kind"] in only]
+            if s not in known and s not in ("grads", "train", "trainer", "cfg2"):
+                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, "
+                    f"{', '.join(sorted(known))})")
+        cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]
 
     goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"),
                                 check=args.check)
     base_meta = dict(lib_meta(torch, transformers), generator=goldens.generator)
     for c in cases:
+        use_shape(c.get("shape", "tiny"))
         run = run_grads if c["kind"] == "grads" else run_train
         tensors, meta = run(torch, transformers, c, base_meta)
         if c["kind"] in ("train", "trainer"):

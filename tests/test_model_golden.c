@@ -3,8 +3,9 @@
 // every reference/golden/model/grads_*.safetensors: load its parameters and batch, run
 // model_forward/model_backward with the naive backend in the golden's precision mode, and compare
 // logits, loss, every hidden state and attention map, every parameter gradient and (mixed modes)
-// the underflow/overflow counters. Then every train_<mode>.safetensors is replayed at the model
-// level (model_forward/backward + GradScaler + adamw_torch, no train.c): per-step loss, loss
+// the underflow/overflow counters (the grads_cfg2_* goldens: a second configuration, head size
+// 12, 3 labels, heavy padding). Then every train_<mode>.safetensors and trajectory_cfg2_<mode>
+// is replayed at the model level (model_forward/backward + GradScaler + adamw_torch, no train.c): per-step loss, loss
 // scale, skipped steps, counters, and the final parameters. Missing goldens FAIL (a golden test
 // that passes without goldens would be a defect); every precision mode of the registry must be
 // covered. Tolerances are derived beside `tolerance_for` and above `run_train_golden`, and the
@@ -468,32 +469,47 @@ static void test_every_golden_matches(void** state) {
     assert_int_equal(failures, 0);
 }
 
-// ---- training trajectories (train_*.safetensors) ------------------------------------------------
+// ---- training trajectories (train_*.safetensors, trajectory_cfg2_*.safetensors) ------------------
 // 20 AdamW steps (adamw_torch, one group) on fixed batches, fp16 with GradScaler(init 2^24,
-// interval 4), as MODEL_SEMANTICS.md section 6 writes the loop. What must match, and how:
+// interval 4), as MODEL_SEMANTICS.md section 6 writes the loop; train_<mode> on the tiny preset,
+// trajectory_cfg2_<mode> on the second configuration (head size 12, 3 labels, heavy padding).
+// What must match, and how:
 //  - exactly: the scale used at every step and which steps are skipped. A skip happens when
 //    a scaled gradient overflows fp16 somewhere (the logits' gradient cast, or the fp16 sum of a
 //    bias gradient: steps 6, 14, 16 of train_fp16 skip only because the classifier bias sum
 //    overflows), so this checks the rounding points end to end;
-//  - the per-step loss: |ours - torch| <= LOSS_TOL_K * |torch_mode - torch_fp32| + 16 eps32 |loss|,
-//    i.e. small against the precision mode's own effect on the loss, measured from torch's own fp32
-//    trajectory (train_fp32) step by step. A semantic difference (a rounding point missing or
-//    added) moves the loss by as much as the mode itself does; implementation noise (flipped
-//    roundings, amplified by Adam's normalized updates over 20 steps) by a small fraction of it;
+//  - the per-step loss and the final parameters, against torch's own noise: the generator runs
+//    torch again under P = 2 harmless perturbations (metadata noise_perturbation): the examples of
+//    every batch reversed (the same math, another summation order in every reduction over the
+//    batch) and every initial parameter moved by one fp32 ulp (a rounding-level difference in
+//    the inputs), what separates two correct implementations, and stores each run's losses
+//    (expect.noise.loss, (P, S)) and the distance of its final parameters
+//    (expect.noise.final_l2, (P)). With noise = max over perturbations and steps of
+//    |noise_{p,j} - torch_j| (the size of torch's own loss noise on this trajectory), every
+//    step's loss must satisfy
+//      |ours - torch| <= NOISE_K * noise + 16 eps32 |torch_k|,
+//    one bound for the whole trajectory, so it never vanishes where two curves happen to cross
+//    (the earlier bound, 0.25 |torch_mode - torch_fp32| per step, did, and failed PyTorch
+//    against itself on the second configuration; a running maximum over steps j <= k was too
+//    tight early: the perturbed runs diverge later than ours, train_fp16 step 13 used 2x). The
+//    final parameters:
+//      ||ours - torch|| <= NOISE_K * max_p expect.noise.final_l2[p].
+//    NOISE_K = 10: our code differs from torch in more places than one summation order (GEMM
+//    blocking, libm exp/erf against torch's vectorized ones, LayerNorm statistics in double),
+//    each a rounding-level difference that Adam's normalized steps amplify alike. Measured share
+//    of the bound used (printed per golden): loss at most 0.09 (train_fp16); final parameters
+//    0.07 / 0.08 / 0.10 / 0.02 (train_fp32 / bf16 / fp16 / fp16-noscale), 0.05 / 0.00 / 0.03
+//    (trajectory_cfg2_fp32 / bf16 / fp16). A semantic difference is far outside: replaying the
+//    bf16 goldens in fp32 mode (no rounding points) uses 4.3x (train_bf16 loss) and 18.8x
+//    (its final parameters), 6.2x and 8.3x (trajectory_cfg2_bf16) of the bound (checked by
+//    mutation);
 //  - counters per step within TRAIN_COUNT_SLACK_REL of torch's: the parameters drift apart a
 //    little (see the final distance), and the counts are of values near a threshold, so they drift
 //    too (measured: up to 6%, fp16-noscale step 16 activation underflow 351 vs 331); the single-step
 //    grads_* goldens hold the counters to COUNT_SLACK. A missing or extra rounding point changes
-//    them by factors (e.g. no residual-branch rounding: 4x fewer activation values);
-//  - the final parameters: ||ours - torch|| <= PARAM_TOL_K * ||torch_mode - torch_fp32|| (whole
-//    vectors), the same reasoning: Adam moves every weight by about lr per step whatever the
-//    gradient's size, so a weight whose gradient is rounding noise (attention.k_lin.bias) moves
-//    differently in any two implementations; only the aggregate is meaningful. In fp32 mode (no
-//    mode effect to measure against): <= FP32_PARAM_TOL of the distance the parameters moved.
-#define LOSS_TOL_K 0.25
-#define PARAM_TOL_K 0.1
+//    them by factors (e.g. no residual-branch rounding: 4x fewer activation values).
+#define NOISE_K 10.0
 #define TRAIN_COUNT_SLACK_REL 0.10
-#define FP32_PARAM_TOL 1e-4
 
 typedef struct {
     float* loss;      // (S)
@@ -520,16 +536,15 @@ static double l2_diff(const ParamTable* t, const float* a, const float* b) {
     return sqrt(s);
 }
 
-static int run_train_golden(const char* mode_name, const SafeTensors* fp32) {
+static int run_train_golden(const char* golden) {
     char path[256];
-    snprintf(path, sizeof path, GOLDEN_DIR "/train_%s.safetensors", mode_name);
+    snprintf(path, sizeof path, GOLDEN_DIR "/%s.safetensors", golden);
     SafeTensors st;
     Status s = st_read(path, &st);
     if (!status_is_ok(s)) printf("FAIL: %s\n", s.msg);
     assert_true(status_is_ok(s));
     const PrecisionMode* mode = amp_mode_find(need_meta(&st, "mode"));
     assert_non_null(mode);
-    assert_string_equal(mode->name, mode_name);
     ModelConfig cfg;
     config_from_meta(&st, &cfg);
     ParamTable table;
@@ -537,7 +552,6 @@ static int run_train_golden(const char* mode_name, const SafeTensors* fp32) {
     float* params = param_table_alloc_buffer(&table);
     float* grads = param_table_alloc_buffer(&table);
     float* final_torch = param_table_alloc_buffer(&table);
-    float* final_fp32 = param_table_alloc_buffer(&table);
     float* init = param_table_alloc_buffer(&table);
     char name[200];
     for (size_t i = 0; i < table.n; i++) {
@@ -548,14 +562,19 @@ static int run_train_golden(const char* mode_name, const SafeTensors* fp32) {
     }
     memcpy(init, params, table.alloc_numel * sizeof(float));
     load_final(&st, &table, final_torch);
-    load_final(fp32, &table, final_fp32);
     const StTensor* ids = need(&st, "input.input_ids");
     const StTensor* mask = need(&st, "input.attention_mask");
     const StTensor* lab = need(&st, "input.labels");
     assert_int_equal(ids->ndim, 3);
     const int S = (int)ids->shape[0], B = (int)ids->shape[1], T = (int)ids->shape[2];
     float* loss_t = need_f32(&st, "expect.loss", (size_t)S);
-    float* loss_32 = need_f32(fp32, "expect.loss", (size_t)S);
+    const StTensor* noise_l2_t = need(&st, "expect.noise.final_l2");
+    assert_int_equal(noise_l2_t->dtype, DTYPE_F64);
+    const size_t P = noise_l2_t->numel;  // perturbations
+    assert_true(P >= 1);
+    float* loss_noise = need_f32(&st, "expect.noise.loss", P * (size_t)S);  // (P, S)
+    double noise_l2 = 0;
+    for (size_t p = 0; p < P; p++) noise_l2 = fmax(noise_l2, ((const double*)noise_l2_t->data)[p]);
     float* scale_t = need_f32(&st, "expect.scale", (size_t)S);
     const StTensor* skipped_t = need(&st, "expect.skipped");
     json_error_t jerr;
@@ -598,7 +617,9 @@ static int run_train_golden(const char* mode_name, const SafeTensors* fp32) {
         if (amp_is_mixed(mode)) assert_non_null(cnt_t[k]);
     }
     int failures = 0, n_skipped = 0;
-    double worst_loss = 0;
+    double worst_loss = 0, envelope = 0;
+    for (size_t p = 0; p < P; p++)
+        for (int k = 0; k < S; k++) envelope = fmax(envelope, fabs((double)loss_noise[p * S + k] - loss_t[k]));
     for (int step = 0; step < S; step++) {
         for (int b = 0; b < B; b++) labels[b] = (int32_t)((const int64_t*)lab->data)[(size_t)step * B + b];
         ModelBatch batch = {(const int64_t*)ids->data + (size_t)step * B * T,
@@ -616,8 +637,8 @@ static int run_train_golden(const char* mode_name, const SafeTensors* fp32) {
         grad_scaler_update(&scaler, found_inf);
         n_skipped += found_inf;
         // comparisons
-        const double lt = loss_t[step], l32 = loss_32[step];
-        const double tol = LOSS_TOL_K * fabs(lt - l32) + 16 * 0x1p-23 * fabs(lt);
+        const double lt = loss_t[step];
+        const double tol = NOISE_K * envelope + 16 * 0x1p-23 * fabs(lt);
         const double used = fabs(loss - lt) / tol;
         worst_loss = fmax(worst_loss, used);
         const bool skip_t = ((const uint8_t*)skipped_t->data)[step] != 0;
@@ -637,24 +658,26 @@ static int run_train_golden(const char* mode_name, const SafeTensors* fp32) {
                      (unsigned long long)ours[4], (long long)th[4], (unsigned long long)ours[5], (long long)th[5]);
         }
         if (!ok || getenv("TRAINBENCH_VERBOSE"))
-            printf("    step %2d: loss %.7f torch %.7f (fp32 %.7f, used %.2f) scale %g/%g skipped %d/%d%s%s\n", step + 1,
-                   loss, lt, l32, used, used_scale, scale_t[step], found_inf, skip_t, cnt_line, ok ? "" : "  <-- FAIL");
+            printf("    step %2d: loss %.7f torch %.7f (torch noise %.2g, used %.2f) scale %g/%g skipped %d/%d%s%s\n",
+                   step + 1, loss, lt, envelope, used, used_scale, scale_t[step], found_inf, skip_t, cnt_line,
+                   ok ? "" : "  <-- FAIL");
         failures += !ok;
     }
-    const double d_ours = l2_diff(&table, params, final_torch), d_mode = l2_diff(&table, final_fp32, final_torch);
+    const double d_ours = l2_diff(&table, params, final_torch);
     const double moved = l2_diff(&table, init, final_torch);
-    const bool final_ok = mode->low == DTYPE_F32 ? d_ours <= FP32_PARAM_TOL * moved : d_ours <= PARAM_TOL_K * d_mode;
-    printf("  train_%s: %d steps, %d skipped, %d step(s) outside tolerance (worst loss %.2f of its tolerance); final "
-           "params ||ours - torch|| %.3g, ||torch_%s - torch_fp32|| %.3g, moved %.3g%s\n",
-           mode->name, S, n_skipped, failures, worst_loss, d_ours, mode->name, d_mode, moved,
-           final_ok ? "" : "  <-- FAIL");
+    const bool final_ok = d_ours <= NOISE_K * noise_l2;
+    printf("  %s (%s): %d steps, %d skipped, %d step(s) outside tolerance (loss: torch noise %.3g, worst %.2f of %g x "
+           "noise + 16 eps32); final params ||ours - torch|| %.3g, torch noise %.3g (used %.2f of %g x noise), moved "
+           "%.3g%s\n",
+           golden, mode->name, S, n_skipped, failures, envelope, worst_loss, NOISE_K, d_ours, noise_l2,
+           d_ours / (NOISE_K * noise_l2), NOISE_K, moved, final_ok ? "" : "  <-- FAIL");
     failures += !final_ok;
     free(labels);
     model_workspace_free(ws);
     gemm_close(&gemm);
     model_optim_free(&mo);
-    free(loss_t), free(loss_32), free(scale_t);
-    free(params), free(grads), free(final_torch), free(final_fp32), free(init);
+    free(loss_t), free(loss_noise), free(scale_t);
+    free(params), free(grads), free(final_torch), free(init);
     param_table_free(&table);
     st_free(&st);
     return failures;
@@ -662,13 +685,14 @@ static int run_train_golden(const char* mode_name, const SafeTensors* fp32) {
 
 static void test_training_trajectories(void** state) {
     (void)state;
-    SafeTensors fp32;
-    Status s = st_read(GOLDEN_DIR "/train_fp32.safetensors", &fp32);
-    if (!status_is_ok(s)) printf("FAIL: %s (run `make goldens`)\n", s.msg);
-    assert_true(status_is_ok(s));
     int failures = 0;
-    for (size_t m = 0; m < amp_mode_count(); m++) failures += run_train_golden(amp_mode_at(m)->name, &fp32);
-    st_free(&fp32);
+    char name[128];
+    for (size_t m = 0; m < amp_mode_count(); m++) {  // every precision mode on tiny
+        snprintf(name, sizeof name, "train_%s", amp_mode_at(m)->name);
+        failures += run_train_golden(name);
+    }
+    static const char* const CFG2[] = {"trajectory_cfg2_fp32", "trajectory_cfg2_bf16", "trajectory_cfg2_fp16"};
+    for (size_t i = 0; i < ARRAY_LEN(CFG2); i++) failures += run_train_golden(CFG2[i]);
     assert_int_equal(failures, 0);
 }
 
