@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Validate `trainbench train` against transformers on a model configuration of your choice:
+the model-level counterpart of validate_python.py.
+
+    ~/.cache/trainbench-venv/bin/python reference/validate_model.py --config my_config.json \
+        --precision fp16 --steps 20 --batch-size 8 --out /tmp/validate
+
+What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked example):
+ 1. builds transformers' DistilBertForSequenceClassification from --config (a DistilBertConfig
+    config.json; dropout, attention_dropout and seq_classif_dropout must be 0) or --preset,
+    eager attention, HF init after torch.manual_seed(--seed), and save_pretrained()s it to
+    OUT/init (config.json + model.safetensors): both sides start from these weights;
+ 2. takes the batches from --data (safetensors: input_ids, attention_mask, labels, as
+    `trainbench train --train-file` reads it) or, without --data, writes OUT/data.safetensors
+    (random ids 2..vocab-1 after a first token 1, 1..T real tokens per row, random labels;
+    --data-seed); step s uses rows (s*B .. s*B+B-1) mod N, in file order (both sides: the CLI
+    runs with --data-order sequential);
+ 3. trains transformers for --steps steps as HF Trainer optimizes (its inner loop written out,
+    on CPU: Trainer with fp16 on CPU would silently train in fp32): AdamW (torch.optim.AdamW,
+    for-loop) or transformers' Adafactor as the Trainer configures it, two param groups
+    (Trainer.get_decay_parameter_names), get_linear_schedule_with_warmup or constant,
+    torch.autocast("cpu") for bf16/fp16, GradScaler("cpu") for fp16, clip_grad_norm_ after
+    unscale_, the scheduler stepped only after steps that were not skipped;
+ 4. the same run again with every initial weight moved by one fp32 ulp: torch's own noise;
+ 5. runs `trainbench train --init-from OUT/init --train-file ... --data-order sequential` with
+    the same settings (OUT/trainbench), and reads its results.json and the final checkpoint's
+    model.safetensors;
+ 6. prints per step: loss (torch, ours, |diff|), loss scale and skip of both, the lr and the
+    gradient norm; then the final parameters (max |diff| per tensor group, ||diff||), and a
+    verdict: PASS when every loss scale, skip and lr is identical, every step's
+    |loss diff| <= 10 x torch's noise (max over steps) + 16 eps32 |loss|, and
+    ||ours - torch|| <= 10 x ||torch_noise - torch|| for the final parameters (the criterion of
+    tests/test_model_golden.c). Exit 0 PASS, 1 FAIL, 2 bad input.
+
+Installs nothing; needs torch, transformers, safetensors (the goldens venv).
+"""
+import argparse
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+
+PROG = "validate_model"
+NOISE_K = 10.0
+HERE = os.path.dirname(os.path.abspath(__file__))
+PRESETS = {  # src/model/model.c PRESETS
+    "tiny": dict(vocab_size=64, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=32,
+                 num_labels=2),
+    "small": dict(vocab_size=1024, dim=128, n_layers=4, n_heads=4, hidden_dim=512,
+                  max_position_embeddings=128, num_labels=2),
+}
+
+
+def die(msg, code=2):
+    print(f"{PROG}: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--config", help="a DistilBertConfig config.json (dropouts 0)")
+    g.add_argument("--preset", choices=sorted(PRESETS), help="one of trainbench's presets")
+    ap.add_argument("--data", help="train data as safetensors (input_ids, attention_mask, labels); "
+                                   "default: random data written to OUT/data.safetensors")
+    ap.add_argument("--rows", type=int, default=0, help="rows of the random data (default steps x batch)")
+    ap.add_argument("--seq-len", type=int, default=0, help="T of the random data (default min(32, positions))")
+    ap.add_argument("--data-seed", type=int, default=7)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "fp16-noscale"])
+    ap.add_argument("--optim", default="adamw_torch", choices=["adamw_torch", "adafactor"])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--learning-rate", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--lr-scheduler-type", default="linear", choices=["linear", "constant"])
+    ap.add_argument("--warmup-steps", type=int, default=0)
+    ap.add_argument("--max-grad-norm", type=float, default=1.0)
+    ap.add_argument("--init-scale", type=float, default=2.0 ** 16)
+    ap.add_argument("--growth-interval", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=42, help="torch.manual_seed before the HF init")
+    ap.add_argument("--backend", default="naive", help="trainbench --backend (default naive)")
+    ap.add_argument("--threads", type=int, default=1, help="threads of both sides (default 1)")
+    ap.add_argument("--trainbench", default=os.path.join(HERE, "..", "build", "trainbench"))
+    ap.add_argument("--out", required=True, help="work folder (created)")
+    a = ap.parse_args()
+    if a.steps < 1 or a.batch_size < 1:
+        die("--steps and --batch-size must be >= 1")
+    if a.warmup_steps and a.lr_scheduler_type == "constant":
+        die("--warmup-steps needs --lr-scheduler-type linear (transformers' constant has no warmup)")
+    if not os.access(a.trainbench, os.X_OK):
+        die(f"{a.trainbench} is not an executable (run `make`, or give --trainbench PATH)")
+    return a
+
+
+def import_libraries():
+    try:
+        import torch
+        import transformers
+        import safetensors.torch as st
+    except ImportError as e:
+        die(f"cannot import {e.name}: run with the goldens venv (reference/README.md), e.g. "
+            f"~/.cache/trainbench-venv/bin/python {sys.argv[0]} ...")
+    return torch, transformers, st
+
+
+def load_config(transformers, a):
+    if a.preset:
+        d = dict(PRESETS[a.preset])
+    else:
+        try:
+            with open(a.config) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            die(f"--config {a.config}: {e}")
+    for k in ("dropout", "attention_dropout", "seq_classif_dropout"):
+        if float(d.get(k, 0.0)) != 0.0:
+            die(f"--config: {k} is {d[k]}: trainbench has no dropout yet; set dropout, attention_dropout "
+                "and seq_classif_dropout to 0.0")
+        d[k] = 0.0
+    for k in ("_name_or_path", "transformers_version", "architectures", "model_type"):
+        d.pop(k, None)
+    return transformers.DistilBertConfig(**d, attn_implementation="eager")
+
+
+def make_data(torch, st, cfg, a, path):
+    n = a.rows or a.steps * a.batch_size
+    T = a.seq_len or min(32, cfg.max_position_embeddings)
+    g = torch.Generator().manual_seed(a.data_seed)
+    ids = torch.randint(2, cfg.vocab_size, (n, T), generator=g)
+    ids[:, 0] = 1
+    lengths = torch.randint(1, T + 1, (n,), generator=g)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
+    ids = ids * mask
+    labels = torch.randint(0, cfg.num_labels, (n,), generator=g)
+    st.save_file({"input_ids": ids, "attention_mask": mask, "labels": labels}, path)
+    return path
+
+
+def read_data(torch, st, path):
+    try:
+        d = st.load_file(path)
+    except Exception as e:  # noqa: BLE001
+        die(f"--data {path}: {e}")
+    if "input_ids" not in d or "labels" not in d:
+        die(f"--data {path}: needs input_ids and labels (and optionally attention_mask)")
+    ids = d["input_ids"].long()
+    mask = d["attention_mask"].long() if "attention_mask" in d else (ids != 0).long()
+    return ids, mask, d["labels"].long()
+
+
+def batch_rows(s, B, N):
+    return [(s * B + i) % N for i in range(B)]
+
+
+def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None):
+    """HF Trainer's inner loop on CPU, written out (see the module doc)."""
+    torch.manual_seed(0)
+    model = transformers.DistilBertForSequenceClassification.from_pretrained(init_dir, attn_implementation="eager")
+    model.train()
+    if ulp_seed is not None:
+        g = torch.Generator().manual_seed(ulp_seed)
+        with torch.no_grad():
+            for p in model.parameters():
+                up = torch.rand(p.shape, generator=g) < 0.5
+                p.copy_(torch.where(up, torch.nextafter(p, torch.full_like(p, math.inf)),
+                                    torch.nextafter(p, torch.full_like(p, -math.inf))))
+    decay = set(transformers.Trainer.get_decay_parameter_names(None, model))
+    named = list(model.named_parameters())
+    params = [p for _, p in named]
+    groups = [{"params": [p for n, p in named if n in decay], "weight_decay": a.weight_decay},
+              {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
+    if a.optim == "adamw_torch":
+        opt = torch.optim.AdamW(groups, lr=a.learning_rate, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+    else:
+        opt = transformers.optimization.Adafactor(groups, lr=a.learning_rate, scale_parameter=False,
+                                                  relative_step=False)
+    if a.lr_scheduler_type == "linear":
+        sched = transformers.get_linear_schedule_with_warmup(opt, a.warmup_steps, a.steps)
+    else:
+        sched = transformers.get_constant_schedule(opt)
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16-noscale": torch.float16}.get(a.precision)
+    scaler = (torch.amp.GradScaler("cpu", init_scale=a.init_scale, growth_interval=a.growth_interval)
+              if a.precision == "fp16" else None)
+    ids, mask, labels = data
+    rows = []
+    for s in range(a.steps):
+        r = batch_rows(s, a.batch_size, ids.shape[0])
+        opt.zero_grad(set_to_none=True)
+        ctx = torch.autocast("cpu", dtype=low) if low is not None else contextlib.nullcontext()
+        with ctx:
+            out = model(input_ids=ids[r], attention_mask=mask[r], labels=labels[r])
+        scale = scaler.get_scale() if scaler is not None else 1.0
+        (scaler.scale(out.loss) if scaler is not None else out.loss).backward()
+        if scaler is not None:
+            scaler.unscale_(opt)
+        norm = float(torch.nn.utils.clip_grad_norm_(params, a.max_grad_norm)) if a.max_grad_norm > 0 else math.nan
+        lr = opt.param_groups[0]["lr"]
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+            skipped = scaler.get_scale() < scale  # GradScaler backs off exactly when it skipped
+        else:
+            opt.step()
+            skipped = False
+        if not skipped:
+            sched.step()
+        rows.append(dict(loss=float(out.loss.detach()), scale=scale, skipped=skipped, lr=lr, grad_norm=norm))
+    return rows, {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def trainbench_run(a, init_dir, data_path, out_dir):
+    cmd = [a.trainbench, "train", "--init-from", init_dir, "--train-file", data_path, "--data-order", "sequential",
+           "--per-device-train-batch-size", str(a.batch_size), "--max-steps", str(a.steps),
+           "--learning-rate", repr(a.learning_rate), "--weight-decay", repr(a.weight_decay),
+           "--lr-scheduler-type", a.lr_scheduler_type, "--warmup-steps", str(a.warmup_steps),
+           "--max-grad-norm", repr(a.max_grad_norm), "--precision", a.precision, "--optim", a.optim,
+           "--init-scale", repr(a.init_scale), "--growth-interval", str(a.growth_interval),
+           "--backend", a.backend, "--threads", str(a.threads), "--logging-steps", str(a.steps),
+           "--save-steps", str(a.steps), "--output-dir", out_dir, "--no-progress"]
+    print("$ " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stdout + p.stderr)
+        die(f"trainbench train exited with {p.returncode}", 1)
+    with open(os.path.join(out_dir, "results.json")) as f:
+        res = json.load(f)
+    return res["records"], os.path.join(out_dir, f"checkpoint-{a.steps}", "model.safetensors")
+
+
+def group_of(name):
+    if "embeddings" in name and "LayerNorm" not in name:
+        return "embeddings"
+    if "LayerNorm" in name or "layer_norm" in name:
+        return "LayerNorm"
+    return "Linear " + ("bias" if name.endswith("bias") else "weight")
+
+
+def main():
+    a = parse_args()
+    torch, transformers, st = import_libraries()
+    torch.set_num_threads(a.threads)
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    os.makedirs(a.out, exist_ok=True)
+    cfg = load_config(transformers, a)
+    init_dir = os.path.join(a.out, "init")
+    torch.manual_seed(a.seed)
+    model = transformers.DistilBertForSequenceClassification(cfg)
+    model.save_pretrained(init_dir)
+    data_path = a.data or make_data(torch, st, cfg, a, os.path.join(a.out, "data.safetensors"))
+    data = read_data(torch, st, data_path)
+    print(f"model: dim {cfg.dim}, {cfg.n_layers} layers, {cfg.n_heads} heads (head size {cfg.dim // cfg.n_heads}), "
+          f"hidden {cfg.hidden_dim}, vocab {cfg.vocab_size}, {cfg.num_labels} labels; data {data_path}: "
+          f"{data[0].shape[0]} rows x {data[0].shape[1]} tokens, {float(data[1].float().mean()):.2f} real")
+    print(f"run: {a.precision}, {a.optim}, {a.steps} steps of batch {a.batch_size}, lr {a.learning_rate} "
+          f"({a.lr_scheduler_type}, warmup {a.warmup_steps}), weight decay {a.weight_decay} (Trainer groups), "
+          f"max_grad_norm {a.max_grad_norm}" + (f", GradScaler init {a.init_scale:g} interval {a.growth_interval}"
+                                                if a.precision == "fp16" else ""))
+    ref, ref_final = torch_run(torch, transformers, cfg, a, init_dir, data)
+    noise, noise_final = torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=9)
+    ours, ours_path = trainbench_run(a, init_dir, data_path, os.path.join(a.out, "trainbench"))
+    ours_final = st.load_file(ours_path)
+
+    noise_loss = max(abs(n["loss"] - r["loss"]) for n, r in zip(noise, ref))
+    bad = 0
+    print("\nstep  loss torch     loss ours      |diff|    used  scale torch/ours   skip t/o  lr same  grad_norm rel")
+    for k, (r, o) in enumerate(zip(ref, ours)):
+        ol = o["loss"] if o["loss"] is not None else math.nan
+        d = abs(ol - r["loss"])
+        tol = NOISE_K * noise_loss + 16 * 2.0 ** -23 * abs(r["loss"])
+        same_lr = o["learning_rate"] == r["lr"]
+        gn = o.get("grad_norm")
+        rel = (abs(gn - r["grad_norm"]) / r["grad_norm"] if gn is not None and math.isfinite(r["grad_norm"])
+               and r["grad_norm"] > 0 else math.nan)
+        ok = d <= tol and o["loss_scale"] == r["scale"] and o["skipped"] == r["skipped"] and same_lr
+        bad += not ok
+        print(f"{k + 1:4d}  {r['loss']:.9f}  {ol:.9f}  {d:9.2e}  {d / tol:5.2f}  {r['scale']:>9g}/{o['loss_scale']:<9g}"
+              f"  {int(r['skipped'])}/{int(o['skipped'])}       {'yes' if same_lr else 'NO '}    {rel:9.2e}"
+              f"{'' if ok else '  <-- FAIL'}")
+    groups, d2, n2 = {}, 0.0, 0.0
+    for n, t in ref_final.items():
+        if n not in ours_final:
+            die(f"{ours_path}: tensor {n} missing", 1)
+        diff = (ours_final[n].double() - t.double())
+        g = groups.setdefault(group_of(n), [0.0, 0])
+        g[0] = max(g[0], float(diff.abs().max()))
+        g[1] += int((diff == 0).sum())
+        d2 += float((diff ** 2).sum())
+        n2 += float(((noise_final[n].double() - t.double()) ** 2).sum())
+    d, nd = math.sqrt(d2), math.sqrt(n2)
+    print("\nfinal parameters: group, max |ours - torch|, bit-identical values")
+    for g, (m, ex) in sorted(groups.items()):
+        print(f"  {g:16s} {m:10.3g} {ex}")
+    final_ok = d <= NOISE_K * nd
+    print(f"  ||ours - torch|| = {d:.3g}; torch noise (weights moved by one ulp) ||torch' - torch|| = {nd:.3g}; "
+          f"used {d / (NOISE_K * nd) if nd > 0 else math.inf:.2f} of {NOISE_K:g} x noise")
+    print(f"  loss: torch noise {noise_loss:.3g} (max over steps); bound {NOISE_K:g} x noise + 16 eps32 |loss|")
+    verdict = bad == 0 and final_ok
+    print(f"\nverdict: {'PASS' if verdict else 'FAIL'}: {a.steps - bad} of {a.steps} steps match (loss within "
+          f"the bound, loss scale, skip and lr identical); final parameters "
+          f"{'within' if final_ok else 'OUTSIDE'} {NOISE_K:g} x torch's noise")
+    sys.exit(0 if verdict else 1)
+
+
+if __name__ == "__main__":
+    main()
