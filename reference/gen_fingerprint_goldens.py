@@ -78,6 +78,14 @@ CASES = [
          cls="bitsandbytes.optim.AdamW8bit",
          comment="20 steps, fp32, bitsandbytes AdamW8bit (lr=1e-3, wd=0.01) with min_8bit_size=1024 "
                  "so that the tiny preset's matrices use 8-bit blockwise state"),
+    # what most fp16 runs use: GradScaler("cpu") at its defaults. On the tiny preset its loss
+    # scale never overflows and its trajectory stays within 2.2e-5 of fp16-noscale's: the two
+    # cannot be told apart, and fingerprint must say so instead of naming fp16-noscale
+    dict(name="train_fp16_scaler_default", mode="fp16", optim="adamw_torch", hp=G.ADAMW,
+         cls="torch.optim.AdamW", scaler=dict(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                                              growth_interval=2000, enabled=True),
+         comment="20 AdamW steps under fp16 CPU autocast with torch.amp.GradScaler('cpu') at its "
+                 "defaults (init_scale 2^16, growth_interval 2000)"),
 ]
 
 STEP_PROTOCOL = ("for s in 1..20: opt.zero_grad(set_to_none=True); with autocast (bf16 only): out = "
@@ -87,25 +95,38 @@ STEP_PROTOCOL = ("for s in 1..20: opt.zero_grad(set_to_none=True); with autocast
 
 def run_case(torch, transformers, bnb, c, base_meta):
     mode = c["mode"]
-    if mode not in ("fp32", "bf16"):
-        die(f"{c['name']}: only modes without loss scaling are generated here (got {mode})", 1)
+    if (mode == "fp16") != ("scaler" in c) or mode == "fp16-noscale":
+        die(f"{c['name']}: mode {mode}: fp32/bf16 without a scaler, or fp16 with one", 1)
     model = G.build_model(torch, transformers, 2)
     names = G.param_names(model)
     params = [p for _, p in model.named_parameters()]
     init = {n: p.detach().clone() for n, p in model.named_parameters()}
     ids, masks, labels = G.train_batches(torch)
     opt = O.make_optimizer(torch, transformers, bnb, c["optim"], params, c["hp"])
+    scaler = torch.amp.GradScaler("cpu", **c["scaler"]) if "scaler" in c else None
 
-    loss_v, grad_norm_v = [], []
+    loss_v, grad_norm_v, scale_v, skipped_v = [], [], [], []
     for s in range(G.TRAIN_STEPS):
         opt.zero_grad(set_to_none=True)
         out = G.forward(torch, model, mode, ids[s], masks[s], labels[s])
         if out.loss.dtype != torch.float32:
             die(f"{c['name']}: loss dtype {out.loss.dtype}", 1)
         loss_v.append(float(out.loss.detach()))
-        out.loss.backward()
+        scale = scaler.get_scale() if scaler is not None else 1.0
+        scale_v.append(scale)
+        if scaler is not None:
+            scaler.scale(out.loss).backward()
+            scaler.unscale_(opt)
+        else:
+            out.loss.backward()
         grad_norm_v.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params)))
-        opt.step()
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+            skipped_v.append(1 if scaler.get_scale() < scale else 0)
+        else:
+            opt.step()
+            skipped_v.append(0)
         if not all(bool(torch.isfinite(p).all()) for p in params):
             die(f"{c['name']}: step {s + 1}: non-finite parameters", 1)
 
@@ -122,13 +143,15 @@ def run_case(torch, transformers, bnb, c, base_meta):
     tensors["input.attention_mask"] = masks
     tensors["input.labels"] = labels
     tensors["expect.loss"] = torch.tensor(loss_v, dtype=torch.float32)
-    tensors["expect.scale"] = torch.ones(S, dtype=torch.float32)
-    tensors["expect.skipped"] = torch.zeros(S, dtype=torch.uint8)
+    tensors["expect.scale"] = torch.tensor(scale_v, dtype=torch.float32)
+    tensors["expect.skipped"] = torch.tensor(skipped_v, dtype=torch.uint8)
     tensors["expect.grad_norm"] = torch.tensor(grad_norm_v, dtype=torch.float64).float()
 
     flags = ["padding", "no_padding_batch", c["optim"], "trajectory", "fingerprint_reference"]
     if mode != "fp32":
         flags.append("autocast")
+    if scaler is not None:
+        flags.append("grad_scaler")
     if bnb_8bit:
         flags.append("bnb_state_8bit")
     meta = dict(base_meta)
@@ -141,8 +164,10 @@ def run_case(torch, transformers, bnb, c, base_meta):
         "optimizer": c["optim"], "optimizer_class": c["cls"],
         "hparams": json.dumps(c["hp"], separators=(",", ":"), sort_keys=True),
         "param_groups": "one group with every parameter (weight decay, where set, on all)",
-        "grad_scaler": "none", "step_protocol": STEP_PROTOCOL, "skipped_steps": "none",
-        "final_scale": "none",
+        "grad_scaler": json.dumps(c["scaler"], separators=(",", ":"), sort_keys=True) if scaler else "none",
+        "step_protocol": G.STEP_PROTOCOL_SCALER if scaler else STEP_PROTOCOL,
+        "skipped_steps": ",".join(str(i + 1) for i, k in enumerate(skipped_v) if k) or "none",
+        "final_scale": repr(scaler.get_scale()) if scaler else "none",
         "lengths": ";".join(",".join(str(int(x)) for x in masks[s].sum(1)) for s in range(S)),
         "inputs_from": "identical to train_fp32.safetensors (param.*, input.*): same model seed, "
                        "same batches (gen_model_goldens.train_batches)",

@@ -64,6 +64,7 @@ static void write_text(const char* name, const char* text) {
 // the goldens' trajectories: name (train_x), mode, optimizer, losses
 typedef struct {
     char name[128], mode[32], optim[32];
+    char desc[160];  // how fingerprint names it: "fp16 (adamw_torch, GradScaler init 65536, interval 2000)"
     double loss[64];
     int n;
 } Golden;
@@ -90,6 +91,15 @@ static void load_goldens(void) {
         snprintf(g->name, sizeof g->name, "%.*s", (int)(l - 12), e->d_name);
         snprintf(g->mode, sizeof g->mode, "%s", st_meta(&st, "mode"));
         snprintf(g->optim, sizeof g->optim, "%s", st_meta(&st, "optimizer"));
+        json_t* gs = json_loads(st_meta(&st, "grad_scaler") ? st_meta(&st, "grad_scaler") : "null", JSON_DECODE_ANY, NULL);
+        if (json_is_object(gs))
+            snprintf(g->desc, sizeof g->desc, "%s (%s, GradScaler init %.0f, interval %lld)", st_meta(&st, "mode"),
+                     st_meta(&st, "optimizer"),
+                     json_number_value(json_object_get(gs, "init_scale")),
+                     (long long)json_integer_value(json_object_get(gs, "growth_interval")));
+        else
+            snprintf(g->desc, sizeof g->desc, "%s (%s)", st_meta(&st, "mode"), st_meta(&st, "optimizer"));
+        json_decref(gs);
         const StTensor* t = st_find(&st, "expect.loss");
         assert_non_null(t);
         g->n = (int)t->numel;
@@ -100,6 +110,19 @@ static void load_goldens(void) {
     qsort(g_gold, (size_t)g_n_gold, sizeof(Golden), cmp_golden);
     // the four precision modes with adamw_torch plus the optimizer dialects
     assert_true(g_n_gold >= 8);
+}
+
+// References that never differ by more than 2 x tolerance over their 20 steps (FINGERPRINT.md:
+// 2.18e-5 apart at most): fp16 with GradScaler at its defaults (init 2^16, interval 2000) never
+// overflows on the tiny preset and loses almost nothing to underflow, so its trajectory is
+// fp16-noscale's. Each is "ambiguous" with the other, by design.
+static const char* inseparable_partner(const char* name) {
+    static const char* const PAIRS[][2] = {{"train_fp16-noscale", "train_fp16_scaler_default"}};
+    for (size_t i = 0; i < sizeof PAIRS / sizeof PAIRS[0]; i++) {
+        if (!strcmp(name, PAIRS[i][0])) return PAIRS[i][1];
+        if (!strcmp(name, PAIRS[i][1])) return PAIRS[i][0];
+    }
+    return NULL;
 }
 
 static const Golden* golden(const char* name) {
@@ -127,12 +150,18 @@ static void test_each_golden_matches_only_itself(void** s) {
     for (int i = 0; i < g_n_gold; i++) {
         char args[1024], want[256], row[256];
         snprintf(args, sizeof args, "%s/%.127s.safetensors", GOLDENS, g_gold[i].name);
-        snprintf(want, sizeof want, "\nmatches %s (%s)\n", g_gold[i].mode, g_gold[i].optim);
-        expect(args, 0, want);
+        const char* partner = inseparable_partner(g_gold[i].name);
+        if (partner) {  // itself first, then the one it cannot be told apart from
+            snprintf(want, sizeof want, "\nambiguous: consistent with %s and %s\n", g_gold[i].desc, golden(partner)->desc);
+            expect(args, 1, want);
+        } else {
+            snprintf(want, sizeof want, "\nmatches %s\n", g_gold[i].desc);
+            expect(args, 0, want);
+        }
         snprintf(row, sizeof row, "1    %-28.127s", g_gold[i].name);  // ranked first
         assert_non_null(strstr(g_out, row));
-        assert_int_equal(count_of(g_out, "  consistent\n"), 1);
-        assert_int_equal(count_of(g_out, "not consistent\n"), g_n_gold - 1);
+        assert_int_equal(count_of(g_out, "  consistent\n"), partner ? 2 : 1);
+        assert_int_equal(count_of(g_out, "not consistent\n"), g_n_gold - (partner ? 2 : 1));
     }
 }
 
@@ -216,13 +245,17 @@ static void test_formats(void** s) {
     write_text("l.txt", text);
     write_text("l.csv", csv);
     write_text("l.json", arr);
+    char want[256];
     snprintf(args, sizeof args, "%s/l.txt", g_tmp);
-    expect(args, 0, "\nmatches fp16 (adamw_torch)\n");
+    snprintf(want, sizeof want, "\nmatches %s\n", g->desc);
+    expect(args, 0, want);
     assert_non_null(strstr(g_out, "(text, 20 losses)"));
     snprintf(args, sizeof args, "%s/l.csv --label fp16", g_tmp);
-    expect(args, 0, "\nclaims fp16, matches fp16 (adamw_torch)\n");
+    snprintf(want, sizeof want, "\nclaims fp16, matches %s\n", g->desc);
+    expect(args, 0, want);
     snprintf(args, sizeof args, "%s/l.json", g_tmp);
-    expect(args, 0, "\nmatches fp16 (adamw_torch)\n");
+    snprintf(want, sizeof want, "\nmatches %s\n", g->desc);
+    expect(args, 0, want);
     // safetensors: F64 "loss" with a label in the metadata
     StWriter* w = st_writer_new();
     int64_t shape[1] = {g->n};
@@ -233,7 +266,8 @@ static void test_formats(void** s) {
     assert_true(status_is_ok(st_writer_save(w, p)));
     st_writer_free(w);
     snprintf(args, sizeof args, "%s", p);
-    expect(args, 1, "\nclaims fp16-noscale, matches fp16 (adamw_torch)\n");
+    snprintf(want, sizeof want, "\nclaims fp16-noscale, matches %s\n", g->desc);
+    expect(args, 1, want);
     // more steps than the references: the first 20 are compared
     double l[64];
     memcpy(l, g->loss, sizeof l);
@@ -269,8 +303,10 @@ static void test_pytorch_demo(void** s) {
     static const struct { const char* file; int code; const char* conclusion; } CASES[] = {
         {"threads2_fp32", 0, "claims fp32, matches fp32 (adamw_torch)"},
         {"threads2_bf16", 0, "claims bf16, matches bf16 (adamw_torch)"},  // (a)
-        {"threads2_fp16", 0, "claims fp16, matches fp16 (adamw_torch)"},
-        {"threads2_fp16-noscale", 0, "claims fp16-noscale, matches fp16-noscale (adamw_torch)"},
+        {"threads2_fp16", 0, "claims fp16, matches fp16 (adamw_torch, GradScaler init 16777216, interval 4)"},
+        // fp16-noscale cannot be told apart from fp16 with a default GradScaler (see inseparable_partner)
+        {"threads2_fp16-noscale", 1, "claims fp16-noscale, ambiguous: consistent with fp16-noscale (adamw_torch) and "
+                                     "fp16 (adamw_torch, GradScaler init 65536, interval 2000)"},
         {"threads2_fp32_foreach", 0, "claims fp32/adamw_torch, matches fp32 (adamw_torch)"},
         {"threads2_fp32_fused", 0, "claims fp32/adamw_torch, matches fp32 (adamw_torch)"},
         {"threads2_fp32_adafactor", 0, "claims fp32/adafactor, matches fp32 (adafactor)"},
@@ -280,8 +316,9 @@ static void test_pytorch_demo(void** s) {
         // torch.backends.mkldnn disabled: another GEMM path (bf16 Adafactor drifts 1.6e-5 by step 20)
         {"mkldnn_off_fp32", 0, "claims fp32/adamw_torch, matches fp32 (adamw_torch)"},
         {"mkldnn_off_bf16", 0, "claims bf16/adamw_torch, matches bf16 (adamw_torch)"},
-        {"mkldnn_off_fp16", 0, "claims fp16/adamw_torch, matches fp16 (adamw_torch)"},
-        {"mkldnn_off_fp16-noscale", 0, "claims fp16-noscale/adamw_torch, matches fp16-noscale (adamw_torch)"},
+        {"mkldnn_off_fp16", 0, "claims fp16/adamw_torch, matches fp16 (adamw_torch, GradScaler init 16777216, interval 4)"},
+        {"mkldnn_off_fp16-noscale", 1, "claims fp16-noscale/adamw_torch, ambiguous: consistent with fp16-noscale "
+                                       "(adamw_torch) and fp16 (adamw_torch, GradScaler init 65536, interval 2000)"},
         {"mkldnn_off_fp32_adafactor", 0, "claims fp32/adafactor, matches fp32 (adafactor)"},
         {"mkldnn_off_bf16_adafactor", 0, "claims bf16/adafactor, matches bf16 (adafactor)"},
         {"mkldnn_off_fp32_adafactor_torch", 0, "claims fp32/adafactor_torch, matches fp32 (adafactor_torch)"},
@@ -342,11 +379,20 @@ static void test_c_trainer_recognised(void** s) {
             snprintf(fname, sizeof fname, "c_%.127s_%s.json", g->name, BACKENDS[bi]);
             write_json(fname, loss, n, label);
             snprintf(args, sizeof args, "%s/%s", g_tmp, fname);
-            snprintf(want, sizeof want, "\nclaims %s, matches %s (%s)\n", label, g->mode, g->optim);
+            const char* partner = inseparable_partner(g->name);
+            int want_rc = 0;
+            if (partner) {  // consistent with both; which one ranks first depends on the run's noise
+                snprintf(want, sizeof want, "\nclaims %s, ambiguous: consistent with ", label);
+                want_rc = 1;
+            } else {
+                snprintf(want, sizeof want, "\nclaims %s, matches %s\n", label, g->desc);
+            }
             int rc = run_fp(args);
             const char* concl = strstr(g_out, "\nclaims ");
             printf("  %s", concl ? concl + 1 : "(no conclusion)\n");  // the conclusion (and any note)
-            if (rc != 0 || !strstr(g_out, want)) {
+            bool ok = rc == want_rc && strstr(g_out, want);
+            if (partner && ok) ok = concl && strstr(concl, g->desc) && strstr(concl, golden(partner)->desc);
+            if (!ok) {
                 printf("output was:\n%s\nFAIL: the C trainer's %s run on %s is not recognised as %s\n", g_out, g->name,
                        BACKENDS[bi], label);
                 for (int k = 0; k < n; k++)

@@ -77,6 +77,7 @@ typedef struct {
     char* name;      // file name without .safetensors: "train_bf16"
     char* mode;      // metadata "mode"
     char* optim;     // metadata "optimizer"
+    char scaler[64]; // "GradScaler init 65536, interval 2000" (metadata grad_scaler), "" without one
     double* loss;    // (n)
     int n;
     int window;      // decisive steps: by this step it differs by > 2 x tol from every other reference
@@ -344,6 +345,13 @@ static Status load_refs(const char* dir, Ref** out, size_t* n_out) {
         r->name[strlen(r->name) - 12] = '\0';
         r->mode = xstrdup(mode);
         r->optim = xstrdup(optim);
+        // two fp16 references differ only in their GradScaler settings: name them
+        json_t* gs = json_loads(st_meta(&st, "grad_scaler") ? st_meta(&st, "grad_scaler") : "null", JSON_DECODE_ANY, NULL);
+        if (json_is_object(gs))
+            snprintf(r->scaler, sizeof r->scaler, "GradScaler init %.0f, interval %lld",
+                     json_number_value(json_object_get(gs, "init_scale")),
+                     (long long)json_integer_value(json_object_get(gs, "growth_interval")));
+        json_decref(gs);
         r->n = (int)t->numel;
         r->loss = xmalloc(t->numel * sizeof(double));
         for (size_t k = 0; k < t->numel; k++) r->loss[k] = ((const float*)t->data)[k];
@@ -392,7 +400,10 @@ static int separation_step(const Ref* a, const Ref* b, double tol) {
     return 0;
 }
 
-static void describe(char* buf, size_t len, const Ref* r) { snprintf(buf, len, "%s (%s)", r->mode, r->optim); }
+static void describe(char* buf, size_t len, const Ref* r) {
+    if (r->scaler[0]) snprintf(buf, len, "%s (%s, %s)", r->mode, r->optim, r->scaler);
+    else snprintf(buf, len, "%s (%s)", r->mode, r->optim);
+}
 
 static int fingerprint_run(int argc, char** argv) {
     const char* cand_path = NULL;
@@ -457,8 +468,8 @@ static int fingerprint_run(int argc, char** argv) {
     // PyTorch's by step 16 while staying within 1.2e-6 up to step 7) and no longer tell modes
     // apart. The shortest useful candidate reaches the first step at which any pair separates.
     int ref_steps = refs[0].n, min_steps = 0;
-    const Ref* never_a = NULL;
-    const Ref* never_b = NULL;
+    const char* never_a = NULL;  // names (not Ref pointers: refs is sorted below)
+    const char* never_b = NULL;
     for (size_t i = 0; i < nr; i++)
         if (refs[i].n < ref_steps) ref_steps = refs[i].n;
     for (size_t i = 0; i < nr; i++) {
@@ -469,8 +480,8 @@ static int fingerprint_run(int argc, char** argv) {
             if (!k) {  // never separated: cannot be told apart; decide over every step
                 k = ref_steps;
                 if (i < j) {
-                    never_a = &refs[i];
-                    never_b = &refs[j];
+                    never_a = refs[i].name;
+                    never_b = refs[j].name;
                 }
             } else if (!min_steps || k < min_steps) {
                 min_steps = k;
@@ -537,7 +548,7 @@ static int fingerprint_run(int argc, char** argv) {
     }
     if (never_a)
         printf("\nnote: %s and %s never differ by more than 2 x tolerance: they cannot be told apart (a smaller "
-               "--tolerance may)\n", never_a->name, never_b->name);
+               "--tolerance may)\n", never_a, never_b);
 
     // conclusion: one line; exit 0 only for an unambiguous match that the label (if any) agrees with
     char claim[FP_MAX_LABEL + 16] = "", what[512] = "", buf[160];
