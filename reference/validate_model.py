@@ -13,8 +13,9 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
  2. takes the batches from --data (safetensors: input_ids, attention_mask, labels, as
     `trainbench train --train-file` reads it) or, without --data, writes OUT/data.safetensors
     (random ids 2..vocab-1 after a first token 1, 1..T real tokens per row, random labels;
-    --data-seed); step s uses rows (s*B .. s*B+B-1) mod N, in file order (both sides: the CLI
-    runs with --data-order sequential);
+    --data-seed); the rows are read in file order, as `trainbench train --data-order sequential`
+    does: step s is batch s mod nb of the file (nb = ceil(N / B); the last batch of each pass
+    may be short; reference/data_order.py);
  3. trains transformers for --steps steps as HF Trainer optimizes (its inner loop written out,
     on CPU: Trainer with fp16 on CPU would silently train in fp32): AdamW (torch.optim.AdamW,
     for-loop) or transformers' Adafactor as the Trainer configures it, two param groups
@@ -150,8 +151,8 @@ def read_data(torch, st, path):
     return ids, mask, d["labels"].long()
 
 
-def batch_rows(s, B, N):
-    return [(s * B + i) % N for i in range(B)]
+sys.path.insert(0, HERE)
+from data_order import batches  # noqa: E402 - trainbench's batch order (sequential here)
 
 
 def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None):
@@ -185,8 +186,7 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None):
               if a.precision == "fp16" else None)
     ids, mask, labels = data
     rows = []
-    for s in range(a.steps):
-        r = batch_rows(s, a.batch_size, ids.shape[0])
+    for s, r in enumerate(batches(ids.shape[0], a.batch_size, 0, a.steps, shuffled=False)):
         opt.zero_grad(set_to_none=True)
         ctx = torch.autocast("cpu", dtype=low) if low is not None else contextlib.nullcontext()
         with ctx:
