@@ -353,6 +353,36 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
     // a folder without config.json and no --model/--config
     snprintf(args, sizeof args, "--init-from %s --max-steps 1 --output-dir %s/o5", g_tmp, g_tmp);
     expect_exit2(args, "has no readable config.json");
+    // a missing tensor, and one of another dtype: named, with what is allowed
+    {
+        StWriter* w = st_writer_new();
+        StWriter* w2 = st_writer_new();
+        for (size_t i = 0; i < g.n_tensors; i++) {
+            const StTensor* t = &g.tensors[i];
+            if (strncmp(t->name, "param.", 6) != 0) continue;
+            if (strcmp(t->name, "param.classifier.bias") != 0) st_writer_add(w, t->name + 6, t->dtype, t->ndim, t->shape, t->data);
+            if (strcmp(t->name, "param.pre_classifier.bias") != 0)
+                st_writer_add(w2, t->name + 6, t->dtype, t->ndim, t->shape, t->data);
+        }
+        int64_t b[32] = {0};
+        int64_t shape[1] = {32};
+        st_writer_add(w2, "pre_classifier.bias", DTYPE_I64, 1, shape, b);
+        snprintf(path, sizeof path, "%s/missing.safetensors", g_tmp);
+        assert_true(status_is_ok(st_writer_save(w, path)));
+        snprintf(args, sizeof args, "--init-from %s --max-steps 1 --output-dir %s/o6", path, g_tmp);
+        expect_exit2(args, "missing tensor 'classifier.bias' (2)");
+        snprintf(path, sizeof path, "%s/i64.safetensors", g_tmp);
+        assert_true(status_is_ok(st_writer_save(w2, path)));
+        snprintf(args, sizeof args, "--init-from %s --max-steps 1 --output-dir %s/o7", path, g_tmp);
+        expect_exit2(args, "tensor 'pre_classifier.bias' has dtype I64 (allowed: F32, BF16, F16)");
+        st_writer_free(w);
+        st_writer_free(w2);
+    }
+    // refused runs leave no output folder behind
+    for (int k = 1; k <= 7; k++) {
+        snprintf(path, sizeof path, "%s/o%d", g_tmp, k);
+        assert_false(path_is_dir(path));
+    }
     st_free(&g);
 }
 
