@@ -255,7 +255,7 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
     (void)s;
     SafeTensors g;
     assert_true(status_is_ok(st_read("reference/golden/model/trainer_fp32.safetensors", &g)));
-    char dir[512], path[700], data[600], out[600], args[2048];
+    char dir[512], path[700], data[600], out[600], args[4096];
     snprintf(dir, sizeof dir, "%s/hf-init", g_tmp);
     assert_true(status_is_ok(make_dirs(dir)));
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -268,7 +268,7 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
     snprintf(args, sizeof args,
              "--init-from %s --train-file %s --data-order sequential --per-device-train-batch-size 4 --max-steps 20 "
              "--learning-rate 1e-3 --weight-decay 0.01 --warmup-steps 4 --max-grad-norm 0.3 --logging-steps 1 "
-             "--save-steps 20 --backend naive --threads 1 --output-dir %s", dir, data, out);
+             "--save-steps 10 --backend naive --threads 1 --output-dir %s", dir, data, out);
     int rc = run(args, g_out, sizeof g_out);
     if (rc) printf("%s\n", g_out);
     assert_int_equal(rc, 0);
@@ -308,6 +308,26 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
         n_final++;
     }
     assert_int_equal(m.n_tensors, n_final);  // transformers' names only, nothing else
+    // a run started with --init-from resumes from its checkpoint (without --init-from) bit for bit
+    char out2[700], p2[800];
+    snprintf(out2, sizeof out2, "%s-resumed", out);
+    snprintf(args, sizeof args,
+             "--config %s/config.json --train-file %s --data-order sequential --per-device-train-batch-size 4 "
+             "--max-steps 20 --learning-rate 1e-3 --weight-decay 0.01 --warmup-steps 4 --max-grad-norm 0.3 "
+             "--logging-steps 1 --save-steps 10 --backend naive --threads 1 --output-dir %s "
+             "--resume-from-checkpoint %s/checkpoint-10", dir, data, out2, out);
+    rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    snprintf(p2, sizeof p2, "%s/checkpoint-20/model.safetensors", out2);
+    SafeTensors m2;
+    assert_true(status_is_ok(st_read(p2, &m2)));
+    for (size_t i = 0; i < m.n_tensors; i++) {
+        const StTensor* t2 = st_find(&m2, m.tensors[i].name);
+        assert_non_null(t2);
+        assert_memory_equal(m.tensors[i].data, t2->data, m.tensors[i].nbytes);
+    }
+    st_free(&m2);
     printf("--init-from + sequential + Trainer policies vs torch (trainer_fp32): max |loss diff| %.3g, grad_norm "
            "max rel diff %.3g, final params max |diff| %.3g, lr identical 20/20\n", worst_loss, worst_norm, worst_param);
     assert_true(worst_loss <= 1e-6);

@@ -5,7 +5,9 @@
 // and Trainer-like log lines. It writes OUTPUT_DIR/results.json (config, per-step records,
 // evals, summary) atomically after every log/eval and at the end, and, with --save-steps,
 // checkpoints OUTPUT_DIR/checkpoint-<step>/checkpoint.safetensors (params, optimizer state,
-// scaler, step, records so far) from which --resume-from-checkpoint continues bit for bit.
+// scaler, step, records so far) from which --resume-from-checkpoint continues bit for bit, plus
+// model.safetensors + config.json (transformers' view of the weights). --init-from starts from
+// transformers weights; the Trainer's schedule and clipping are in schedule.c.
 // Not here: benchmarks (bench/), comparisons with goldens (tests), reports.
 #include <errno.h>
 #include <jansson.h>
@@ -543,8 +545,10 @@ static Status load_checkpoint(Run* r, const char* dir) {
     else {
         json_object_foreach(r->config_json, key, val) {
             if (!strcmp(key, "max_steps") || !strcmp(key, "threads") || !strcmp(key, "eval_steps") ||
-                !strcmp(key, "logging_steps") || !strcmp(key, "save_steps") || !strcmp(key, "output_dir"))
-                continue;  // may change between the two parts of a run
+                !strcmp(key, "logging_steps") || !strcmp(key, "save_steps") || !strcmp(key, "output_dir") ||
+                !strcmp(key, "init_from"))
+                continue;  // may change between the two parts of a run (init_from: the weights now
+                           // come from the checkpoint)
             if (!json_equal(val, json_object_get(saved_cfg, key))) {
                 char* a = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
                 char* b = json_dumps(json_object_get(saved_cfg, key) ? json_object_get(saved_cfg, key) : json_null(),
