@@ -69,11 +69,27 @@ def import_libraries():
 # cases
 # ----------------------------------------------------------------------------------------------
 def case(name, shape, seed, hp, flags, comment, std=0.02, steps=T_DEFAULT, check=None,
-         grad_mask=None):
+         grad_mask=None, grads=None):
+    """grads: None = the STEP_EXPONENTS schedule; or one of GRAD_KINDS (edge-value gradients)."""
     if check is None:
         check = sorted({1, 2, 5, 10, steps}) if steps > 2 else list(range(1, steps + 1))
+    assert grads is None or grads in GRAD_KINDS, grads
     return dict(name=name, shape=tuple(shape), seed=seed, hp=hp, flags=flags, comment=comment,
-                std=std, steps=steps, check=[k for k in check if k <= steps], grad_mask=grad_mask)
+                std=std, steps=steps, check=[k for k in check if k <= steps], grad_mask=grad_mask,
+                grads=grads)
+
+
+# Edge-value gradient kinds (the case's `grads`), each with the description written to its
+# metadata `grad_schedule`. All draw N(0,1) * 10^U(-ELEM_SPREAD, ELEM_SPREAD) per element first.
+GRAD_KINDS = {
+    "subnormal": "every step: N(0,1) * 10^U(-1.5,1.5) * 1e-41 (fp32 subnormals, some flushed to 0)",
+    "huge": "every step: N(0,1) * 10^U(-1.5,1.5) * 1e20 (g*g overflows fp32 to inf)",
+    "nonfinite": "the STEP_EXPONENTS schedule, then step 2: flat[0]=+inf, flat[1]=-inf, flat[2]=NaN; "
+                 "step 4: flat[5]=NaN",
+    "all_zero": "every step all-zero",
+}
+EDGE_STEPS = 6  # edge cases: 6 steps checked at 1, 2, 3, 4, 6 (keeps replay and size small)
+EDGE_CHECK = [1, 2, 3, 4, 6]
 
 
 def sched_flags(steps):
@@ -128,10 +144,74 @@ def common_cases(hp_on, hp_off, wd_flag_on="wd_on", wd_flag_off="wd_off", extra_
     return cs
 
 
+def edge(name, shape, seed, hp, flags, comment, std=0.5, grads=None, grad_mask=None):
+    """A short edge case: EDGE_STEPS steps of a small tensor (flags gain "edge")."""
+    return case(name, shape, seed, hp, flags + ["edge"], comment, std=std, steps=EDGE_STEPS,
+                check=EDGE_CHECK, grads=grads, grad_mask=grad_mask)
+
+
+def edge_shapes_and_grads(hp, seed0, extra_flags=()):
+    """Shapes (0-d, (N,1), (1,N), 3-D) and gradient values (zero, subnormal, huge, inf/NaN) that
+    every optimizer gets, on hyper-parameters hp."""
+    xf = list(extra_flags)
+    return [
+        edge("scalar_0d", (), seed0, hp, ["scalar_0d"] + xf, "0-d parameter (a single value, shape ())"),
+        edge("col_37x1", (37, 1), seed0 + 1, hp, ["matrix_col"] + xf, "(N, 1) matrix: one column"),
+        edge("row_1x37", (1, 37), seed0 + 2, hp, ["matrix_row"] + xf, "(1, N) matrix: one row"),
+        edge("three_d_2x3x5", (2, 3, 5), seed0 + 3, hp, ["three_d"] + xf, "3-D tensor (2, 3, 5)"),
+        edge("grads_all_zero_vec_33", (33,), seed0 + 4, hp, ["zero_grads"] + xf,
+             "every gradient is 0 from step 1 (state stays 0; only decay moves p)", grads="all_zero"),
+        edge("grads_subnormal_vec_33", (33,), seed0 + 5, hp, ["subnormal_grads"] + xf,
+             "fp32 subnormal gradients (~1e-41): g*g underflows to 0", grads="subnormal"),
+        edge("grads_huge_vec_33", (33,), seed0 + 6, hp, ["huge_grads"] + xf,
+             "gradients ~1e20: g*g overflows to inf in the second moment", grads="huge"),
+        edge("grads_nonfinite_vec_33", (33,), seed0 + 7, hp, ["nonfinite_grads"] + xf,
+             "+inf, -inf and NaN gradients at step 2 and NaN at step 4: NaN/inf propagate into "
+             "state and params as the library lets them", grads="nonfinite"),
+    ]
+
+
 def adamw_torch_cases():
     base = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
                 maximize=False, foreach=False, capturable=False, differentiable=False, fused=False)
-    return common_cases(base, dict(base, weight_decay=0.0))
+    return common_cases(base, dict(base, weight_decay=0.0)) + adam_family_edge_cases(base, 500)
+
+
+def adam_family_edge_cases(base, seed0):
+    """AdamW-family hyper-parameter edges (adamw_torch and adamw_bnb_8bit share them): beta1 on
+    both sides of torch lerp_'s 0.5 weight switch, beta2 near and far from 1, eps 0/tiny/large,
+    lr 0/tiny/large, weight decay with lr*wd near, at and above 1."""
+    b2 = base["betas"][1]
+    v = (257,)
+    cs = [edge(f"beta1_{b1}_vec_257", v, seed0 + i, dict(base, betas=[b1, b2]),
+               ["beta1_edge", "lerp_weight_large" if 1 - b1 >= 0.5 else "lerp_weight_small"],
+               f"beta1={b1}: lerp_ weight 1-beta1={1 - b1:g} "
+               f"({'>= 0.5: the end - (end-start)*(1-w) branch' if 1 - b1 >= 0.5 else '< 0.5: the start + w*(end-start) branch'})")
+          for i, b1 in enumerate([0.0, 0.3, 0.5, 0.7])]
+    cs += [
+        edge("beta2_0_vec_257", v, seed0 + 10, dict(base, betas=[0.9, 0.0]), ["beta2_edge"],
+             "beta2=0: v = g*g each step, bias correction 2 is 1"),
+        edge("beta2_0.5_vec_257", v, seed0 + 11, dict(base, betas=[0.9, 0.5]), ["beta2_edge"],
+             "beta2=0.5: far from 1"),
+        edge("beta2_0.999999_vec_257", v, seed0 + 12, dict(base, betas=[0.9, 0.999999]), ["beta2_edge"],
+             "beta2=0.999999: 1-beta2 rounds visibly in fp32, 1-beta2^t tiny"),
+        edge("eps_0_vec_257", v, seed0 + 13, dict(base, eps=0.0), ["eps_edge", "zero_denominator"],
+             "eps=0 with elements 0..7 never getting a gradient: 0/0 = NaN in those elements",
+             grad_mask=[(0, 8)]),
+        edge("eps_1e-30_vec_257", v, seed0 + 14, dict(base, eps=1e-30), ["eps_edge"], "eps=1e-30 (tiny)"),
+        edge("eps_1_vec_257", v, seed0 + 15, dict(base, eps=1.0), ["eps_edge"], "eps=1 (dominates sqrt(v_hat))"),
+        edge("lr_0_vec_257", v, seed0 + 16, dict(base, lr=0.0), ["lr_edge"],
+             "lr=0: params stay put (decay factor 1), state still updates"),
+        edge("lr_1e-10_vec_257", v, seed0 + 17, dict(base, lr=1e-10), ["lr_edge"], "lr=1e-10 (tiny)"),
+        edge("lr_10_vec_257", v, seed0 + 18, dict(base, lr=10.0), ["lr_edge"], "lr=10 (large)"),
+        edge("wd_lr_x_wd_0.999_vec_257", v, seed0 + 19, dict(base, lr=0.1, weight_decay=9.99),
+             ["wd_edge", "wd_on"], "lr*wd = 0.999: decay factor 1 - lr*wd = 0.001 (rounded in fp32)"),
+        edge("wd_lr_x_wd_1_vec_257", v, seed0 + 20, dict(base, lr=0.5, weight_decay=2.0),
+             ["wd_edge", "wd_on"], "lr*wd = 1: decay factor 0, params reset to 0 before each update"),
+        edge("wd_lr_x_wd_1.5_vec_257", v, seed0 + 21, dict(base, lr=0.5, weight_decay=3.0),
+             ["wd_edge", "wd_on"], "lr*wd = 1.5: negative decay factor -0.5 (the library allows it)"),
+    ]
+    return cs + edge_shapes_and_grads(base, seed0 + 30)
 
 
 def adafactor_hf_cases():
@@ -175,7 +255,37 @@ def adafactor_hf_cases():
              ["matrix_rect", "factored", "clip_active"],
              "clip_threshold=0.5: the update is clipped whenever RMS(U) > 0.5"),
     ]
-    return add_clip_flag(cs)
+    cs = add_clip_flag(cs)
+    v, m = (257,), (20, 28)
+    cs += [edge(f"beta1_{b1}_20x28", m, 600 + i, dict(base, beta1=b1), ["beta1_edge", "factored"],
+                f"beta1={b1}: exp_avg = beta1*exp_avg + (1-beta1)*U (mul_ then add_, no lerp)")
+           for i, b1 in enumerate([0.0, 0.3, 0.5])]
+    cs += [
+        edge("decay_rate_0_20x28", m, 610, dict(base, decay_rate=0.0), ["decay_rate_edge", "factored"],
+             "decay_rate=0: beta2t = 1 - t^0 = 0, the statistics are the last step's g*g + eps1"),
+        edge("decay_rate_-0.5_vec_257", v, 611, dict(base, decay_rate=-0.5), ["decay_rate_edge", "unfactored"],
+             "decay_rate=-0.5"),
+        edge("decay_rate_-1_20x28", m, 612, dict(base, decay_rate=-1.0), ["decay_rate_edge", "factored"],
+             "decay_rate=-1: beta2t = 1 - 1/t"),
+        edge("eps1_1e-3_20x28", m, 613, dict(base, eps=[1e-3, 1e-3]), ["eps_edge", "factored"],
+             "eps1=1e-3 (large): dominates g*g for small gradients"),
+        edge("eps1_0_vec_257", v, 614, dict(base, eps=[0.0, 1e-3]), ["eps_edge", "unfactored", "zero_denominator"],
+             "eps1=0 with elements 0..7 never getting a gradient: rsqrt(0) = inf, 0*inf = NaN",
+             grad_mask=[(0, 8)]),
+        edge("eps2_0_scale_parameter_vec_257", v, 615, dict(base, eps=[1e-30, 0.0], scale_parameter=True),
+             ["eps_edge", "unfactored", "scale_parameter"], "eps2=0 with scale_parameter: lr_t = RMS(p)*lr"),
+        edge("clip_threshold_1e-3_20x28", m, 616, dict(base, clip_threshold=1e-3), ["clip_edge", "factored"],
+             "clip_threshold=1e-3: every update clipped"),
+        edge("clip_threshold_1e3_20x28", m, 617, dict(base, clip_threshold=1e3), ["clip_edge", "factored"],
+             "clip_threshold=1e3: no update clipped"),
+        edge("lr_0_vec_257", v, 618, dict(base, lr=0.0), ["lr_edge", "unfactored"], "lr=0: params stay put"),
+        edge("lr_10_20x28", m, 619, dict(base, lr=10.0), ["lr_edge", "factored"], "lr=10 (large)"),
+        edge("wd_lr_x_wd_1_vec_257", v, 620, dict(base, lr=0.5, weight_decay=2.0), ["wd_edge", "wd_on"],
+             "lr*wd = 1: p - wd*lr*p = 0 before the update"),
+        edge("wd_lr_x_wd_0.999_20x28", m, 621, dict(base, lr=0.1, weight_decay=9.99), ["wd_edge", "wd_on", "factored"],
+             "lr*wd = 0.999"),
+    ]
+    return cs + edge_shapes_and_grads(base, 630)
 
 
 def add_clip_flag(cs):
@@ -208,7 +318,33 @@ def adafactor_torch_cases():
              ["matrix_rect", "factored", "wd_on", "explicit_eps1"],
              "explicit eps1=1e-20, eps2=1e-2, clipping threshold d=2, weight_decay=0.05"),
     ]
-    return add_clip_flag(cs)
+    cs = add_clip_flag(cs)
+    v, m = (257,), (20, 28)
+    cs += [
+        edge("beta2_decay_0_20x28", m, 700, dict(base, beta2_decay=0.0), ["decay_rate_edge", "factored"],
+             "beta2_decay=0: lerp weight t^0 = 1, the statistics are the last step's"),
+        edge("beta2_decay_-0.5_vec_257", v, 701, dict(base, beta2_decay=-0.5), ["decay_rate_edge", "unfactored"],
+             "beta2_decay=-0.5: lerp weights 1, 0.707, 0.577, 0.5 (switches lerp branch), 0.447, ..."),
+        edge("beta2_decay_-1_20x28", m, 702, dict(base, beta2_decay=-1.0), ["decay_rate_edge", "factored"],
+             "beta2_decay=-1: lerp weight 1/t (0.5 at t=2: the other lerp branch)"),
+        edge("eps1_0_vec_257", v, 703, dict(base, eps=[0.0, 1e-3]), ["eps_edge", "unfactored", "zero_denominator"],
+             "eps1=0 with elements 0..7 never getting a gradient: rsqrt(max(0, 0)) = inf, 0*inf = NaN",
+             grad_mask=[(0, 8)]),
+        edge("eps1_1e-3_20x28", m, 704, dict(base, eps=[1e-3, 1e-3]), ["eps_edge", "factored"],
+             "eps1=1e-3 (large): the max(V, eps1^2) floor and max(mean(row_var), eps1) are active"),
+        edge("eps2_0_vec_257", v, 705, dict(base, eps=[None, 0.0]), ["eps_edge", "unfactored"],
+             "eps2=0: alpha = RMS(p)*rho"),
+        edge("d_1e3_20x28", m, 706, dict(base, d=1e3), ["clip_edge", "factored"], "d=1000: no update clipped"),
+        edge("lr_0_vec_257", v, 707, dict(base, lr=0.0), ["lr_edge", "unfactored"],
+             "lr=0: rho = 0, params stay put, state still updates"),
+        edge("lr_10_20x28", m, 708, dict(base, lr=10.0), ["lr_edge", "factored"],
+             "lr=10: rho = min(10, 1/sqrt(t)) = 1/sqrt(t)"),
+        edge("wd_lr_x_wd_1_vec_257", v, 709, dict(base, lr=0.5, weight_decay=2.0), ["wd_edge", "wd_on"],
+             "lr*wd = 1: decay factor 0"),
+        edge("wd_lr_x_wd_0.999_20x28", m, 710, dict(base, lr=0.1, weight_decay=9.99), ["wd_edge", "wd_on", "factored"],
+             "lr*wd = 0.999"),
+    ]
+    return cs + edge_shapes_and_grads(base, 730)
 
 
 def adamw_bnb_8bit_cases():
@@ -230,6 +366,28 @@ def adamw_bnb_8bit_cases():
                    ["vector", "bnb_state_8bit", "bnb_zero_block", "wd_on"],
                    "elements 256..511 (block 1) always get zero gradients: that block's absmax "
                    "stays 0 and its codes stay 0", std=0.1, grad_mask=mask))
+    # edges on the 8-bit path at small sizes: min_8bit_size=1 quantizes every tensor
+    q = dict(base, min_8bit_size=1)
+    edges = adam_family_edge_cases(q, 800)
+    for c in edges:
+        c["flags"].append("bnb_state_8bit")
+        if c["grads"] in ("nonfinite", "huge") or "zero_denominator" in c["flags"]:
+            # NaN (or inf/inf) reaches the quantizer: libbitsandbytes_cpu converts the normalized
+            # NaN to a lookup-table index with a float->int conversion that C++ leaves undefined
+            c["flags"].append("nan_undefined_conversion")
+    cs += edges
+    cs += [edge(f"block_edge_vec_{n}", (n,), 850 + i, q, ["bnb_state_8bit", "block_boundary"],
+                f"{n} elements on the 8-bit path (min_8bit_size=1): block edge")
+           for i, n in enumerate([255, 256, 511, 513])]
+    cs.append(case("block_edge_vec_4351", (4351,), 860, base, ["vector", "bnb_state_8bit", "block_boundary", "wd_on"],
+                   "4351 elements (16 full blocks + 255) with the default min_8bit_size", std=0.1,
+                   steps=EDGE_STEPS, check=EDGE_CHECK))
+    # the 32-bit path (< min_8bit_size) on the gradient edges
+    for c in edge_shapes_and_grads(base, 870):
+        if c["grads"]:
+            c["name"] = "fp32_state_" + c["name"]
+            c["flags"].append("bnb_state_fp32")
+            cs.append(c)
     return cs
 
 
@@ -252,15 +410,29 @@ def make_inputs(torch, c):
     shape = c["shape"]
     init = (torch.randn(shape, generator=g, dtype=torch.float32) * c["std"]).to(torch.float32)
     grads = []
+    kind = c["grads"]
     for t in range(c["steps"]):
         e = STEP_EXPONENTS[t]
         z = torch.randn(shape, generator=g, dtype=torch.float32)
         u = torch.rand(shape, generator=g, dtype=torch.float32)
-        if e is None:
+        if kind in ("subnormal", "huge"):
+            e = -41 if kind == "subnormal" else 20
+        if e is None or kind == "all_zero":
             gt = torch.zeros(shape, dtype=torch.float32)
         else:
             mag = torch.pow(10.0, (u * 2.0 - 1.0) * ELEM_SPREAD)
-            gt = (z * mag * (10.0 ** e)).to(torch.float32)
+            if kind == "subnormal":  # 10**-41 is not an fp32: scale in float64, round once
+                gt = (z.double() * mag.double() * 1e-41).to(torch.float32)
+            else:
+                gt = (z * mag * (10.0 ** e)).to(torch.float32)
+        if kind == "nonfinite":
+            flat = gt.view(-1)
+            if t == 1:
+                for i, v in ((0, float("inf")), (1, float("-inf")), (2, float("nan"))):
+                    if i < flat.numel():
+                        flat[i] = v
+            if t == 3 and flat.numel() > 5:
+                flat[5] = float("nan")
         if c["grad_mask"]:
             flat = gt.view(-1)
             for lo, hi in c["grad_mask"]:
@@ -346,7 +518,15 @@ def run_case(torch, transformers, bnb, opt_name, c, common_meta):
             for key, v in golden_io.snapshot_state(torch, opt.state[p]).items():
                 tensors[f"expect.step{t}.state.{key}"] = v
     meta = dict(common_meta[opt_name])
-    flags = c["flags"] + [f for f in sched_flags(c["steps"]) if f not in c["flags"]]
+    implied = sched_flags(c["steps"]) if c["grads"] in (None, "nonfinite") else []
+    flags = c["flags"] + [f for f in implied if f not in c["flags"]]
+    schedule = ("step t: N(0,1) * 10^U(-%g,%g) per element * 10^e[t], e=%s (null = all-zero step)"
+                % (ELEM_SPREAD, ELEM_SPREAD,
+                   json.dumps(STEP_EXPONENTS[:c["steps"]], separators=(",", ":"))))
+    if c["grads"] in ("subnormal", "huge", "all_zero"):
+        schedule = GRAD_KINDS[c["grads"]]
+    elif c["grads"] == "nonfinite":
+        schedule += "; then " + GRAD_KINDS["nonfinite"].split(", then ")[1]
     meta.update({
         "case": c["name"],
         "comment": c["comment"],
@@ -358,9 +538,7 @@ def run_case(torch, transformers, bnb, opt_name, c, common_meta):
         "hparams": json.dumps(c["hp"], separators=(",", ":"), sort_keys=True),
         "shape": "x".join(str(s) for s in c["shape"]),
         "param_init": f"torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * {c['std']!r}",
-        "grad_schedule": "step t: N(0,1) * 10^U(-%g,%g) per element * 10^e[t], e=%s (null = all-zero step)"
-                         % (ELEM_SPREAD, ELEM_SPREAD,
-                            json.dumps(STEP_EXPONENTS[:c["steps"]], separators=(",", ":"))),
+        "grad_schedule": schedule,
         "grads_dtype": "BF16 (rounded to nearest even from F32; the optimizer saw the widened values)"
                        if stored_grads.dtype == torch.bfloat16 else "F32",
     })

@@ -121,6 +121,18 @@ Status optim_check_nonneg(const char* field, double v) {
     return status_ok();
 }
 
+Status optim_check_ge0(const char* field, double v, const char* lib_msg) {
+    if (!(0.0 <= v))
+        return status_make(STATUS_INVALID, "%s must be >= 0 (got %g); the library refuses it too: \"%s\"", field, v,
+                           lib_msg);
+    return status_ok();
+}
+
+Status optim_not_implemented(const char* optim, const char* what) {
+    return status_make(STATUS_INVALID, "%s: %s is not implemented (the library accepts it; trainbench does not "
+                       "mirror that code path)", optim, what);
+}
+
 Status optim_check_beta(const char* field, double v) {
     if (!(v >= 0 && v < 1))
         return status_make(STATUS_INVALID, "%s must be in [0, 1) (got %g)", field, v);
@@ -136,75 +148,113 @@ static bool json_num(json_t* v, double* out) {
     return false;
 }
 
+static bool json_bool(json_t* v, bool* out) {
+    if (!json_is_boolean(v)) return false;
+    *out = json_is_true(v);
+    return true;
+}
+
+const char* optim_keywords_list(const Optimizer* o, char* buf, size_t len) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (const char* const* k = o->keywords; k && *k; k++)
+        used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s", k == o->keywords ? "" : ", ", *k);
+    return buf;
+}
+
+static Status config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg, bool skip_unknown);
+
+static bool has_keyword(const Optimizer* o, const char* key) {
+    for (const char* const* k = o->keywords; k && *k; k++)
+        if (!strcmp(*k, key)) return true;
+    return false;
+}
+
 Status optim_config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg) {
+    return config_from_json(o, hp, cfg, false);
+}
+
+Status optim_config_from_json_skipping(const Optimizer* o, json_t* hp, OptimConfig* cfg) {
+    return config_from_json(o, hp, cfg, true);
+}
+
+static Status config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg, bool skip_unknown) {
     optim_defaults(o, cfg);
+    if (o->constructor_defaults && !skip_unknown) o->constructor_defaults(cfg);
     if (!json_is_object(hp)) return status_make(STATUS_INVALID, "hparams must be a JSON object");
     const char* key;
     json_t* v;
     json_object_foreach(hp, key, v) {
-        double x;
-        if (!strcmp(key, "lr")) {
-            if (json_is_null(v)) cfg->lr = 0;  // HF Adafactor with relative_step: lr=None
-            else if (!json_num(v, &cfg->lr)) goto bad;
-        } else if (!strcmp(key, "betas")) {
-            if (!json_is_array(v) || json_array_size(v) != 2 || !json_num(json_array_get(v, 0), &cfg->beta1) ||
-                !json_num(json_array_get(v, 1), &cfg->beta2))
-                goto bad;
-        } else if (!strcmp(key, "eps")) {
-            if (json_is_array(v)) {  // Adafactor: (eps1, eps2); torch: eps1 may be null
-                if (json_array_size(v) != 2) goto bad;
-                json_t* e1 = json_array_get(v, 0);
-                if (json_is_null(e1)) cfg->eps1 = -1;
-                else if (!json_num(e1, &cfg->eps1)) goto bad;
-                if (!json_num(json_array_get(v, 1), &cfg->eps2)) goto bad;
-            } else if (!json_num(v, &cfg->eps)) {
-                goto bad;
-            }
-        } else if (!strcmp(key, "weight_decay")) {
-            if (!json_num(v, &cfg->weight_decay)) goto bad;
-        } else if (!strcmp(key, "beta1")) {
-            if (json_is_null(v)) cfg->has_beta1 = false;
-            else if (json_num(v, &cfg->beta1)) cfg->has_beta1 = true;
-            else goto bad;
-        } else if (!strcmp(key, "clip_threshold")) {
-            if (!json_num(v, &cfg->clip_threshold)) goto bad;
-        } else if (!strcmp(key, "decay_rate") || !strcmp(key, "beta2_decay")) {
-            if (!json_num(v, &cfg->decay_rate)) goto bad;
-        } else if (!strcmp(key, "d")) {
-            if (!json_num(v, &cfg->d)) goto bad;
-        } else if (!strcmp(key, "scale_parameter")) {
-            if (!json_is_boolean(v)) goto bad;
-            cfg->scale_parameter = json_is_true(v);
-        } else if (!strcmp(key, "relative_step")) {
-            if (!json_is_boolean(v)) goto bad;
-            cfg->relative_step = json_is_true(v);
-        } else if (!strcmp(key, "warmup_init")) {
-            if (!json_is_boolean(v)) goto bad;
-            cfg->warmup_init = json_is_true(v);
-        } else if (!strcmp(key, "amsgrad")) {
-            if (!json_is_boolean(v)) goto bad;
-            cfg->amsgrad = json_is_true(v);
-        } else if (!strcmp(key, "min_8bit_size")) {
-            if (!json_num(v, &x) || x < 0) goto bad;
-            cfg->min_8bit_size = (size_t)x;
-        } else if (!strcmp(key, "block_size")) {
-            if (!json_num(v, &x) || x < 1) goto bad;
-            cfg->block_size = (int)x;
-        } else if (!strcmp(key, "maximize") || !strcmp(key, "foreach") || !strcmp(key, "fused") ||
-                   !strcmp(key, "capturable") || !strcmp(key, "differentiable") ||
-                   !strcmp(key, "optim_bits") || !strcmp(key, "percentile_clipping") ||
-                   !strcmp(key, "block_wise") || !strcmp(key, "is_paged") || !strcmp(key, "args") ||
-                   !strcmp(key, "decoupled_weight_decay")) {
-            // accepted: flags that select code paths we mirror (or that must be off); a true
-            // maximize/amsgrad/decoupled mismatch is caught by validate() or the goldens.
-            if (!strcmp(key, "maximize") && json_is_true(v))
-                return status_make(STATUS_INVALID, "hparam maximize=true is not supported");
-        } else {
-            return status_make(STATUS_INVALID, "unknown hyperparameter '%s' for %s", key, o->name);
+        if (!has_keyword(o, key)) {
+            if (skip_unknown) continue;
+            char kw[512];
+            return status_make(STATUS_INVALID, "unknown hyperparameter '%s': %s takes no keyword '%s' (its keywords: %s)",
+                               key, o->reference, key, optim_keywords_list(o, kw, sizeof kw));
         }
-        continue;
-    bad:
-        return status_make(STATUS_INVALID, "hyperparameter '%s' has an invalid value for %s", key, o->name);
+        const char* want = "a number";
+        double x;
+        bool ok;
+        if (!strcmp(key, "lr")) {
+            cfg->lr_none = json_is_null(v);  // HF Adafactor with relative_step: lr=None
+            if (cfg->lr_none) cfg->lr = 0;
+            ok = cfg->lr_none || json_num(v, &cfg->lr);
+            want = "a number (or null where the library allows None)";
+        } else if (!strcmp(key, "betas")) {
+            ok = json_is_array(v) && json_array_size(v) == 2 && json_num(json_array_get(v, 0), &cfg->beta1) &&
+                 json_num(json_array_get(v, 1), &cfg->beta2);
+            want = "[beta1, beta2]";
+        } else if (!strcmp(key, "eps") && json_is_array(v)) {  // Adafactor: (eps1, eps2); torch: eps1 may be null
+            json_t* e1 = json_array_get(v, 0);
+            ok = json_array_size(v) == 2 && json_num(json_array_get(v, 1), &cfg->eps2);
+            if (ok && json_is_null(e1)) cfg->eps1 = -1;
+            else ok = ok && json_num(e1, &cfg->eps1);
+            want = "[eps1, eps2] (eps1 may be null for torch.optim.Adafactor)";
+        } else if (!strcmp(key, "eps")) {
+            ok = json_num(v, &cfg->eps);
+        } else if (!strcmp(key, "weight_decay")) {
+            ok = json_num(v, &cfg->weight_decay);
+        } else if (!strcmp(key, "beta1")) {
+            cfg->has_beta1 = !json_is_null(v);
+            ok = !cfg->has_beta1 || json_num(v, &cfg->beta1);
+            want = "a number or null";
+        } else if (!strcmp(key, "clip_threshold")) {
+            ok = json_num(v, &cfg->clip_threshold);
+        } else if (!strcmp(key, "decay_rate") || !strcmp(key, "beta2_decay")) {
+            ok = json_num(v, &cfg->decay_rate);
+        } else if (!strcmp(key, "d")) {
+            ok = json_num(v, &cfg->d);
+        } else if (!strcmp(key, "min_8bit_size")) {
+            ok = json_is_integer(v);
+            if (ok) cfg->min_8bit_size = json_integer_value(v) < 0 ? 0 : (size_t)json_integer_value(v);  // numel < min
+            want = "an integer";
+        } else if (!strcmp(key, "optim_bits")) {
+            ok = json_is_integer(v);
+            if (ok) cfg->optim_bits = (int)json_integer_value(v);
+            want = "an integer";
+        } else if (!strcmp(key, "args")) {
+            cfg->args_given = !json_is_null(v);
+            ok = true;
+        } else if (!strcmp(key, "foreach") || !strcmp(key, "fused")) {  // None or a bool
+            bool* f = !strcmp(key, "foreach") ? &cfg->foreach : &cfg->fused;
+            *f = false;
+            ok = json_is_null(v) || json_bool(v, f);
+            want = "true, false or null";
+        } else {
+            bool* f = !strcmp(key, "scale_parameter") ? &cfg->scale_parameter
+                    : !strcmp(key, "relative_step")   ? &cfg->relative_step
+                    : !strcmp(key, "warmup_init")     ? &cfg->warmup_init
+                    : !strcmp(key, "amsgrad")         ? &cfg->amsgrad
+                    : !strcmp(key, "maximize")        ? &cfg->maximize
+                    : !strcmp(key, "capturable")      ? &cfg->capturable
+                    : !strcmp(key, "differentiable")  ? &cfg->differentiable
+                    : !strcmp(key, "is_paged")        ? &cfg->is_paged
+                                                      : NULL;
+            CHECK(f, "keyword %s of %s has no parser", key, o->name);
+            ok = json_bool(v, f);
+            want = "true or false";
+        }
+        (void)x;
+        if (!ok) return status_make(STATUS_INVALID, "hyperparameter '%s' of %s must be %s", key, o->name, want);
     }
     return o->validate(cfg);
 }

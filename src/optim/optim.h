@@ -30,12 +30,18 @@ TensorShape shape_2d(int64_t rows, int64_t cols);
 // All hyperparameters of all optimizers; each optimizer reads the ones it has and ignores the
 // rest. optim_defaults() fills the library defaults of one optimizer (as HF Trainer sets them).
 typedef struct {
-    double lr;              // learning rate (> 0, finite); Adafactor HF: ignored when relative_step
+    double lr;              // learning rate (>= 0); Adafactor HF: ignored when relative_step
+    bool lr_none;           // lr=None (Adafactor HF with relative_step; lr is then 0)
     double beta1, beta2;    // AdamW family: betas; Adafactor HF: beta1 used when has_beta1
     bool has_beta1;         // Adafactor HF: beta1=None -> false
     double eps;             // AdamW family
     double weight_decay;    // decoupled (AdamW family, adafactor_torch) / HF Adafactor's own form
-    bool amsgrad;           // not supported: validate() rejects true (kept for golden hparams)
+    // Constructor flags that select code paths; validate() refuses the values we do not mirror.
+    bool amsgrad, maximize, capturable, differentiable;
+    bool foreach, fused;    // torch: True selects the multi-tensor / fused path (None, False: for-loop)
+    bool is_paged;          // bitsandbytes: paged state buffers
+    bool args_given;        // bitsandbytes: args is not None
+    int optim_bits;         // bitsandbytes AdamW8bit: must be 32 (the library's own rule)
     // transformers Adafactor
     double eps1, eps2;      // eps=(1e-30, 1e-3); adafactor_torch: eps1 < 0 means None (dtype eps)
     double clip_threshold;  // 1.0
@@ -84,6 +90,15 @@ typedef struct Optimizer {
     // Optional: a state tensor shared by all parameter tensors (bitsandbytes' qmap1/qmap2),
     // by the library's state key; NULL if none has that name.
     const StateTensor* (*find_shared_state)(const char* name);
+    // The hyper-parameter table: the library constructor's keyword arguments (NULL-terminated).
+    // optim_config_from_json refuses any other key, naming the class and this list; the values
+    // are judged by validate() with the library's own rule (and a "not implemented" rule for
+    // what the library accepts but we do not mirror).
+    const char* const* keywords;
+    // The constructor's defaults where they differ from `defaults` (which are the HF Trainer's
+    // configuration); NULL: the same. Golden hparams are constructor kwargs, so an omitted key
+    // takes the constructor's default.
+    void (*constructor_defaults)(OptimConfig* cfg);
 } Optimizer;
 
 // registry
@@ -100,11 +115,16 @@ size_t optim_state_measured_bytes(const OptimState* st);
 size_t optim_state_measured_elems(const OptimState* st);
 const StateTensor* optim_state_find(const OptimState* st, const char* name);
 
-// Hyperparameters from/to JSON using the libraries' constructor keyword names
-// (lr, betas, eps, weight_decay, scale_parameter, relative_step, warmup_init, beta1,
-// clip_threshold, decay_rate, beta2_decay, d, block_wise, min_8bit_size...). Unknown keys are
-// an error (STATUS_INVALID naming the key) unless listed as accepted-and-ignored.
+// Hyperparameters from JSON: the library constructor's keyword arguments (golden `hparams`),
+// starting from the constructor's defaults. A key not in o->keywords is an error naming the
+// class and its keywords; a value of the wrong JSON type names the key and the type expected;
+// then o->validate() applies the library's rules.
 Status optim_config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg);
+// The same, skipping keys o does not take: a known-mistake variant running another optimizer
+// (the other Adafactor dialect) on a case's hparams, from `defaults` (HF Trainer's configuration).
+Status optim_config_from_json_skipping(const Optimizer* o, json_t* hp, OptimConfig* cfg);
+// "lr, betas, eps, ..." (o->keywords joined), for messages.
+const char* optim_keywords_list(const Optimizer* o, char* buf, size_t len);
 
 // Helpers for optimizer files: add a state tensor to st (allocates zeroed, 64-byte aligned).
 void* optim_state_add(OptimState* st, const char* name, DType dt, TensorShape shape);
@@ -114,6 +134,11 @@ void optim_state_free_tensors(OptimState* st);
 Status optim_check_positive(const char* field, double v);          // finite and > 0
 Status optim_check_nonneg(const char* field, double v);            // finite and >= 0
 Status optim_check_beta(const char* field, double v);              // 0 <= v < 1
+// The library's rule `if not 0.0 <= v: raise ValueError(...)`: v >= 0 (NaN fails); `lib_msg`
+// is the library's own message, quoted in ours.
+Status optim_check_ge0(const char* field, double v, const char* lib_msg);
+// A value the library accepts but trainbench does not mirror: STATUS_INVALID saying so.
+Status optim_not_implemented(const char* optim, const char* what);
 
 extern const Optimizer optim_adamw_torch;
 extern const Optimizer optim_adafactor_hf;

@@ -42,24 +42,48 @@ static void afhf_defaults(OptimConfig* c) {
     c->warmup_init = false;
 }
 
+// The hyper-parameter table: transformers.optimization.Adafactor.__init__'s keywords (5.24).
+static const char* const AFHF_KEYWORDS[] = {
+    "lr", "eps", "clip_threshold", "decay_rate", "beta1", "weight_decay", "scale_parameter", "relative_step",
+    "warmup_init", NULL,
+};
+
+// The constructor's own defaults (golden hparams are constructor kwargs): lr=None,
+// relative_step=True, scale_parameter=True; `afhf_defaults` is the Trainer's configuration.
+static void afhf_constructor_defaults(OptimConfig* c) {
+    c->lr = 0;
+    c->lr_none = true;
+    c->scale_parameter = true;
+    c->relative_step = true;
+}
+
+// transformers Adafactor.__init__ raises for exactly two things (its messages quoted below);
+// the other rules are ranges we have goldens for: transformers accepts more (it checks nothing
+// else) and those values are refused as not implemented, saying so.
 static Status afhf_validate(const OptimConfig* c) {
-    Status s;
-    if (c->relative_step) {
-        if (c->lr != 0)  // transformers raises "Cannot combine manual `lr` and `relative_step=True`"
-            return status_make(STATUS_INVALID, "lr must be unset (None) when relative_step=true (got %g)", c->lr);
-    } else {
-        if (!status_is_ok(s = optim_check_positive("lr", c->lr))) return s;
-        if (c->warmup_init)  // transformers raises for warmup_init without relative_step
-            return status_make(STATUS_INVALID, "warmup_init=true requires relative_step=true");
-    }
-    if (!status_is_ok(s = optim_check_nonneg("eps1", c->eps1))) return s;
-    if (!status_is_ok(s = optim_check_nonneg("eps2", c->eps2))) return s;
-    if (!status_is_ok(s = optim_check_positive("clip_threshold", c->clip_threshold))) return s;
-    if (!(isfinite(c->decay_rate) && c->decay_rate <= 0))
-        return status_make(STATUS_INVALID, "decay_rate must be a finite number <= 0 (got %g)", c->decay_rate);
-    if (c->has_beta1 && !status_is_ok(s = optim_check_beta("beta1", c->beta1))) return s;
-    if (!status_is_ok(s = optim_check_nonneg("weight_decay", c->weight_decay))) return s;
-    return status_ok();
+    if (c->relative_step && !c->lr_none)
+        return status_make(STATUS_INVALID, "lr must be null (None) when relative_step=true (got %g); transformers "
+                           "refuses it too: \"Cannot combine manual `lr` and `relative_step=True` options\"", c->lr);
+    if (c->warmup_init && !c->relative_step)
+        return status_make(STATUS_INVALID, "warmup_init=true requires relative_step=true; transformers refuses it "
+                           "too: \"`warmup_init=True` requires `relative_step=True`\"");
+    if (!c->relative_step && c->lr_none)
+        return status_make(STATUS_INVALID, "lr must be a number when relative_step=false (transformers accepts "
+                           "lr=None here and then fails in step() multiplying None)");
+    const char* bad = NULL;
+    char what[160];
+    if (!c->relative_step && !(isfinite(c->lr) && c->lr >= 0)) bad = "lr", snprintf(what, sizeof what, "lr=%g (only lr >= 0)", c->lr);
+    else if (!(isfinite(c->eps1) && c->eps1 >= 0)) bad = "eps1", snprintf(what, sizeof what, "eps1 (eps[0])=%g (only eps1 >= 0)", c->eps1);
+    else if (!(isfinite(c->eps2) && c->eps2 >= 0)) bad = "eps2", snprintf(what, sizeof what, "eps2 (eps[1])=%g (only eps2 >= 0)", c->eps2);
+    else if (!(isfinite(c->clip_threshold) && c->clip_threshold > 0))
+        bad = "clip_threshold", snprintf(what, sizeof what, "clip_threshold=%g (only clip_threshold > 0)", c->clip_threshold);
+    else if (!(isfinite(c->decay_rate) && c->decay_rate <= 0))
+        bad = "decay_rate", snprintf(what, sizeof what, "decay_rate=%g (only decay_rate <= 0)", c->decay_rate);
+    else if (c->has_beta1 && !(c->beta1 >= 0 && c->beta1 < 1))
+        bad = "beta1", snprintf(what, sizeof what, "beta1=%g (only null or 0 <= beta1 < 1)", c->beta1);
+    else if (!(isfinite(c->weight_decay) && c->weight_decay >= 0))
+        bad = "weight_decay", snprintf(what, sizeof what, "weight_decay=%g (only weight_decay >= 0)", c->weight_decay);
+    return bad ? optim_not_implemented("adafactor", what) : status_ok();
 }
 
 static size_t afhf_state_bytes(const TensorShape* shape, const OptimConfig* c) {
@@ -279,6 +303,8 @@ const Optimizer optim_adafactor_hf = {
     .reference = "transformers.optimization.Adafactor as HF Trainer configures it",
     .defaults = afhf_defaults,
     .validate = afhf_validate,
+    .keywords = AFHF_KEYWORDS,
+    .constructor_defaults = afhf_constructor_defaults,
     .state_bytes = afhf_state_bytes,
     .shared_state_bytes = NULL,
     .init = afhf_init,

@@ -33,15 +33,38 @@ static void aft_defaults(OptimConfig* c) {
     c->weight_decay = 0;
 }
 
+// The hyper-parameter table: torch.optim.Adafactor.__init__'s keywords (torch 2.15).
+static const char* const AFT_KEYWORDS[] = {"lr", "beta2_decay", "eps", "d", "weight_decay", "foreach", "maximize", NULL};
+
+// torch/optim/_adafactor.py Adafactor.__init__'s rules, then what we do not mirror.
 static Status aft_validate(const OptimConfig* c) {
     Status s;
-    if (!status_is_ok(s = optim_check_positive("lr", c->lr))) return s;
-    if (!(isfinite(c->decay_rate) && c->decay_rate <= 0))
-        return status_make(STATUS_INVALID, "beta2_decay must be a finite number <= 0 (got %g)", c->decay_rate);
-    if (c->eps1 >= 0 && !status_is_ok(s = optim_check_nonneg("eps1", c->eps1))) return s;
-    if (!status_is_ok(s = optim_check_nonneg("eps2", c->eps2))) return s;
-    if (!status_is_ok(s = optim_check_positive("d", c->d))) return s;
-    if (!status_is_ok(s = optim_check_nonneg("weight_decay", c->weight_decay))) return s;
+    if (c->lr_none)  // Python: `0.0 <= None` raises TypeError
+        return status_make(STATUS_INVALID, "lr must be a number (got null): torch.optim.Adafactor has no lr=None");
+    if (!(0.0 <= c->lr))
+        return status_make(STATUS_INVALID, "lr must be >= 0 (got %g); torch refuses it too: \"Learning rate should "
+                           "be >= 0\"", c->lr);
+    if (!(0.0 >= c->decay_rate))
+        return status_make(STATUS_INVALID, "beta2_decay must be <= 0 (got %g); torch refuses it too: \"beta2_decay "
+                           "should be <= 0\"", c->decay_rate);
+    if (c->eps1 != -1 && !(0.0 <= c->eps1))  // -1: eps1=None (the dtype's eps)
+        return status_make(STATUS_INVALID, "eps1 (eps[0]) must be null or >= 0 (got %g); torch refuses it too: "
+                           "\"epsilon1 should be >= 0\"", c->eps1);
+    if (!(0.0 <= c->eps2))
+        return status_make(STATUS_INVALID, "eps2 (eps[1]) must be >= 0 (got %g); torch refuses it too: "
+                           "\"epsilon2 should be >= 0\"", c->eps2);
+    if (!(1.0 <= c->d))
+        return status_make(STATUS_INVALID, "d must be >= 1 (got %g); torch refuses it too: \"Clipping threshold d "
+                           "should be >= 1\"", c->d);
+    if (!(0.0 <= c->weight_decay))
+        return status_make(STATUS_INVALID, "weight_decay must be >= 0 (got %g); torch refuses it too: "
+                           "\"weight_decay should be >= 0\"", c->weight_decay);
+    if (c->maximize) return optim_not_implemented("adafactor_torch", "maximize=true");
+    if (c->foreach) return optim_not_implemented("adafactor_torch", "foreach=true (the multi-tensor path)");
+    if (!isfinite(c->decay_rate) || !isfinite(c->eps2) || !isfinite(c->d) || !isfinite(c->lr) ||
+        !isfinite(c->weight_decay) || (c->eps1 != -1 && !isfinite(c->eps1)))
+        return optim_not_implemented("adafactor_torch", "an infinite hyper-parameter");
+    (void)s;
     return status_ok();
 }
 
@@ -230,6 +253,7 @@ const Optimizer optim_adafactor_torch = {
     .reference = "torch.optim.Adafactor, single-tensor path (torch/optim/_adafactor.py)",
     .defaults = aft_defaults,
     .validate = aft_validate,
+    .keywords = AFT_KEYWORDS,
     .state_bytes = aft_state_bytes,
     .shared_state_bytes = NULL,
     .init = aft_init,

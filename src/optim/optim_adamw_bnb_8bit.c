@@ -273,20 +273,41 @@ static void bnb8_defaults(OptimConfig* c) {
     c->weight_decay = 1e-2;
     c->block_size = BNB_BLOCK;
     c->min_8bit_size = 4096;
+    c->optim_bits = 32;  // the constructor's default (AdamW8bit accepts only 32)
 }
 
+// The hyper-parameter table: bitsandbytes.optim.AdamW8bit.__init__'s keywords (0.50.2).
+static const char* const BNB8_KEYWORDS[] = {
+    "lr", "betas", "eps", "weight_decay", "amsgrad", "optim_bits", "args", "min_8bit_size", "is_paged", NULL,
+};
+
+// bitsandbytes optim/adamw.py AdamW8bit.__init__ and optimizer.py Optimizer2State.__init__'s
+// rules, then what we do not mirror.
 static Status bnb8_validate(const OptimConfig* c) {
     Status s;
-    if (!status_is_ok(s = optim_check_positive("lr", c->lr))) return s;
-    if (!status_is_ok(s = optim_check_beta("beta1", c->beta1))) return s;
-    if (!status_is_ok(s = optim_check_beta("beta2", c->beta2))) return s;
-    if (!status_is_ok(s = optim_check_positive("eps", c->eps))) return s;
-    if (!status_is_ok(s = optim_check_nonneg("weight_decay", c->weight_decay))) return s;
+    if (c->lr_none)  // Python: `0.0 <= None` raises TypeError
+        return status_make(STATUS_INVALID, "lr must be a number (got null): bitsandbytes AdamW8bit has no lr=None");
+    if (c->amsgrad)
+        return status_make(STATUS_INVALID, "amsgrad=true: bitsandbytes refuses it: \"AdamW8bit does not support "
+                           "amsgrad=True\"");
+    if (c->optim_bits != 32)
+        return status_make(STATUS_INVALID, "optim_bits=%d: bitsandbytes refuses it: \"AdamW8bit only supports "
+                           "optim_bits=32 (default value for compatibility)\"", c->optim_bits);
+    if (!status_is_ok(s = optim_check_ge0("lr", c->lr, "Invalid learning rate"))) return s;
+    if (!status_is_ok(s = optim_check_ge0("eps", c->eps, "Invalid epsilon value"))) return s;
+    if (!(0.0 <= c->beta1 && c->beta1 < 1.0))
+        return status_make(STATUS_INVALID, "beta1 (betas[0]) must be in [0, 1) (got %g); bitsandbytes refuses it "
+                           "too: \"Invalid beta parameter at index 0\"", c->beta1);
+    if (!(0.0 <= c->beta2 && c->beta2 < 1.0))
+        return status_make(STATUS_INVALID, "beta2 (betas[1]) must be in [0, 1) (got %g); bitsandbytes refuses it "
+                           "too: \"Invalid beta parameter at index 1\"", c->beta2);
+    if (!status_is_ok(s = optim_check_ge0("weight_decay", c->weight_decay, "Invalid weight_decay value"))) return s;
     if (c->block_size != BNB_BLOCK)
         return status_make(STATUS_INVALID,
                            "block_size must be 256 for adamw_bnb_8bit (the only block size bitsandbytes' "
                            "CPU optimizer supports; got %d)", c->block_size);
-    if (c->amsgrad) return status_make(STATUS_INVALID, "amsgrad=true is not supported by adamw_bnb_8bit");
+    if (c->is_paged) return optim_not_implemented("adamw_bnb_8bit", "is_paged=true");
+    if (c->args_given) return optim_not_implemented("adamw_bnb_8bit", "args (a GlobalOptimManager config object)");
     return status_ok();
 }
 
@@ -359,6 +380,7 @@ const Optimizer optim_adamw_bnb_8bit = {
     .validate = bnb8_validate,
     .state_bytes = bnb8_state_bytes,
     .shared_state_bytes = bnb8_shared_state_bytes,
+    .keywords = BNB8_KEYWORDS,
     .find_shared_state = bnb8_find_shared_state,
     .init = bnb8_init,
     .step = bnb8_optim_step,

@@ -2,7 +2,9 @@
 // reference: pytorch torch/optim/adam.py _single_tensor_adam (AdamW = decoupled decay)
 // Per element, in torch's order and float32 rounding points (SPEC.md 3.1):
 //   p <- p * f32(1 - lr*wd)                              param.mul_(1 - lr*weight_decay)
-//   m <- fma(f32(1-b1), g - m, m)                        exp_avg.lerp_(grad, 1-beta1) (w < 0.5)
+//   w = f32(1-b1)                                        exp_avg.lerp_(grad, 1-beta1): torch's
+//   m <- fma(w, g - m, m)        when |w| < 0.5 (b1 > 0.5) lerp has two formulas by weight
+//   m <- fma(w - 1, g - m, g)    otherwise (b1 <= 0.5)   (ATen Lerp.h lerp_vec; torch_lerp)
 //   v <- fma(f32(1-b2) * g, g, v * f32(b2))              mul_ then addcmul_ (its CPU kernel
 //                                                        computes self + (value*t1)*t2, fused)
 //   bc1 = 1 - b1^t, bc2 = 1 - b2^t in double; step_size = lr/bc1; bc2_sqrt = bc2 ** 0.5
@@ -27,14 +29,37 @@ static void adamw_defaults(OptimConfig* c) {
     c->weight_decay = 1e-2;
 }
 
+// The hyper-parameter table: torch.optim.AdamW.__init__'s keywords (torch 2.15).
+static const char* const ADAMW_KEYWORDS[] = {
+    "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "foreach", "capturable", "differentiable", "fused",
+    NULL,
+};
+
+// torch/optim/adam.py Adam.__init__'s rules (AdamW passes its arguments through), then what we
+// do not mirror. foreach/fused=True are accepted: they compute the same formulas and land within
+// conform_tolerance (the fused path rounds exp_avg_sq's tail elements differently).
 static Status adamw_validate(const OptimConfig* c) {
     Status s;
-    if (!status_is_ok(s = optim_check_positive("lr", c->lr))) return s;
-    if (!status_is_ok(s = optim_check_beta("beta1", c->beta1))) return s;
-    if (!status_is_ok(s = optim_check_beta("beta2", c->beta2))) return s;
-    if (!status_is_ok(s = optim_check_positive("eps", c->eps))) return s;
-    if (!status_is_ok(s = optim_check_nonneg("weight_decay", c->weight_decay))) return s;
-    if (c->amsgrad) return status_make(STATUS_INVALID, "amsgrad=true is not supported by adamw_torch");
+    if (c->lr_none)  // Python: `0.0 <= None` raises TypeError
+        return status_make(STATUS_INVALID, "lr must be a number (got null): torch.optim.AdamW has no lr=None");
+    if (!status_is_ok(s = optim_check_ge0("lr", c->lr, "Invalid learning rate"))) return s;
+    if (!status_is_ok(s = optim_check_ge0("eps", c->eps, "Invalid epsilon value"))) return s;
+    if (!(0.0 <= c->beta1 && c->beta1 < 1.0))
+        return status_make(STATUS_INVALID, "beta1 (betas[0]) must be in [0, 1) (got %g); torch refuses it too: "
+                           "\"Invalid beta parameter at index 0\"", c->beta1);
+    if (!(0.0 <= c->beta2 && c->beta2 < 1.0))
+        return status_make(STATUS_INVALID, "beta2 (betas[1]) must be in [0, 1) (got %g); torch refuses it too: "
+                           "\"Invalid beta parameter at index 1\"", c->beta2);
+    if (!status_is_ok(s = optim_check_ge0("weight_decay", c->weight_decay, "Invalid weight_decay value"))) return s;
+    if (c->fused && c->foreach)
+        return status_make(STATUS_INVALID, "fused=true and foreach=true together: torch refuses it too: "
+                           "\"`fused` and `foreach` cannot be `True` together.\"");
+    if (c->fused && c->differentiable)
+        return status_make(STATUS_INVALID, "fused=true and differentiable=true together: torch refuses it too: "
+                           "\"`fused` does not support `differentiable`\"");
+    if (c->amsgrad) return optim_not_implemented("adamw_torch", "amsgrad=true (max_exp_avg_sq)");
+    if (c->maximize) return optim_not_implemented("adamw_torch", "maximize=true");
+    if (c->capturable) return optim_not_implemented("adamw_torch", "capturable=true (tensor bias corrections)");
     return status_ok();
 }
 
@@ -51,14 +76,17 @@ static OptimState* adamw_init(const TensorShape* shape, const OptimConfig* c) {
 }
 
 // Portable kernel: any CPU; torch_sqrtf's table lookup keeps GCC from vectorizing it.
+// lerp_coeff, lerp_from_start: torch_lerp(m, g, w1) split into its branch (chosen once per step):
+// small weight: fma(w1, g - m, m); otherwise fma(w1 - 1, g - m, g).
 static void adamw_kernel_portable(float* restrict p, const float* restrict g, float* restrict m,
-                                  float* restrict v, size_t n, float decay, float w1, float b2, float w2,
-                                  float bc2_sqrt, float eps, float neg_step_size) {
+                                  float* restrict v, size_t n, float decay, float lerp_coeff,
+                                  bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
+                                  float neg_step_size) {
 #pragma omp parallel for schedule(static) if (n >= 65536)
     for (size_t i = 0; i < n; i++) {
         float pi = p[i] * decay;  // decay == 1.0f when weight_decay == 0: exact, same as skipping
         float gi = g[i];
-        float mi = fmaf(w1, gi - m[i], m[i]);
+        float mi = fmaf(lerp_coeff, gi - m[i], lerp_from_start ? m[i] : gi);
         float vi = fmaf(w2 * gi, gi, v[i] * b2);
         float denom = torch_sqrtf(vi) / bc2_sqrt + eps;
         m[i] = mi;
@@ -72,23 +100,25 @@ static void adamw_kernel_portable(float* restrict p, const float* restrict g, fl
 // only when torch_sqrt_hw_matches() proved it gives the table's bits). Bit-identical.
 __attribute__((target("avx2,fma"))) static void adamw_kernel_avx2(
     float* restrict p, const float* restrict g, float* restrict m, float* restrict v, size_t n,
-    float decay, float w1, float b2, float w2, float bc2_sqrt, float eps, float neg_step_size) {
+    float decay, float lerp_coeff, bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
+    float neg_step_size) {
     const size_t n8 = n / 8 * 8;
-    const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(w1), vb2 = _mm256_set1_ps(b2),
+    const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(lerp_coeff), vb2 = _mm256_set1_ps(b2),
                  vw2 = _mm256_set1_ps(w2), vbc = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(eps),
                  vss = _mm256_set1_ps(neg_step_size);
 #pragma omp parallel for schedule(static) if (n >= 65536)
     for (size_t i = 0; i < n8; i += 8) {
         __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
         __m256 gi = _mm256_loadu_ps(g + i), m0 = _mm256_loadu_ps(m + i);
-        __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), m0);
+        __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), lerp_from_start ? m0 : gi);
         __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(vw2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), vb2));
         __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi), vbc), veps);
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
         _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vss, mi), denom)));
     }
-    adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, n - n8, decay, w1, b2, w2, bc2_sqrt, eps, neg_step_size);
+    adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, n - n8, decay, lerp_coeff, lerp_from_start, b2, w2,
+                          bc2_sqrt, eps, neg_step_size);
 }
 #endif
 
@@ -103,13 +133,15 @@ static void adamw_step(OptimState* st, float* p, const float* g, const OptimConf
     const double step_size = c->lr / bc1;
     const double bc2_sqrt = pow(bc2, 0.5);
     void (*kernel)(float* restrict, const float* restrict, float* restrict, float* restrict, size_t, float,
-                   float, float, float, float, float, float) = adamw_kernel_portable;
+                   float, bool, float, float, float, float, float) = adamw_kernel_portable;
 #if defined(__x86_64__)
     if (torch_sqrt_hw_matches()) kernel = adamw_kernel_avx2;
 #endif
+    const float w1 = (float)(1.0 - c->beta1);
+    const bool small = w1 < 0.5f && w1 > -0.5f;  // torch_lerp's branch (optim.h)
     kernel(p, g, st->tensors[0].data, st->tensors[1].data, shape_numel(&st->shape),
-                 (float)(1.0 - c->lr * c->weight_decay), (float)(1.0 - c->beta1), (float)c->beta2,
-                 (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size));
+           (float)(1.0 - c->lr * c->weight_decay), small ? w1 : w1 - 1.0f, small, (float)c->beta2,
+           (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size));
 }
 
 const Optimizer optim_adamw_torch = {
@@ -122,4 +154,5 @@ const Optimizer optim_adamw_torch = {
     .init = adamw_init,
     .step = adamw_step,
     .free = optim_state_free_tensors,
+    .keywords = ADAMW_KEYWORDS,
 };

@@ -47,7 +47,7 @@ static void adamw_mistake_step(OptimState* st, float* p, const float* g, const O
         float pi = p[i], gi = g[i];
         if (mk == AM_L2_DECAY) gi = fmaf(pi, wd, gi);  // grad.add(param, alpha=wd): an FMA on CPU
         else if (mk != AM_DECAY_AFTER_UPDATE) pi = pi * decay;
-        const float mi = mk == AM_LERP_WEIGHT_BETA1 ? torch_lerp(m[i], gi, b1) : fmaf(w1, gi - m[i], m[i]);
+        const float mi = torch_lerp(m[i], gi, mk == AM_LERP_WEIGHT_BETA1 ? b1 : w1);
         const float vi = mk == AM_V_WEIGHTS_SWAPPED ? fmaf(b2 * gi, gi, v[i] * w2) : fmaf(w2 * gi, gi, v[i] * b2);
         float denom;
         switch (mk) {

@@ -341,6 +341,8 @@ Status conform_plugin_load(const char* path, const char* optim_name, const Optim
         .reference = g_plugin_name,
         .defaults = base->defaults,
         .validate = base->validate,
+        .keywords = base->keywords,
+        .constructor_defaults = base->constructor_defaults,
         .state_bytes = base->state_bytes,
         .init = plugin_init,
         .step = plugin_step,
@@ -367,7 +369,7 @@ static Runner runner_of_mistake(const OptimMistake* m) {
 }
 
 static Status runner_config(const Runner* r, json_t* hp, OptimConfig* cfg) {
-    Status s = optim_config_from_json(r->parse_as ? r->parse_as : r->o, hp, cfg);
+    Status s = r->parse_as ? optim_config_from_json_skipping(r->parse_as, hp, cfg) : optim_config_from_json(r->o, hp, cfg);
     if (!status_is_ok(s) || !r->tweak) return s;
     OptimConfig before = *cfg;
     r->tweak(cfg);

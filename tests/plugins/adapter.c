@@ -42,7 +42,7 @@ static void* adapter_create(int32_t ndim, const int64_t* dims, const TrainbenchH
     a->o = o;
 #ifdef ADAPTER_PARSE_JSON
     json_t* j = json_loads(hp->hparams_json, 0, NULL);
-    Status s = j ? optim_config_from_json(o, j, &a->cfg) : status_make(STATUS_INVALID, "hparams_json is not JSON");
+    Status s = j ? optim_config_from_json_skipping(o, j, &a->cfg) : status_make(STATUS_INVALID, "hparams_json is not JSON");
     json_decref(j);
 #else
     optim_defaults(o, &a->cfg);
@@ -61,6 +61,7 @@ static void* adapter_create(int32_t ndim, const int64_t* dims, const TrainbenchH
     c->scale_parameter = hp->scale_parameter != 0;
     c->relative_step = hp->relative_step != 0;
     c->warmup_init = hp->warmup_init != 0;
+    c->lr_none = c->relative_step;  // the ABI: lr is 0 where the library's lr is None
     c->block_size = (int)hp->block_size;
     c->min_8bit_size = (size_t)hp->min_8bit_size;
     Status s = o->validate(c);
