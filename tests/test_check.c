@@ -290,6 +290,27 @@ static void test_one_ulp_in_bit_exact_state_fails(void** s) {
     assert_non_null(strstr(g_out, "[3]"));
 }
 
+// An optimizer golden missing a state tensor at a checked step is unusable (exit 2, named):
+// otherwise a candidate would "pass" a comparison that never happened.
+static void test_golden_missing_state_exits_2(void** s) {
+    (void)s;
+    char path[512], args[2048];
+    SafeTensors st;
+    assert_true(status_is_ok(st_read(ADAMW_GOLDEN, &st)));
+    StWriter* w = st_writer_new();
+    for (size_t i = 0; i < st.n_tensors; i++)
+        if (strcmp(st.tensors[i].name, "expect.step5.state.exp_avg_sq"))
+            st_writer_add(w, st.tensors[i].name, st.tensors[i].dtype, st.tensors[i].ndim, st.tensors[i].shape,
+                          st.tensors[i].data);
+    for (size_t i = 0; i < st.n_meta; i++) st_writer_meta(w, st.meta_keys[i], st.meta_values[i]);
+    tmp_path(path, sizeof path, "adamw_no_v5.safetensors");
+    assert_true(status_is_ok(st_writer_save(w, path)));
+    st_writer_free(w);
+    st_free(&st);
+    snprintf(args, sizeof args, "%s %s", path, ADAMW_GOLDEN);
+    expect(args, 2, "unusable golden: it lacks expect.step5.state.exp_avg_sq");
+}
+
 static void test_movement_term_from_replay(void** s) {
     (void)s;
     char path[512], args[2048];
@@ -354,6 +375,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_golden_itself_passes),
         cmocka_unit_test(test_one_ulp_in_bit_exact_state_fails),
         cmocka_unit_test(test_movement_term_from_replay),
+        cmocka_unit_test(test_golden_missing_state_exits_2),
         cmocka_unit_test(test_bnb_codes_rule),
         cmocka_unit_test(test_tensor_selection),
     };

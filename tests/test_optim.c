@@ -15,7 +15,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/safetensors.h"
 #include "validate/conform.h"
 #include "optim/optim.h"
 #include "optim/torch_sqrt.h"
@@ -225,6 +227,69 @@ static void test_hyperparameter_contract(void** s) {
     }
 }
 
+// ---- honest goldens: a damaged golden is unusable (STATUS_INVALID, named), never a pass nor a
+// failure of the optimizer ----
+// Copies `src` to `dst` without the tensor `drop` (NULL: none), with metadata `key` set to
+// `value` (NULL: unchanged).
+static void write_damaged(const char* src, const char* dst, const char* drop, const char* key, const char* value) {
+    SafeTensors st;
+    assert_true(status_is_ok(st_read(src, &st)));
+    StWriter* w = st_writer_new();
+    for (size_t i = 0; i < st.n_tensors; i++) {
+        const StTensor* t = &st.tensors[i];
+        if (drop && !strcmp(t->name, drop)) continue;
+        st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    for (size_t i = 0; i < st.n_meta; i++)
+        st_writer_meta(w, st.meta_keys[i], key && !strcmp(st.meta_keys[i], key) ? value : st.meta_values[i]);
+    assert_true(status_is_ok(st_writer_save(w, dst)));
+    st_writer_free(w);
+    st_free(&st);
+}
+
+static void expect_unusable(const char* optim, const char* golden, const char* drop, const char* key, const char* value,
+                            const char* needle) {
+    char src[512], dst[] = "/tmp/test_optim_damaged_XXXXXX.safetensors";
+    snprintf(src, sizeof src, "%s/%s/%s", GOLDEN_OPTIM_DIR, optim, golden);
+    int fd = mkstemps(dst, 12);
+    assert_true(fd >= 0);
+    close(fd);
+    write_damaged(src, dst, drop, key, value);
+    ConformSummary sum;
+    Status s = conform_run_case(optim_find(optim), dst, NULL, &sum);
+    printf("%s without %s%s%s -> %s\n", golden, drop ? drop : "-", key ? ", " : "", key ? key : "", s.msg);
+    unlink(dst);
+    assert_int_equal(s.code, STATUS_INVALID);
+    assert_non_null(strstr(s.msg, "unusable golden"));
+    assert_non_null(strstr(s.msg, needle));
+}
+
+static void test_damaged_goldens_are_unusable(void** s) {
+    (void)s;
+    // a state tensor the library keeps, at a checked step (AdamW, Adafactor factored, 8-bit)
+    expect_unusable("adamw_torch", "vec_257.safetensors", "expect.step10.state.exp_avg", NULL, NULL,
+                    "lacks expect.step10.state.exp_avg");
+    expect_unusable("adafactor", "matrix_64x96_wd.safetensors", "expect.step2.state.exp_avg_sq_col", NULL, NULL,
+                    "lacks expect.step2.state.exp_avg_sq_col");
+    expect_unusable("adamw_bnb_8bit", "vec_4097.safetensors", "expect.step1.state.absmax2", NULL, NULL,
+                    "lacks expect.step1.state.absmax2");
+    expect_unusable("adafactor_torch", "vec_255.safetensors", "expect.step5.state.variance", NULL, NULL,
+                    "lacks expect.step5.state.variance");
+    // the step tensor (a Python int in transformers' state, a tensor in torch's)
+    expect_unusable("adafactor", "vec_257.safetensors", "expect.step20.state.step", NULL, NULL,
+                    "lacks expect.step20.state.step");
+    expect_unusable("adamw_torch", "vec_1.safetensors", "expect.step1.state.step", NULL, NULL,
+                    "lacks expect.step1.state.step");
+    // a checked step's param
+    expect_unusable("adamw_torch", "vec_257.safetensors", "expect.step5.param", NULL, NULL,
+                    "lists step 5 but it has no expect.step5.param");
+    // a check step beyond the last step, and a malformed list
+    expect_unusable("adamw_torch", "vec_257.safetensors", NULL, "check_steps", "1,2,5,10,20,21",
+                    "lists step 21, but input.grads has steps 1..20");
+    expect_unusable("adamw_torch", "vec_257.safetensors", NULL, "check_steps", "1,x", "not a comma list of steps");
+    expect_unusable("adamw_torch", "vec_257.safetensors", NULL, "check_steps", "", "check_steps is empty");
+}
+
 static void test_estimate_equals_measured(void** s) {
     (void)s;
     const TensorShape shapes[] = {shape_1d(1), shape_1d(255), shape_1d(4095), shape_1d(4096), shape_1d(4097),
@@ -257,6 +322,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hyperparameter_contract),
         cmocka_unit_test(test_estimate_equals_measured),
+        cmocka_unit_test(test_damaged_goldens_are_unusable),
         cmocka_unit_test(test_every_optimizer_matches_its_goldens),
         cmocka_unit_test(test_portable_paths_match_goldens),
         cmocka_unit_test(test_every_known_mistake_fails),

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "core/safetensors.h"
 
 static char g_plugins[4096];  // BUILD/plugins
 static char g_out[262144];
@@ -30,6 +31,14 @@ static int conform(const char* fmt, const char* plugin) {
     snprintf(full, sizeof full, "conform %s", args);
     return cli_run(full, true, g_out, sizeof g_out);
 }
+
+// The seed's 9 adamw_torch cases (and the other optimizers' cases of the same names): the
+// diagnosis tests below count rows of this set; the edge cases (beta1_*, eps_*, shapes, ...)
+// are checked by tests/test_optim.c and test_edge_cases_* below.
+#define SEED_CASES "--case 'matrix_64x96_*,vec_*'"
+#define SEED_CASES_ADAFACTOR \
+    "--case 'matrix_*,vec_*,three_d_3x16x24,scale_parameter_20x28,relative_step_*,beta1_20x28,all_flags_vec_257," \
+    "clip_threshold_0.5_20x28,rho_relative_20x28,tiny_params_vec_257,d_2_eps_20x28'"
 
 static void show_and_fail(const char* why) {
     printf("%s; output was:\n%s\n", why, g_out);
@@ -61,7 +70,7 @@ static size_t rows_with(const char* verdict, const char* needle) {
 
 static void test_correct_plain_plugin_passes(void** s) {
     (void)s;
-    int rc = conform("--plugin %s", "adamw_plain.so");
+    int rc = conform("--plugin %s " SEED_CASES, "adamw_plain.so");
     if (rc != 0 || !strstr(g_out, "9 cases: 9 passed")) show_and_fail("adamw_plain.so must pass all 9 cases");
     printf("%s", g_out);
 }
@@ -80,7 +89,7 @@ static void test_adapters_of_our_optimizers_pass(void** s) {
 
 // A wrong plugin: exit 1, at least `min_fail` FAIL rows, every one diagnosed with exactly `text`.
 static void expect_diagnosis(const char* plugin, const char* text, size_t min_fail) {
-    int rc = conform("--plugin %s", plugin);
+    int rc = conform(strstr(plugin, "adapter_") ? "--plugin %s " SEED_CASES_ADAFACTOR : "--plugin %s " SEED_CASES, plugin);
     char needle[512];
     snprintf(needle, sizeof needle, "consistent with: %s", text);
     size_t n = rows_with("FAIL", needle);
@@ -127,7 +136,7 @@ static void test_other_adafactor_dialect_diagnosed(void** s) {
 
 static void test_crash_is_reported_and_other_cases_run(void** s) {
     (void)s;
-    int rc = conform("--plugin %s", "adamw_crash.so");
+    int rc = conform("--plugin %s " SEED_CASES, "adamw_crash.so");
     printf("%s", g_out);
     if (rc != 1 || rows_with("CRASH", "SIGSEGV") != 1 || rows_with("PASS", NULL) != 8 ||
         !strstr(g_out, "vec_255                    CRASH"))
@@ -136,7 +145,7 @@ static void test_crash_is_reported_and_other_cases_run(void** s) {
 
 static void test_nan_output_fails_undiagnosed(void** s) {
     (void)s;
-    int rc = conform("--plugin %s", "adamw_nan.so");
+    int rc = conform("--plugin %s " SEED_CASES, "adamw_nan.so");
     printf("%s", g_out);
     if (rc != 1 || rows_with("FAIL", "no known mistake fits") != 9 || !strstr(g_out, "NaN"))
         show_and_fail("NaN output must FAIL every case, with no mistake claimed");
@@ -151,7 +160,7 @@ static void test_hang_times_out(void** s) {
 
 static void test_refusal_is_error_with_its_text(void** s) {
     (void)s;
-    int rc = conform("--plugin %s", "adamw_refuse_nd.so");
+    int rc = conform("--plugin %s " SEED_CASES, "adamw_refuse_nd.so");
     printf("%s", g_out);
     if (rc != 1 || rows_with("ERROR", "only handles 1-D tensors") != 2 || rows_with("PASS", NULL) != 7)
         show_and_fail("the two 2-D cases must be ERROR with the plugin's text, the 7 others PASS");
@@ -205,6 +214,36 @@ static void test_from_another_directory(void** s) {
     assert_non_null(strstr(out, "--goldens: cannot open folder no-such-folder"));
 }
 
+// A golden missing a state tensor is UNUSABLE (exit 2, named), not a pass: a folder holding a
+// copy of vec_257 without expect.step10.state.exp_avg, next to an intact vec_1.
+static void test_unusable_golden_exits_2(void** s) {
+    (void)s;
+    char dir[4200], path[4300], cmd[8800], out[16384];
+    snprintf(dir, sizeof dir, "%s/damaged/adamw_torch", g_tmp);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp reference/golden/optim/adamw_torch/vec_1.safetensors %s/", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    SafeTensors st;
+    assert_true(status_is_ok(st_read("reference/golden/optim/adamw_torch/vec_257.safetensors", &st)));
+    StWriter* w = st_writer_new();
+    for (size_t i = 0; i < st.n_tensors; i++)
+        if (strcmp(st.tensors[i].name, "expect.step10.state.exp_avg"))
+            st_writer_add(w, st.tensors[i].name, st.tensors[i].dtype, st.tensors[i].ndim, st.tensors[i].shape,
+                          st.tensors[i].data);
+    for (size_t i = 0; i < st.n_meta; i++) st_writer_meta(w, st.meta_keys[i], st.meta_values[i]);
+    snprintf(path, sizeof path, "%s/vec_257.safetensors", dir);
+    assert_true(status_is_ok(st_writer_save(w, path)));
+    st_writer_free(w);
+    st_free(&st);
+    snprintf(cmd, sizeof cmd, "conform --optim adamw_torch --goldens %s/damaged", g_tmp);
+    int rc = cli_run(cmd, true, out, sizeof out);
+    printf("%s", out);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "vec_1                      PASS"));
+    assert_non_null(strstr(out, "vec_257                    UNUSABLE"));
+    assert_non_null(strstr(out, "lacks expect.step10.state.exp_avg"));
+    assert_non_null(strstr(out, "1 unusable golden"));
+}
+
 static void test_builtin_verbose_and_override(void** s) {
     (void)s;
     int rc = conform("--optim adafactor_torch --verbose --case 'vec_25*'", NULL);
@@ -241,6 +280,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_unusable_input_exits_2),
         cmocka_unit_test(test_builtin_verbose_and_override),
         cmocka_unit_test(test_from_another_directory),
+        cmocka_unit_test(test_unusable_golden_exits_2),
     };
     int rc = cmocka_run_group_tests_name("plugin", tests, NULL, NULL);
     cli_harness_cleanup("plugin");

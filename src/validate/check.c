@@ -403,6 +403,13 @@ static int check_run(int argc, char** argv) {
         fprintf(stderr, "trainbench check: note: %s names optimizer '%s', which is not registered here (%s): "
                 "dtype-derived tolerances\n", paths[0], optim, optim_names_list());
     if (!opt) optim = NULL;
+    if (opt) {  // an optimizer golden missing a checked step or state tensor is unusable, not a pass
+        s = conform_golden_validate(&gold, opt->name);
+        if (!status_is_ok(s)) {
+            fprintf(stderr, "trainbench check: %s\n", s.msg);
+            goto done;
+        }
+    }
 
     // ---- select the golden tensors and validate the candidate's; any problem exits 2 ----
     bool has_expect = false;

@@ -200,6 +200,12 @@ static void compare_tensor(const char* tol_name, const char* case_id, int64_t st
     record(sum, c.ok, c.used, step, label);
 }
 
+static bool optim_state_find_name_in(char names[][64], int n, const char* name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], name)) return true;
+    return false;
+}
+
 static bool in_list(const char* list, int64_t k) {
     const char* p = list;
     while (p && *p) {
@@ -378,6 +384,72 @@ static Status runner_config(const Runner* r, json_t* hp, OptimConfig* cfg) {
     return status_ok();
 }
 
+// A usable optimizer golden lists check steps 1..T (T = input.grads' first dim) and holds, at
+// each of them, expect.step{k}.param, expect.step{k}.state.step and every state tensor the
+// library keeps for this case (the state keys of `optim_name`'s registered optimizer, run on
+// the case's hparams and shape: exp_avg, exp_avg_sq_row, absmax1, ...). Anything less would
+// make a comparison silently pass (a missing state tensor) or blame the optimizer (a missing
+// step): STATUS_INVALID naming the file, what is missing and why it is required.
+Status conform_golden_validate(const SafeTensors* st, const char* optim_name) {
+    const StTensor* p0 = st_find(st, "input.param");
+    const StTensor* grads = st_find(st, "input.grads");
+    const char* checks = st_meta(st, "check_steps");
+    const char* hparams = st_meta(st, "hparams");
+    if (!st_meta(st, "case") || !hparams || !checks || !p0 || !grads || p0->dtype != DTYPE_F32 ||
+        grads->ndim != p0->ndim + 1 || p0->ndim > OPTIM_MAX_DIMS)
+        return status_make(STATUS_INVALID, "%s: not an optimizer golden (needs metadata case, hparams, "
+                           "check_steps and tensors input.param (F32), input.grads (T, *param shape))", st->path);
+    for (int d = 0; d < p0->ndim; d++)
+        if (grads->shape[d + 1] != p0->shape[d])
+            return status_make(STATUS_INVALID, "%s: unusable golden: input.grads dim %d is %lld, input.param's is %lld",
+                               st->path, d + 1, (long long)grads->shape[d + 1], (long long)p0->shape[d]);
+    const int64_t T = grads->shape[0];
+    // the state keys the library keeps for this case: our registered optimizer's, plus "step"
+    const Optimizer* reg = optim_find(optim_name);
+    CHECK(reg, "unknown optimizer %s", optim_name);
+    json_error_t jerr;
+    json_t* hp = json_loads(hparams, 0, &jerr);
+    if (!hp) return status_make(STATUS_INVALID, "%s: unusable golden: hparams is not JSON: %s", st->path, jerr.text);
+    OptimConfig cfg;
+    Status s = optim_config_from_json(reg, hp, &cfg);
+    json_decref(hp);
+    if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", st->path, s.msg);
+    TensorShape shape = {p0->ndim, {0}};
+    for (int d = 0; d < p0->ndim; d++) shape.dims[d] = p0->shape[d];
+    OptimState* ref = reg->init(&shape, &cfg);
+    char names[OPTIM_MAX_STATE + 1][64];
+    int n_names = 0;
+    for (int i = 0; i < ref->n_tensors; i++) snprintf(names[n_names++], sizeof names[0], "%s", ref->tensors[i].name);
+    reg->free(ref);
+    if (!optim_state_find_name_in(names, n_names, "step")) snprintf(names[n_names++], sizeof names[0], "step");
+    if (!*checks) return status_make(STATUS_INVALID, "%s: unusable golden: check_steps is empty", st->path);
+    const char* q = checks;
+    while (*q) {
+        char* end;
+        long long k = strtoll(q, &end, 10);
+        if (end == q || (*end && *end != ','))
+            return status_make(STATUS_INVALID, "%s: unusable golden: check_steps '%s' is not a comma list of steps",
+                               st->path, checks);
+        if (k < 1 || k > T)
+            return status_make(STATUS_INVALID, "%s: unusable golden: check_steps lists step %lld, but input.grads has "
+                               "steps 1..%lld", st->path, k, (long long)T);
+        char key[700];
+        snprintf(key, sizeof key, "expect.step%lld.param", k);
+        if (!st_find(st, key))
+            return status_make(STATUS_INVALID, "%s: unusable golden: check_steps lists step %lld but it has no %s",
+                               st->path, k, key);
+        for (int i = 0; i < n_names; i++) {
+            snprintf(key, sizeof key, "expect.step%lld.state.%s", k, names[i]);
+            if (!st_find(st, key))
+                return status_make(STATUS_INVALID, "%s: unusable golden: it lacks %s (%s keeps '%s' in its state on "
+                                   "this case: a golden without it could not catch a wrong %s)", st->path, key,
+                                   reg->name, names[i], names[i]);
+        }
+        q = *end ? end + 1 : end;
+    }
+    return status_ok();
+}
+
 // The core: runs `subject` over the case; the expected values are the golden's, or (ref !=
 // NULL) those of `ref` run in lockstep on the same inputs. params_only: skip state tensors.
 static Status run_case(const char* tol_name, const Runner* subject, const Runner* ref, bool params_only,
@@ -388,17 +460,16 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
     SafeTensors st;
     Status s = st_read(path, &st);
     if (!status_is_ok(s)) return s;
+    s = conform_golden_validate(&st, tol_name);
+    if (!status_is_ok(s)) {
+        st_free(&st);
+        return s;
+    }
     const char* case_id = st_meta(&st, "case");
     const char* hparams = st_meta(&st, "hparams");
     const char* checks = st_meta(&st, "check_steps");
     const StTensor* p0 = st_find(&st, "input.param");
     const StTensor* grads = st_find(&st, "input.grads");
-    if (!case_id || !hparams || !checks || !p0 || !grads || p0->dtype != DTYPE_F32 || grads->ndim != p0->ndim + 1 ||
-        p0->ndim > OPTIM_MAX_DIMS) {
-        st_free(&st);
-        return status_make(STATUS_INVALID, "%s: not an optimizer golden (needs metadata case, hparams, "
-                           "check_steps and tensors input.param (F32), input.grads (T, *param shape))", path);
-    }
     json_error_t jerr;
     json_t* hp = json_loads(hparams, 0, &jerr);
     OptimConfig cfg, rcfg;
@@ -546,7 +617,7 @@ static int conform_cmd_run(int argc, char** argv);
 const Command cmd_conform = {
     .name = "conform",
     .summary = "run every optimizer golden case through a plugin (or a built-in optimizer): pass/fail table",
-    .usage = "trainbench conform (--plugin LIB.so [--optim NAME] | --optim NAME) [--case GLOB] [--timeout SEC] "
+    .usage = "trainbench conform (--plugin LIB.so [--optim NAME] | --optim NAME) [--case GLOB[,GLOB...]] [--timeout SEC] "
              "[--goldens DIR] [--verbose] [--list-mistakes]",
     .run = conform_cmd_run,
 };
@@ -736,8 +807,10 @@ static void case_id_of(const char* path, char* buf, size_t len) {
     if (dot) *dot = 0;
 }
 
-typedef enum { V_PASS, V_FAIL, V_CRASH, V_TIMEOUT, V_ERROR, V_COUNT } Verdict;
-static const char* const VERDICT_NAMES[V_COUNT] = {"PASS", "FAIL", "CRASH", "TIMEOUT", "ERROR"};
+// UNUSABLE: the golden itself cannot be used (conform_golden_validate: a missing step or state
+// tensor, a check step past its last step, hparams this optimizer refuses): exit 2.
+typedef enum { V_PASS, V_FAIL, V_CRASH, V_TIMEOUT, V_ERROR, V_UNUSABLE, V_COUNT } Verdict;
+static const char* const VERDICT_NAMES[V_COUNT] = {"PASS", "FAIL", "CRASH", "TIMEOUT", "ERROR", "UNUSABLE"};
 
 static void list_mistakes(void) {
     printf("%-16s %-28s %s\n", "optimizer", "mistake", "diagnosis text");
@@ -745,6 +818,16 @@ static void list_mistakes(void) {
         const OptimMistake* m = optim_mistake_at(i);
         printf("%-16s %-28s %s%s\n", m->optim, m->id, m->text, m->params_only ? " [params only]" : "");
     }
+}
+
+// --case: one glob or a comma list of globs; a case runs when any matches its id.
+static bool case_matches(const char* globs, const char* id) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", globs);
+    char* save = NULL;
+    for (char* g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save))
+        if (fnmatch(g, id, 0) == 0) return true;
+    return false;
 }
 
 static int conform_cmd_run(int argc, char** argv) {
@@ -809,7 +892,7 @@ static int conform_cmd_run(int argc, char** argv) {
     for (size_t i = 0; i < n_all; i++) {
         char id[256];
         case_id_of(paths[i], id, sizeof id);
-        if (!op.glob || fnmatch(op.glob, id, 0) == 0) {
+        if (!op.glob || case_matches(op.glob, id)) {
             char* keep = paths[i];
             paths[i] = paths[n];
             paths[n++] = keep;
@@ -846,6 +929,9 @@ static int conform_cmd_run(int argc, char** argv) {
             v = V_CRASH;
             snprintf(detail, sizeof detail, "%s%s", how,
                      WIFSIGNALED(c.status) ? "" : " before reporting a result (exit() in the plugin, or a sanitizer's report: see stderr)");
+        } else if (r->code == STATUS_INVALID) {
+            v = V_UNUSABLE;
+            snprintf(detail, sizeof detail, "%s", r->msg);
         } else if (r->code != STATUS_OK) {
             v = V_ERROR;
             snprintf(detail, sizeof detail, "%s", r->msg);
@@ -867,5 +953,10 @@ static int conform_cmd_run(int argc, char** argv) {
     conform_free_list(paths, n_all);
     printf("conform: %zu case%s: %zu passed, %zu failed, %zu crashed, %zu timed out, %zu errors\n", n, n == 1 ? "" : "s",
            count[V_PASS], count[V_FAIL], count[V_CRASH], count[V_TIMEOUT], count[V_ERROR]);
+    if (count[V_UNUSABLE]) {
+        fprintf(stderr, "conform: %zu unusable golden%s (UNUSABLE rows above): fix or regenerate them; exit 2\n",
+                count[V_UNUSABLE], count[V_UNUSABLE] == 1 ? "" : "s");
+        return 2;
+    }
     return count[V_PASS] == n ? 0 : 1;
 }

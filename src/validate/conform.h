@@ -42,6 +42,11 @@ typedef struct {
     char first_fail_at[80];       // the first failing comparison ("" when none)
 } ConformSummary;
 
+// Checks that an optimizer golden is usable (conform.c says what that means): STATUS_INVALID
+// naming the file and what is missing. conform_run_case and `check` call it first.
+#include "core/safetensors.h"
+Status conform_golden_validate(const SafeTensors* st, const char* optim_name);
+
 // Runs one case. Each comparison prints one line to `log` (NULL: silent). STATUS_INVALID if
 // the golden file is unusable (missing tensors, bad metadata), naming what is wrong;
 // STATUS_UNSUPPORTED when the optimizer under test reported an error (a plugin's create or
