@@ -158,6 +158,9 @@ def norm2_dim_m2(X):
     """linalg.vector_norm(X, dim=-2, keepdim=True): per column, rows in order, acc + RN(x*x)."""
     X = np.asarray(X, f32)
     lead = X.shape[:-2]
+    if X.shape[-1] == 1:  # TensorIterator coalesces (R, 1) into one contiguous row: the last-dim kernel
+        rows = X.reshape((-1, X.shape[-2]))
+        return np.array([np.sqrt(sumsq_lastdim(r)) for r in rows], f32).reshape(lead + (1, 1))
     Xs = X.reshape((-1,) + X.shape[-2:])
     out = np.empty((Xs.shape[0], 1, X.shape[-1]), f32)
     for a in range(Xs.shape[0]):
@@ -241,6 +244,8 @@ def sum_dim_m2(X):
     """X.sum(dim=-2) for contiguous X (..., R, C): cascade_sum, 'contiguous outer reduction'."""
     X = np.asarray(X, f32)
     R, C = X.shape[-2:]
+    if C == 1:  # (R, 1) coalesces into one contiguous row: an inner (last-dim) sum
+        return sum_lastdim(X.reshape(X.shape[:-2] + (R,))).reshape(X.shape[:-2] + (1,))
     Xs = X.reshape((-1, R, C))
     out = np.empty((Xs.shape[0], C), f32)
     for a in range(Xs.shape[0]):

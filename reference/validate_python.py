@@ -35,6 +35,7 @@ import argparse
 import functools
 import glob
 import importlib
+import inspect
 import json
 import math
 import os
@@ -153,7 +154,66 @@ def build_kwargs(cls, golden_optim, hp, args):
     for k in args.drop:
         kw.pop(k, None)
     kw.update(args.kwargs)
+    if args.drop_unknown:
+        takes = accepted_kwargs(cls)
+        if takes is not None:
+            dropped = sorted(k for k in kw if k not in takes)
+            for k in dropped:
+                del kw[k]
+            if dropped:
+                notes.append(f"--drop-unknown: {cls.__name__} takes no {', '.join(dropped)} (dropped)")
     return kw, notes
+
+
+# Library classes that run the same code as a golden set's class (documented in
+# reference/VALIDATE_PYTHON.md, "Aliases"); the note is printed when one is validated.
+ALIASES = {
+    ("bitsandbytes.optim.adam", "Adam8bit"): "alias of AdamW8bit for the adamw_bnb_8bit goldens: both are "
+        "Optimizer2State('adam', optim_bits=8) and bitsandbytes' 'adam' kernels apply weight_decay decoupled "
+        "(p *= 1 - lr*wd), so Adam8bit decays like AdamW8bit (only its default weight_decay differs: 0 vs 1e-2; "
+        "the goldens pass it explicitly)",
+    ("torch.optim.adam", "Adam"): "alias of AdamW for the adamw_torch goldens only with "
+        "--kwargs '{\"decoupled_weight_decay\": true}' (Adam's default is the L2 penalty)",
+}
+
+
+def accepted_kwargs(cls):
+    """The keyword arguments cls(params, ...) takes (inspect.signature); None if it takes **kwargs."""
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return {n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def read_golden_numpy(path):
+    """Reads any trainbench golden into {name: numpy array} and its metadata, with numpy only.
+    safetensors.numpy cannot read BF16 (numpy has no bfloat16; the larger optimizer goldens store
+    input.grads as BF16): BF16 is widened exactly to float32 here (its 16 bits are the high half
+    of the float32). Returns (tensors, metadata)."""
+    import numpy as np
+    dtypes = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+              "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+    with open(path, "rb") as fh:
+        blob = fh.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = memoryview(blob)[8 + n:]
+    out = {}
+    for name, t in header.items():
+        a, b = t["data_offsets"]
+        raw = data[a:b]
+        if t["dtype"] == "BF16":
+            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif t["dtype"] in dtypes:
+            arr = np.frombuffer(raw, dtype=np.dtype(dtypes[t["dtype"]]).newbyteorder("<")).copy()
+        else:
+            raise ValueError(f"{path}: tensor {name} has dtype {t['dtype']}, which this reader does not know")
+        out[name] = arr.reshape(t["shape"])
+    return out, meta
 
 
 def run_case(torch, cls, golden_path, args):
@@ -209,6 +269,9 @@ def main():
     ap.add_argument("--goldens", required=True, help="one optimizer's golden folder, e.g. reference/golden/optim/adamw_torch")
     ap.add_argument("--kwargs", default="{}", help="JSON object merged over the golden's hparams, e.g. '{\"foreach\": true}'")
     ap.add_argument("--drop", default="", help="comma list of golden hparams not to pass (a class that lacks them)")
+    ap.add_argument("--drop-unknown", action="store_true",
+                    help="drop the golden hparams the class's constructor does not take (inspect.signature), "
+                         "listing them (e.g. torch-only amsgrad/fused/foreach for bitsandbytes' Adam8bit)")
     ap.add_argument("--translate", choices=["auto", "none"], default="auto",
                     help="auto: map Adafactor hparams across the torch/transformers dialects (default)")
     ap.add_argument("--params-only", action="store_true",
@@ -245,6 +308,9 @@ def main():
     check_args = shlex.split(args.check_args)
     if args.params_only:
         check_args += ["--tensors", r"^expect\.step[0-9]+\.param$"]
+    alias = ALIASES.get((getattr(cls, "__module__", ""), getattr(cls, "__name__", "")))
+    if alias:
+        print(f"note: {cls.__name__} is an {alias}")
     print(f"optimizer: {args.optimizer}  kwargs over the golden's: {json.dumps(args.kwargs)}"
           f"{'  dropped: ' + ','.join(args.drop) if args.drop else ''}")
     print(f"goldens:   {args.goldens} ({len(goldens)} cases)   candidates: {out_dir}")
