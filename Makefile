@@ -83,7 +83,8 @@ ADAPTER_adamw_bnb_8bit   = -DADAPTER_OPTIM='"adamw_bnb_8bit"'
 ADAPTER_adafactor_noclip = -DADAPTER_OPTIM='"adafactor"' -DADAPTER_NO_CLIP
 ADAPTER_torch_as_hf      = -DADAPTER_OPTIM='"adafactor_torch"' -DADAPTER_IMPLEMENTS='"adafactor"' -DADAPTER_PARSE_JSON
 PLUGIN_ADAPTERS = adamw_torch adafactor adafactor_torch adamw_bnb_8bit adafactor_noclip torch_as_hf
-PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update lerp_weight crash nan hang refuse_nd abi
+PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update lerp_weight crash nan hang refuse_nd abi \
+                  textbook reordered l2_muladd l2_fma bc_f32
 PLUGIN_SOS      = $(PLUGIN_ADAPTERS:%=$(PLUGIN_DIR)/adapter_%.so) $(PLUGIN_PLAIN:%=$(PLUGIN_DIR)/adamw_%.so)
 
 .SECONDARY: $(PLUGIN_OBJS)  # keep them: they are made by a pattern rule for a pattern rule

@@ -134,6 +134,51 @@ static void test_other_adafactor_dialect_diagnosed(void** s) {
     assert_true(rows_with("ERROR", "create refused") >= 1);
 }
 
+// Correct AdamW written in other fp32 roundings (textbook mul+add with double bias corrections
+// and m_hat/v_hat; lerp's other formula, addcmul operands swapped): every case is PASS or
+// CONFORMS (the rounding-order band, reference/CONFORMANCE.md) except the two where the
+// ordering changes non-finite results: grads_huge (w2*(g*g) overflows where torch's (w2*g)*g
+// does not) and grads_nonfinite (lerp of an inf state gives NaN in torch, inf in b1*m + w*g).
+// Those FAIL with no mistake claimed.
+static void expect_conforms(const char* plugin, size_t min_conforms) {
+    int rc = conform("--plugin %s", plugin);
+    printf("%s", g_out);
+    size_t n_conf = rows_with("CONFORMS", "differs by rounding only");
+    if (rc != 1 || n_conf < min_conforms || rows_with("FAIL", "no known mistake fits") != 2 ||
+        !strstr(g_out, "grads_huge_vec_33          FAIL") || !strstr(g_out, "grads_nonfinite_vec_33     FAIL") ||
+        !strstr(g_out, "33 cases: 31 passed"))
+        show_and_fail(plugin);
+}
+static void test_textbook_adamw_conforms(void** s) {
+    (void)s;
+    expect_conforms("adamw_textbook.so", 20);
+}
+static void test_reordered_adamw_conforms(void** s) {
+    (void)s;
+    expect_conforms("adamw_reordered.so", 20);
+}
+
+// The L2 mistake is named in every failing case however it is written; so is the float32
+// bias-correction mistake. Nine cases: both lerp branches, the 257 tail, decay at lr*wd 1, a
+// matrix, subnormal gradients (the diagnosis replays 13 mistakes per failing case: kept short).
+#define NAMED_CASES "--case 'beta1_*,vec_257,vec_1,wd_lr_x_wd_1_vec_257,matrix_64x96_wd,grads_subnormal_vec_33,eps_1_vec_257'"
+static void expect_named_everywhere(const char* plugin, const char* text, size_t min_fail) {
+    int rc = conform("--plugin %s " NAMED_CASES, plugin);
+    printf("%s", g_out);
+    char needle[256];
+    snprintf(needle, sizeof needle, "consistent with: %s", text);
+    if (rc != 1 || rows_with("FAIL", needle) < min_fail) show_and_fail(plugin);
+}
+static void test_l2_named_in_each_rounding_style(void** s) {
+    (void)s;
+    expect_named_everywhere("adamw_l2_fma.so", "L2 penalty added to the gradient", 9);
+    expect_named_everywhere("adamw_l2_muladd.so", "L2 penalty added to the gradient", 9);
+}
+static void test_f32_bias_correction_named(void** s) {
+    (void)s;
+    expect_named_everywhere("adamw_bc_f32.so", "bias corrections 1 - beta^t computed in float32", 6);
+}
+
 static void test_crash_is_reported_and_other_cases_run(void** s) {
     (void)s;
     int rc = conform("--plugin %s " SEED_CASES, "adamw_crash.so");
@@ -273,6 +318,10 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_wrong_lerp_weight_diagnosed),
         cmocka_unit_test(test_adafactor_without_clipping_diagnosed),
         cmocka_unit_test(test_other_adafactor_dialect_diagnosed),
+        cmocka_unit_test(test_textbook_adamw_conforms),
+        cmocka_unit_test(test_reordered_adamw_conforms),
+        cmocka_unit_test(test_l2_named_in_each_rounding_style),
+        cmocka_unit_test(test_f32_bias_correction_named),
         cmocka_unit_test(test_crash_is_reported_and_other_cases_run),
         cmocka_unit_test(test_nan_output_fails_undiagnosed),
         cmocka_unit_test(test_hang_times_out),

@@ -70,6 +70,19 @@ typedef struct OptimState {
     StateTensor tensors[OPTIM_MAX_STATE];  // everything the library keeps, step included
 } OptimState;
 
+// The rounding-order band of one tensor per element (reference/CONFORMANCE.md "Verdict bands"):
+// the largest |x - reference| an implementation of the same formulas with other correctly
+// rounded fp32 orderings (fma vs mul+add, operand order, lerp either way, bias corrections in
+// double) can reach. `param` and `state[i]` (indexed like the reference state's tensors[],
+// NULL for tensors without a band) are owned by conform; aux[] are zeroed scratch arrays of
+// numel doubles each, for the optimizer's own envelopes.
+typedef struct {
+    size_t n;
+    double* param;
+    double* state[OPTIM_MAX_STATE];
+    double* aux[4];
+} RoundingBand;
+
 typedef struct Optimizer {
     const char* name;        // registry name = HF TrainingArguments.optim: "adamw_torch", ...
     const char* reference;   // "torch.optim.AdamW (for-loop path)"
@@ -99,6 +112,11 @@ typedef struct Optimizer {
     // configuration); NULL: the same. Golden hparams are constructor kwargs, so an omitted key
     // takes the constructor's default.
     void (*constructor_defaults)(OptimConfig* cfg);
+    // Optional: advances the rounding-order band by one step of the reference trajectory: `st`
+    // is the reference state after the step, p_prev/p the reference params before/after it, g
+    // its gradient. NULL: no band derived (every difference beyond the tolerance is a failure).
+    void (*rounding_band_step)(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
+                               const float* g, const OptimConfig* cfg);
 } Optimizer;
 
 // registry

@@ -144,6 +144,44 @@ static void adamw_step(OptimState* st, float* p, const float* g, const OptimConf
            (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size));
 }
 
+// The rounding-order band (derived in reference/CONFORMANCE.md, "Verdict bands: AdamW"), u = 2^-24,
+// first order, per element, from the reference trajectory (m, v, p of this file's own step):
+//   L_t   = |m_(t-1)| + |g|                                the lerp's operands: either formula of
+//                                                          lerp rounds g - m (or a product of each)
+//   E_m,t = b1*E_m,(t-1) + K_M*u*L_t                       K_M = 4: coefficient rounding, g - m or the
+//                                                          products, the sum (lerp, fma or mul+add)
+//   E_v,t = b2*E_v,(t-1) + K_V*u*v_t                       K_V = 5: all terms >= 0 (relative)
+//   D = sqrt(v)/c + eps, U = s*m/D (s = lr/bc1, c = sqrt(bc2), in double)
+//   E_p,t = |d|*E_p,(t-1) + K_D*u*|p_(t-1)|*(1 + lr*wd) + u*|p_t|
+//           + |U|*(K_U*u + E_v/(2v)) + s*E_m/D              K_D = 2, K_U = 10 (sqrt <= 2u incl. MKL,
+//                                                          /c, c, +eps, s, s*m, /D: 1u each, margin 1)
+// Each of E_m, E_v, E_p also gains 8 * 2^-149 per step: below 2^-126 rounding errs by half a
+// subnormal step absolutely, not relatively. Non-finite reference values get no band (only the
+// library's own NaN/inf pattern passes there), and an ordering that overflows where the library
+// does not (w2*(g*g) for |g| ~ 1e20, where torch's addcmul computes (w2*g)*g) is outside it.
+#define BAND_U 0x1p-24
+#define BAND_SUB (8 * 0x1p-149)
+static void adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
+                                     const float* g, const OptimConfig* c) {
+    const float* m = st->tensors[0].data;
+    const float* v = st->tensors[1].data;
+    const double t = (double)st->step, b1 = c->beta1, b2 = c->beta2;
+    const double s = c->lr / (1.0 - pow(b1, t)), cc = sqrt(1.0 - pow(b2, t)), d = 1.0 - c->lr * c->weight_decay;
+    double *m_prev = b->aux[0], *Em = b->state[0], *Ev = b->state[1], *Ep = b->param;
+    for (size_t i = 0; i < b->n; i++) {
+        const double gi = g[i], mi = m[i], vi = v[i];
+        Em[i] = b1 * Em[i] + 4 * BAND_U * (fabs(m_prev[i]) + fabs(gi)) + BAND_SUB;
+        m_prev[i] = mi;
+        Ev[i] = b2 * Ev[i] + 5 * BAND_U * vi + BAND_SUB;
+        const double D = sqrt(vi) / cc + c->eps, U = s * mi / D;
+        const double rel_v = vi > 0 ? Ev[i] / (2 * vi) : 0;
+        Ep[i] = fabs(d) * Ep[i] + 2 * BAND_U * fabs((double)p_prev[i]) * (1 + fabs(c->lr * c->weight_decay)) +
+                BAND_U * fabs((double)p[i]) + fabs(U) * (10 * BAND_U + rel_v) + (D > 0 ? s * Em[i] / D : INFINITY) +
+                BAND_SUB;
+        if (!isfinite(Ep[i]) || !isfinite(Em[i]) || !isfinite(Ev[i])) Ep[i] = Em[i] = Ev[i] = NAN;
+    }
+}
+
 const Optimizer optim_adamw_torch = {
     .name = "adamw_torch",
     .reference = "torch.optim.AdamW, single-tensor for-loop path (torch/optim/adam.py _single_tensor_adam)",
@@ -155,4 +193,5 @@ const Optimizer optim_adamw_torch = {
     .step = adamw_step,
     .free = optim_state_free_tensors,
     .keywords = ADAMW_KEYWORDS,
+    .rounding_band_step = adamw_rounding_band_step,
 };

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "optim/torch_sqrt.h"
 
@@ -26,6 +27,7 @@ typedef enum {
     AM_LERP_WEIGHT_BETA1,    // m <- lerp(m, g, beta1) instead of weight 1 - beta1
     AM_V_WEIGHTS_SWAPPED,    // v <- (1-b2)*v + b2*g*g
     AM_STEP_PLUS_ONE,        // bias correction with t+1 (step counted twice / from 1 before increment)
+    AM_BC_F32,               // bias corrections 1 - b^t computed in float32 (powf of the fp32 betas)
 } AdamwMistake;
 
 static void adamw_mistake_step(OptimState* st, float* p, const float* g, const OptimConfig* c, AdamwMistake mk) {
@@ -38,6 +40,10 @@ static void adamw_mistake_step(OptimState* st, float* p, const float* g, const O
     double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
     if (mk == AM_NO_BIAS_CORRECTION || mk == AM_NO_BC1) bc1 = 1.0;
     if (mk == AM_NO_BIAS_CORRECTION || mk == AM_NO_BC2) bc2 = 1.0;
+    if (mk == AM_BC_F32) {
+        bc1 = 1.0f - powf((float)c->beta1, (float)t);
+        bc2 = 1.0f - powf((float)c->beta2, (float)t);
+    }
     const float decay = (float)(1.0 - c->lr * c->weight_decay), wd = (float)c->weight_decay;
     const float w1 = (float)(1.0 - c->beta1), b1 = (float)c->beta1, b2 = (float)c->beta2, w2 = (float)(1.0 - c->beta2);
     const float bc2f = (float)bc2, bc2_sqrt = (float)pow(bc2, 0.5), eps = (float)c->eps;
@@ -81,6 +87,34 @@ ADAMW_MISTAKE(l2_decay, AM_L2_DECAY)
 ADAMW_MISTAKE(lerp_weight, AM_LERP_WEIGHT_BETA1)
 ADAMW_MISTAKE(v_weights_swapped, AM_V_WEIGHTS_SWAPPED)
 ADAMW_MISTAKE(step_plus_one, AM_STEP_PLUS_ONE)
+ADAMW_MISTAKE(bc_f32, AM_BC_F32)
+
+// The L2 variant's rounding-order band: AdamW's (which reads the gradient only as a magnitude)
+// on the magnitude of what it really sums, |g| + |wd*p| (g + wd*p may cancel), without
+// decoupled decay, plus p's own error fed back through wd*p into m and v; so that the L2
+// mistake is named in any rounding style (fma, or g + wd*p with two roundings).
+static void band_l2_decay(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p, const float* g,
+                          const OptimConfig* c) {
+    const size_t n = b->n ? b->n : 1;
+    float* g2 = xmalloc(n * sizeof(float));
+    double* ep_prev = xmalloc(n * sizeof(double));
+    const double wd = c->weight_decay;
+    for (size_t i = 0; i < b->n; i++) {
+        g2[i] = (float)(fabs((double)g[i]) + fabs(wd * (double)p_prev[i]));
+        ep_prev[i] = b->param[i];
+    }
+    OptimConfig c2 = *c;
+    c2.weight_decay = 0;
+    optim_adamw_torch.rounding_band_step(b, st, p_prev, p, g2, &c2);
+    for (size_t i = 0; i < b->n; i++) {
+        b->state[0][i] += (1 - c->beta1) * wd * ep_prev[i];
+        // v = b2*v + (1-b2)*g'^2: g' = g + wd*p carries its own rounding (u of |g| + |wd*p|,
+        // when written mul+add) and p's error; v's band is otherwise relative to v
+        b->state[1][i] += (1 - c->beta2) * 2 * (double)g2[i] * (wd * ep_prev[i] + 0x1p-24 * (double)g2[i]);
+    }
+    free(g2);
+    free(ep_prev);
+}
 
 static void tweak_no_decay(OptimConfig* c) { c->weight_decay = 0; }
 static void tweak_no_clip_hf(OptimConfig* c) { c->clip_threshold = INFINITY; }
@@ -113,6 +147,7 @@ static const Row ROWS[] = {
     ADAMW_ROW("lerp_weight_beta1", "wrong lerp weight: exp_avg.lerp_(grad, beta1) instead of 1 - beta1", step_lerp_weight),
     ADAMW_ROW("v_weights_swapped", "second-moment weights swapped: (1-b2)*v + b2*g^2", step_v_weights_swapped),
     ADAMW_ROW("step_plus_one", "off-by-one step in the bias correction (t+1 instead of t)", step_step_plus_one),
+    ADAMW_ROW("bias_correction_f32", "bias corrections 1 - beta^t computed in float32 instead of double", step_bc_f32),
 
     TWEAK_ROW("adafactor", "no_update_clipping", "update clipping missing (U / max(1, RMS(U)/clip_threshold))", tweak_no_clip_hf, false),
     TWEAK_ROW("adafactor", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
@@ -139,6 +174,7 @@ static void table_init(void) {
         if (ROWS[i].step) {
             g_adamw_variants[i] = optim_adamw_torch;
             g_adamw_variants[i].step = ROWS[i].step;
+            if (ROWS[i].step == step_l2_decay) g_adamw_variants[i].rounding_band_step = band_l2_decay;
             g_table[i].variant = &g_adamw_variants[i];
         }
     }

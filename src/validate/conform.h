@@ -40,6 +40,14 @@ typedef struct {
     char worst_at[80];
     double worst_any_used;
     char first_fail_at[80];       // the first failing comparison ("" when none)
+    // Verdict bands (reference/CONFORMANCE.md): comparisons that pass only through the
+    // rounding-order band (not bit-exact, not within the tolerance), and each tensor's band at
+    // the first failing step (else the last checked step): "param within tolerance, exp_avg
+    // differs by rounding only, exp_avg_sq FAILS".
+    size_t n_rounding_only;
+    int64_t bands_step, cur_step;
+    int bands_rank, cur_rank;     // 0 ordinary, 1 rounding only, 2 fails
+    char bands[400], cur[400];
 } ConformSummary;
 
 // Checks that an optimizer golden is usable (conform.c says what that means): STATUS_INVALID

@@ -28,10 +28,17 @@
 #define MISTAKE_HANG 8                /* never returns from step on the 1-element case */
 #define MISTAKE_REFUSE_ND 9           /* create refuses tensors that are not 1-D */
 #define MISTAKE_ABI 10                /* claims another ABI version */
+/* correct AdamW written in other roundings (must CONFORM: rounding-order band) */
+#define MISTAKE_TEXTBOOK 11           /* m = b1*m + (1-b1)*g, v = b2*v + (1-b2)*g*g (mul+add), p -= lr*m_hat/(sqrt(v_hat)+eps) */
+#define MISTAKE_REORDERED 12          /* lerp's other formula for every weight, v + (g*g)*(1-b2), (m*-step)/denom */
+/* more mistakes */
+#define MISTAKE_L2_MULADD 13          /* g <- g + wd*p (mul then add), no decoupled decay */
+#define MISTAKE_L2_FMA 14             /* g <- fma(wd, p, g), no decoupled decay */
+#define MISTAKE_BC_F32 15             /* bias corrections 1 - b^t computed in float32 */
 #ifndef MISTAKE
 #define MISTAKE MISTAKE_PLAIN
 #endif
-#if MISTAKE < MISTAKE_PLAIN || MISTAKE > MISTAKE_ABI /* an undefined name reads as 0 */
+#if MISTAKE < MISTAKE_PLAIN || MISTAKE > MISTAKE_BC_F32 /* an undefined name reads as 0 */
 #error "unknown MISTAKE"
 #endif
 
@@ -107,8 +114,15 @@ static const char* adamw_step(void* state, float* p, const float* g, int64_t num
     double bc1 = 1.0 - pow(s->beta1, t), bc2 = 1.0 - pow(s->beta2, t);
 #if MISTAKE == MISTAKE_NO_BIAS_CORRECTION
     bc1 = bc2 = 1.0;
+#elif MISTAKE == MISTAKE_BC_F32
+    bc1 = 1.0f - powf((float)s->beta1, (float)t);
+    bc2 = 1.0f - powf((float)s->beta2, (float)t);
 #endif
+#if MISTAKE == MISTAKE_L2_MULADD || MISTAKE == MISTAKE_L2_FMA
+    const float decay = 1.0f, wd = (float)s->wd;               /* L2: no decoupled decay */
+#else
     const float decay = (float)(1.0 - s->lr * s->wd);     /* param.mul_(1 - lr*wd) */
+#endif
 #if MISTAKE == MISTAKE_LERP_WEIGHT
     const float lerp_w = (float)s->beta1;
 #else
@@ -125,8 +139,27 @@ static const char* adamw_step(void* state, float* p, const float* g, int64_t num
 #if MISTAKE != MISTAKE_DECAY_AFTER_UPDATE
         pi = pi * decay;                                         /* decoupled decay, first */
 #endif
-        const float m = lerp(s->exp_avg[i], g[i], lerp_w);
-        const float v = fmaf(w2 * g[i], g[i], s->exp_avg_sq[i] * b2);  /* mul_(b2).addcmul_(g, g, 1-b2) */
+        float gi = g[i];
+#if MISTAKE == MISTAKE_L2_MULADD
+        gi = gi + wd * pi;                                       /* grad + wd*param, two roundings */
+#elif MISTAKE == MISTAKE_L2_FMA
+        gi = fmaf(wd, pi, gi);
+#endif
+#if MISTAKE == MISTAKE_TEXTBOOK
+        const float m = (float)s->beta1 * s->exp_avg[i] + lerp_w * gi;
+        const float v = b2 * s->exp_avg_sq[i] + w2 * (gi * gi);
+        const float m_hat = m / (float)bc1, v_hat = v / (float)bc2;
+        s->exp_avg[i] = m;
+        s->exp_avg_sq[i] = v;
+        p[i] = pi - (float)s->lr * m_hat / (sqrtf(v_hat) + eps);
+        continue;
+#elif MISTAKE == MISTAKE_REORDERED
+        const float m = fmaf(lerp_w - 1.0f, gi - s->exp_avg[i], gi);  /* g - (g - m)*(1 - w) */
+        const float v = fmaf(gi * gi, w2, s->exp_avg_sq[i] * b2);
+#else
+        const float m = lerp(s->exp_avg[i], gi, lerp_w);
+        const float v = fmaf(w2 * gi, gi, s->exp_avg_sq[i] * b2);  /* mul_(b2).addcmul_(g, g, 1-b2) */
+#endif
 #if MISTAKE == MISTAKE_EPS_INSIDE_SQRT
         const float denom = sqrtf(v / (float)bc2 + eps);            /* the mistake */
 #else
@@ -134,7 +167,11 @@ static const char* adamw_step(void* state, float* p, const float* g, int64_t num
 #endif
         s->exp_avg[i] = m;
         s->exp_avg_sq[i] = v;
+#if MISTAKE == MISTAKE_REORDERED
+        pi = pi + (m * neg_step_size) / denom;
+#else
         pi = pi + (neg_step_size * m) / denom;                   /* addcdiv_(m, denom, -step_size) */
+#endif
 #if MISTAKE == MISTAKE_DECAY_AFTER_UPDATE
         pi = pi * decay;
 #endif
