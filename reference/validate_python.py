@@ -244,7 +244,7 @@ def run_case(torch, cls, golden_path, args):
 
 
 ROW = re.compile(r"^(expect\.\S+|\S+)\s+(f32|bf16|f16|u8|i32|i64)\s+(\(\S*\))\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+"
-                 r"(\S+)\s+(\S+)\s+(\S+)\s+(PASS|FAIL)\s+\[(\d+)\]$")
+                 r"(\S+)\s+(\S+)\s+(\S+)\s+(PASS|CONFORMS|FAIL)\s+\[(\d+)\]$")
 
 
 def parse_check(out):
@@ -255,7 +255,7 @@ def parse_check(out):
         if m:
             name, dtype, shape, max_abs, max_rel, ulp, worst, got, exp, used, verdict, rule = m.groups()
             rows.append(dict(name=name, max_abs=float(max_abs), max_rel=max_rel, ulp=ulp, worst=worst,
-                             got=got, exp=exp, used=used, ok=verdict == "PASS"))
+                             got=got, exp=exp, used=used, ok=verdict != "FAIL", conforms=verdict == "CONFORMS"))
     return rows
 
 
@@ -341,7 +341,8 @@ def main():
             r["verdict"] = "UNUSABLE"
             r["detail"] = (problems or ["no output"])[0] + (f" (+{len(problems) - 2} more)" if len(problems) > 2 else "")
         else:
-            r["verdict"] = "PASS" if proc.returncode == 0 else "FAIL"
+            r["verdict"] = "FAIL" if proc.returncode else \
+                "CONFORMS" if any(x.get("conforms") for x in rows) else "PASS"
         results.append(r)
 
     print()
@@ -365,7 +366,7 @@ def main():
         if nfail:
             failed = [x["name"] for x in rows if not x["ok"]]
             print(f"    failed: {' '.join(failed[:6])}{' ...' if len(failed) > 6 else ''}")
-    n_pass = sum(r["verdict"] == "PASS" for r in results)
+    n_pass = sum(r["verdict"] in ("PASS", "CONFORMS") for r in results)
     bad = [r for r in results if r["verdict"] == "UNUSABLE"]
     counts = {v: sum(r["verdict"] == v for r in results) for v in ("FAIL", "ERROR", "UNUSABLE")}
     print(f"\n{n_pass} of {len(results)} cases pass" +

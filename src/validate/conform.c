@@ -171,8 +171,8 @@ static void note_band(ConformSummary* sum, int64_t step, const char* label, cons
 
 // Elements beyond max(tolerance, rounding band): the band admits what another correctly rounded
 // ordering of the same formulas can reach (RoundingBand; NaN band = none: exact only).
-static size_t count_beyond_band(const float* x, const float* ref, size_t n, const Tolerance* tol, const double* moved,
-                                const double* band, double* used) {
+size_t conform_count_beyond_band(const float* x, const float* ref, size_t n, const Tolerance* tol, const double* moved,
+                                 const double* band, double* used) {
     size_t beyond = 0;
     *used = 0;
     for (size_t i = 0; i < n; i++) {
@@ -248,7 +248,7 @@ static void compare_tensor(const char* tol_name, const char* case_id, int64_t st
     double used = c.used;
     if (!ok && band) {
         double bused;
-        size_t beyond = count_beyond_band(got, ref, exp->numel, &tol, tol.move_k > 0 && exp->numel > 1 ? moved : NULL,
+        size_t beyond = conform_count_beyond_band(got, ref, exp->numel, &tol, tol.move_k > 0 && exp->numel > 1 ? moved : NULL,
                                           band, &bused);
         if (beyond == 0) {
             ok = rounding_only = true;

@@ -55,6 +55,11 @@ typedef struct {
 #include "core/safetensors.h"
 Status conform_golden_validate(const SafeTensors* st, const char* optim_name);
 
+// Elements of x beyond max(tolerance, rounding-order band) against ref (band[i] NaN: no band,
+// bit-exact or NaN-as-NaN only there); *used = the largest share of that allowance used.
+size_t conform_count_beyond_band(const float* x, const float* ref, size_t n, const Tolerance* tol, const double* moved,
+                                 const double* band, double* used);
+
 // Runs one case. Each comparison prints one line to `log` (NULL: silent). STATUS_INVALID if
 // the golden file is unusable (missing tensors, bad metadata), naming what is wrong;
 // STATUS_UNSUPPORTED when the optimizer under test reported an error (a plugin's create or
