@@ -89,7 +89,7 @@ static void* adamw_create(int32_t ndim, const int64_t* dims, const TrainbenchHpa
 }
 
 /* torch's lerp_ on CPU: weight < 0.5 -> fma(w, end - self, self), else fma(w - 1, end - self, end) */
-static float lerp(float self, float end, float w) {
+static inline float lerp(float self, float end, float w) {
     return (w < 0.5f && w > -0.5f) ? fmaf(w, end - self, self) : fmaf(w - 1.0f, end - self, end);
 }
 
