@@ -6,6 +6,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,28 +20,60 @@ void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters) {
     c->counters = counters;
 }
 
+static void heads_close(LayerCtx* c) {
+    for (int i = 0; i < c->heads_count; i++) {
+        HeadWorker* w = &c->heads[i];
+        gemm_close(&w->gemm);
+        free(w->cl);
+        free(w->dP);
+        free(w->dS);
+        free(w->dSl);
+    }
+    free(c->heads);
+    c->heads = NULL;
+    c->heads_count = 0;
+    c->heads_backend = NULL;
+}
+
 void layer_ctx_free(LayerCtx* c) {
     for (int i = 0; i < LAYER_SCRATCH_COUNT; i++) free(c->scratch[i]);
-    if (c->small_backend) gemm_close(&c->small);
+    heads_close(c);
     memset(c, 0, sizeof *c);
 }
 
-// The single-threaded handle for per-head GEMMs, on the backend of c->gemm.
-static Status small_gemm(LayerCtx* c, Gemm** out) {
-    if (c->small_backend != c->gemm->backend) {
-        if (c->small_backend) gemm_close(&c->small);
-        c->small_backend = NULL;
-        Status s = gemm_open(&c->small, c->gemm->backend, 1);
+// At least n head workers on the backend of c->gemm (all reopened when the backend changed).
+static Status heads_open(LayerCtx* c, int n) {
+    if (c->heads_backend != c->gemm->backend) heads_close(c);
+    if (n <= c->heads_count) return status_ok();
+    HeadWorker* h = xcalloc((size_t)n, sizeof *h);
+    if (c->heads_count) memcpy(h, c->heads, (size_t)c->heads_count * sizeof *h);
+    free(c->heads);
+    c->heads = h;
+    c->heads_backend = c->gemm->backend;
+    for (int i = c->heads_count; i < n; i++) {
+        Status s = gemm_open(&h[i].gemm, c->gemm->backend, 1);
         if (!status_is_ok(s)) return s;
-        c->small_backend = c->gemm->backend;
+        c->heads_count = i + 1;
     }
-    *out = &c->small;
     return status_ok();
+}
+
+// *buf with room for `bytes` (64-byte aligned), grown on demand and kept
+static void* grow(void** buf, size_t* cap, size_t bytes) {
+    if (bytes > *cap) {
+        free(*buf);
+        size_t rounded = (bytes + 63) / 64 * 64;
+        *buf = xaligned_alloc(rounded);
+        *cap = rounded;
+    }
+    return *buf;
 }
 
 size_t layer_ctx_scratch_bytes(const LayerCtx* c) {
     size_t t = 0;
     for (int i = 0; i < LAYER_SCRATCH_COUNT; i++) t += c->scratch_bytes[i];
+    for (int i = 0; i < c->heads_count; i++)
+        t += c->heads[i].cl_bytes + c->heads[i].dP_bytes + c->heads[i].dS_bytes + c->heads[i].dSl_bytes;
     return t;
 }
 
@@ -465,6 +498,39 @@ float attention_scaling(int dh) { return (float)pow((double)dh, -0.5); }
 
 size_t attention_work_floats(int B, int T, int D) { return 4 * (size_t)B * (size_t)T * (size_t)D; }
 
+// One per-head product into fp32 C (M, N; leading dimension ldc): C = R(op(A) @ op(B)), beta 0,
+// on the worker's single-threaded handle; in a low mode the GEMM writes a low C into the
+// worker's buffer, widened row by row here (mm_on's OUT_LOW, without its parallel passes: this
+// runs inside the (b, h) loop).
+static Status head_mm(const LayerCtx* c, HeadWorker* w, bool ta, bool tb, int M, int N, int K, const void* A,
+                      int lda, const void* B, int ldb, float* C, int ldc) {
+    GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = 0.0f,
+                  .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb};
+    if (c->low == DTYPE_F32) {
+        g.c_dtype = DTYPE_F32;
+        g.C = C;
+        g.ldc = ldc;
+        return gemm_run(&w->gemm, &g);
+    }
+    const size_t es = dtype_traits(c->low)->size;
+    char* cl = grow(&w->cl, &w->cl_bytes, (size_t)M * (size_t)N * es);  // (M, N) low, packed
+    g.c_dtype = c->low;
+    g.C = cl;
+    g.ldc = N;
+    Status s = gemm_run(&w->gemm, &g);
+    if (!status_is_ok(s)) return s;
+    for (int i = 0; i < M; i++)
+        dtype_to_f32_row(C + (size_t)i * (size_t)ldc, c->low, cl + (size_t)i * (size_t)N * es, (size_t)N);
+    return status_ok();
+}
+
+// The first failure of a parallel loop (kept under a critical section; later ones are dropped).
+static void keep_first_error(Status* first, const Status* s) {
+    if (status_is_ok(*s)) return;
+#pragma omp critical(attention_error)
+    if (status_is_ok(*first)) *first = *s;
+}
+
 Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const float* x,
                          const AttentionParams* w, const float* key_mask, int B, int T, int D, int H) {
     CHECK(H >= 1 && D % H == 0, "dim %d is not a multiple of n_heads %d", D, H);
@@ -479,38 +545,38 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
     const void* ql = gemm_input(c, LAYER_SCRATCH_Q, a->q, nd);  // (B, T, D) GEMM dtype
     const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);  // (B, T, D)
     const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);  // (B, T, D)
-    Gemm* hg;
-    if (!status_is_ok(s = small_gemm(c, &hg))) return s;
-    // raw scores R(q_h @ k_h^T) per (b, h) into p: (T, T) each
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
-            float* S = a->p + ((size_t)b * (size_t)H + (size_t)h) * TT;  // (T, T)
-            s = mm_on(c, hg, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D, 0.0f, S, T, OUT_LOW);
-            if (!status_is_ok(s)) return s;
-        }
-    // * scaling (in the scores' dtype), then softmax: fp32 with the mask, else the low dtype
-    const float scale = attention_scaling(dh);
     const DType low = c->low;
+    const size_t es = dtype_traits(low)->size;
+    // R(P) for the context products: (B, H, T, T) in the GEMM dtype (P itself in fp32 mode)
+    void* pl = low == DTYPE_F32 ? (void*)a->p : scratch(c, LAYER_SCRATCH_P, (size_t)B * (size_t)H * TT * es);
+    if (!status_is_ok(s = heads_open(c, omp_get_max_threads()))) return s;
+    const float scale = attention_scaling(dh);
     const DType pdt = key_mask ? DTYPE_F32 : low;
-#pragma omp parallel for schedule(static) if ((size_t)B * H * TT > 65536)
-    for (size_t r = 0; r < (size_t)B * (size_t)H * (size_t)T; r++) {
-        const size_t b = r / ((size_t)H * (size_t)T);
-        float* row = a->p + r * (size_t)T;  // (T)
-        for (int j = 0; j < T; j++) row[j] *= scale;
-        round_to(row, (size_t)T, low);
-        softmax_forward_row(row, row, key_mask ? key_mask + b * (size_t)T : NULL, T, pdt);
-    }
-    // ctx_h = R(R(P) @ v_h), heads merged into (B, T, D)
-    const void* pl = gemm_input(c, LAYER_SCRATCH_P, a->p, (size_t)B * (size_t)H * TT);  // (B, H, T, T) R(P)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
-            size_t poff = ((size_t)b * (size_t)H + (size_t)h) * TT;
-            s = mm_on(c, hg, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D, 0.0f, a->ctx + off, D,
-                   OUT_LOW);
-            if (!status_is_ok(s)) return s;
+    Status first = status_ok();
+    // Per (b, h), independent of every other head:
+    //   S = R(q_h @ k_h^T) into p; S = R(S * scaling) (the scores' dtype); softmax rows (fp32
+    //   with the mask, else the low dtype); ctx_h = R(R(P) @ v_h), heads merged into (B, T, D).
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int bh = 0; bh < B * H; bh++) {
+        HeadWorker* hw = &c->heads[omp_get_thread_num()];
+        const int b = bh / H, h = bh % H;
+        const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
+        const size_t poff = (size_t)bh * TT;
+        float* S = a->p + poff;  // (T, T)
+        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D, S, T);
+        if (status_is_ok(hs)) {
+            for (int i = 0; i < T; i++) {
+                float* row = S + (size_t)i * (size_t)T;  // (T)
+                for (int j = 0; j < T; j++) row[j] *= scale;
+                round_to(row, (size_t)T, low);  // T <= PAR_MIN: no nested team
+                softmax_forward_row(row, row, key_mask ? key_mask + (size_t)b * (size_t)T : NULL, T, pdt);
+            }
+            if (low != DTYPE_F32) dtype_from_f32_row((char*)pl + poff * es, low, S, TT);
+            hs = head_mm(c, hw, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D, a->ctx + off, D);
         }
+        keep_first_error(&first, &hs);
+    }
+    if (!status_is_ok(first)) return first;
     return linear_forward(c, out, a->ctx, w->Wo, w->bo, N, D, D);
 }
 
@@ -533,40 +599,54 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);                           // (B, T, D)
     const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);                           // (B, T, D)
     const void* pl = gemm_input(c, LAYER_SCRATCH_P, a->p, (size_t)B * (size_t)H * TT);  // (B, H, T, T)
-    Gemm* hg;
-    if (!status_is_ok(s = small_gemm(c, &hg))) return s;
-    float* dP = scratch_f32(c, LAYER_SCRATCH_DP, TT);  // (T, T)
-    float* dS = scratch_f32(c, LAYER_SCRATCH_DS, TT);  // (T, T)
+    if (!status_is_ok(s = heads_open(c, omp_get_max_threads()))) return s;
     const float scale = attention_scaling(dh);
     const DType low = c->low;
+    const size_t es = dtype_traits(low)->size;
     const DType pdt = key_mask ? DTYPE_F32 : low;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
-            const size_t poff = ((size_t)b * (size_t)H + (size_t)h) * TT;
-            // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
-            s = mm_on(c, hg, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, 0.0f, dP, T, OUT_LOW);
-            if (!status_is_ok(s)) return s;
-            s = mm_on(c, hg, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, 0.0f, dv + off, D,
-                   OUT_LOW);
-            if (!status_is_ok(s)) return s;
+    for (int i = 0; i < c->heads_count; i++) amp_counters_reset(&c->heads[i].counters);
+    Status first = status_ok();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int bh = 0; bh < B * H; bh++) {
+        HeadWorker* hw = &c->heads[omp_get_thread_num()];
+        const int b = bh / H, h = bh % H;
+        const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
+        const size_t poff = (size_t)bh * TT;
+        float* dP = grow((void**)&hw->dP, &hw->dP_bytes, TT * sizeof(float));  // (T, T)
+        float* dS = grow((void**)&hw->dS, &hw->dS_bytes, TT * sizeof(float));  // (T, T)
+        // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
+        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T);
+        if (status_is_ok(hs))
+            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dv + off, D);
+        if (status_is_ok(hs)) {
             // softmax backward in its forward dtype (fp32 P and the widened dP with a mask)
             const float* P = a->p + poff;  // (T, T)
-#pragma omp parallel for schedule(static) if (TT > 16384)
             for (int i = 0; i < T; i++)
                 softmax_backward_row(dS + (size_t)i * (size_t)T, dP + (size_t)i * (size_t)T,
                                      P + (size_t)i * (size_t)T, T, pdt);
             // with a mask the fp32 gradient flows back through the mixed add to the low scores
-            if (key_mask) amp_round_act_grad(dS, TT, low, c->counters);
+            // (counted per worker; integer counts, summed after the loop in any order)
+            if (key_mask) amp_round_act_grad(dS, TT, low, c->counters ? &hw->counters : NULL);
             // the `* scaling` backward, in the scores' dtype
             for (size_t j = 0; j < TT; j++) dS[j] *= scale;
-            round_to(dS, TT, low);
-            const void* dSl = gemm_input(c, LAYER_SCRATCH_DSL, dS, TT);  // (T, T)
+            if (low != DTYPE_F32) amp_round_count(dS, TT, low, NULL, NULL, NULL);
+            const void* dSl = dS;  // (T, T) GEMM operand
+            if (low != DTYPE_F32) {
+                dtype_from_f32_row(grow(&hw->dSl, &hw->dSl_bytes, TT * es), low, dS, TT);
+                dSl = hw->dSl;
+            }
             // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
-            s = mm_on(c, hg, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, 0.0f, dq + off, D, OUT_LOW);
-            if (!status_is_ok(s)) return s;
-            s = mm_on(c, hg, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, 0.0f, dk + off, D, OUT_LOW);
-            if (!status_is_ok(s)) return s;
+            hs = head_mm(c, hw, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dq + off, D);
+            if (status_is_ok(hs)) hs = head_mm(c, hw, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dk + off, D);
+        }
+        keep_first_error(&first, &hs);
+    }
+    if (!status_is_ok(first)) return first;
+    if (c->counters)
+        for (int i = 0; i < c->heads_count; i++) {
+            c->counters->act_values += c->heads[i].counters.act_values;
+            c->counters->act_underflow += c->heads[i].counters.act_underflow;
+            c->counters->act_overflow += c->heads[i].counters.act_overflow;
         }
     // autograd sums the input gradient as ((d_residual + d_v) + d_k) + d_q (measured)
     const void* xl = gemm_input(c, LAYER_SCRATCH_X, x, nd);  // (B, T, D), shared by the three

@@ -39,9 +39,24 @@
 enum {
     LAYER_SCRATCH_A = 0, LAYER_SCRATCH_B, LAYER_SCRATCH_C, LAYER_SCRATCH_F32, LAYER_SCRATCH_BIAS,
     LAYER_SCRATCH_Q, LAYER_SCRATCH_K, LAYER_SCRATCH_V, LAYER_SCRATCH_P, LAYER_SCRATCH_DCTX,
-    LAYER_SCRATCH_DP, LAYER_SCRATCH_DS, LAYER_SCRATCH_DSL, LAYER_SCRATCH_COL, LAYER_SCRATCH_X,
+    LAYER_SCRATCH_COL, LAYER_SCRATCH_X,
     LAYER_SCRATCH_COUNT
 };
+
+// One worker of attention's per-(batch, head) loop, which runs in parallel over (b, h): a
+// single-threaded Gemm handle (B*H small products: a fork/join per product would cost more than
+// the product) and that head's temporaries. Each (b, h) is computed by exactly the same
+// operations whichever thread runs it, so the split cannot change a bit.
+typedef struct {
+    Gemm gemm;                 // threads = 1, on the LayerCtx's backend
+    void* cl;                  // low C of one head product, packed (T, max(T, dh))
+    size_t cl_bytes;
+    float* dP;                 // (T, T) backward: gradient of P
+    float* dS;                 // (T, T) backward: gradient of the scores
+    void* dSl;                 // (T, T) dS as a GEMM operand (low dtype)
+    size_t dP_bytes, dS_bytes, dSl_bytes;
+    AmpCounters counters;      // activation-gradient counts of this worker, summed after the loop
+} HeadWorker;
 
 typedef struct {
     Gemm* gemm;             // the selected backend (used by one thread at a time)
@@ -49,11 +64,9 @@ typedef struct {
     AmpCounters* counters;  // NULL: rounding points do not count
     void* scratch[LAYER_SCRATCH_COUNT];
     size_t scratch_bytes[LAYER_SCRATCH_COUNT];
-    // A second, single-threaded handle on the same backend for attention's per-head products
-    // (B*H small GEMMs per matmul: one thread each avoids a fork/join per head, which costs a
-    // scheduler time slice on a busy machine). Opened on first use; reopened if gemm changes.
-    Gemm small;
-    const GemmBackend* small_backend;  // backend `small` was opened on; NULL: not open
+    HeadWorker* heads;                 // one per OpenMP thread; opened on first use
+    int heads_count;                   // workers open
+    const GemmBackend* heads_backend;  // backend the workers' handles were opened on
 } LayerCtx;
 
 void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters);
