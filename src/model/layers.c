@@ -271,24 +271,96 @@ void embedding_backward(float* dWtok, float* dWpos, const float* dout, const int
 }
 
 // ---- LayerNorm ----
+// Row sums in double over LN_LANES interleaved partial sums (element d goes to lane d % LN_LANES),
+// added pairwise at the end (lane k + half into lane k, halving): a fixed order written in the
+// source, so every clone below (AVX-512, AVX2, baseline x86-64, chosen at run time by the
+// loader's ifunc) computes the same bits; the lanes let the compiler keep them in vector
+// registers instead of one latency-bound chain. A double sum of up to 2^10 floats whose
+// exponents span fewer than ~19 binades is exact in any order, so the order rarely matters at all.
+#define LN_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+enum { LN_LANES = 16 };
+
+static inline double lanes_total(double* acc) {
+    for (int h = LN_LANES / 2; h >= 1; h /= 2)
+        for (int k = 0; k < h; k++) acc[k] += acc[k + h];
+    return acc[0];
+}
+
+LN_CLONES static void layernorm_forward_row(float* yi, float* mean_i, float* rstd_i, const float* xi, const float* w,
+                                            const float* b, int D, float eps) {
+    double acc[LN_LANES] = {0};
+    int d0 = 0;
+    for (; d0 + LN_LANES <= D; d0 += LN_LANES)
+        for (int k = 0; k < LN_LANES; k++) acc[k] += (double)xi[d0 + k];
+    for (int k = 0; d0 + k < D; k++) acc[k] += (double)xi[d0 + k];
+    const double m = lanes_total(acc) / D;
+    double vacc[LN_LANES] = {0};
+    for (d0 = 0; d0 + LN_LANES <= D; d0 += LN_LANES)
+        for (int k = 0; k < LN_LANES; k++) {
+            const double c = (double)xi[d0 + k] - m;
+            vacc[k] += c * c;
+        }
+    for (int k = 0; d0 + k < D; k++) {
+        const double c = (double)xi[d0 + k] - m;
+        vacc[k] += c * c;
+    }
+    const double v = lanes_total(vacc);
+    const float mf = (float)m;
+    const float rs = 1.0f / sqrtf((float)(v / D) + eps);  // torch: T(1) / std::sqrt(var + eps)
+    // torch's vectorized map3 contracts `* gamma + beta` into one FMA (measured bit for bit:
+    // reference/gen_model_goldens.py --facts); fmaf is exact in every clone
+    for (int d = 0; d < D; d++) yi[d] = fmaf((xi[d] - mf) * rs, w[d], b[d]);
+    *mean_i = mf;
+    *rstd_i = rs;
+}
+
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N,
                        int D, float eps) {
 #pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
+    for (int i = 0; i < N; i++)
+        layernorm_forward_row(y + (size_t)i * (size_t)D, &mean[i], &rstd[i], x + (size_t)i * (size_t)D, w, b, D, eps);
+}
+
+// dx_i += a * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, xhat = (x - m) * a, in double
+LN_CLONES static void layernorm_backward_row(float* dxi, const float* dyi, const float* xi, double m, double a,
+                                             const float* w, int D) {
+    double sg_acc[LN_LANES] = {0}, sgx_acc[LN_LANES] = {0};  // sum(dy*w), sum(dy*w*xhat)
+    int d0 = 0;
+    for (; d0 + LN_LANES <= D; d0 += LN_LANES)
+        for (int k = 0; k < LN_LANES; k++) {
+            const double g = (double)dyi[d0 + k] * (double)w[d0 + k];
+            sg_acc[k] += g;
+            sgx_acc[k] += g * (((double)xi[d0 + k] - m) * a);
+        }
+    for (int k = 0; d0 + k < D; k++) {
+        const double g = (double)dyi[d0 + k] * (double)w[d0 + k];
+        sg_acc[k] += g;
+        sgx_acc[k] += g * (((double)xi[d0 + k] - m) * a);
+    }
+    const double sg = lanes_total(sg_acc) / D, sgx = lanes_total(sgx_acc) / D;
+    for (int d = 0; d < D; d++) {
+        const double xhat = ((double)xi[d] - m) * a;
+        const double g = (double)dyi[d] * (double)w[d];
+        dxi[d] += (float)(a * (g - sg - xhat * sgx));
+    }
+}
+
+// dw[j] += sum_i dy[i, j] * xhat[i, j], db[j] += sum_i dy[i, j] for columns [j0, j1), rows in order
+LN_CLONES static void layernorm_backward_cols(float* dw, float* db, const float* dy, const float* x, const float* mean,
+                                              const float* rstd, int N, int D, int j0, int j1) {
+    double sw[32] = {0}, sb[32] = {0};
     for (int i = 0; i < N; i++) {
-        const float* xi = x + (size_t)i * (size_t)D;  // (D)
-        float* yi = y + (size_t)i * (size_t)D;        // (D)
-        double s = 0.0;
-        for (int d = 0; d < D; d++) s += xi[d];
-        const double m = s / D;
-        double v = 0.0;
-        for (int d = 0; d < D; d++) v += ((double)xi[d] - m) * ((double)xi[d] - m);
-        const float mf = (float)m;
-        const float rs = 1.0f / sqrtf((float)(v / D) + eps);  // torch: T(1) / std::sqrt(var + eps)
-        // torch's vectorized map3 contracts `* gamma + beta` into one FMA (measured bit for bit:
-        // reference/gen_model_goldens.py --facts)
-        for (int d = 0; d < D; d++) yi[d] = fmaf((xi[d] - mf) * rs, w[d], b[d]);
-        mean[i] = mf;
-        rstd[i] = rs;
+        const float* xi = x + (size_t)i * (size_t)D;
+        const float* dyi = dy + (size_t)i * (size_t)D;
+        const double m = mean[i], a = rstd[i];
+        for (int j = j0; j < j1; j++) {
+            sw[j - j0] += (double)dyi[j] * (((double)xi[j] - m) * a);
+            sb[j - j0] += (double)dyi[j];
+        }
+    }
+    for (int j = j0; j < j1; j++) {
+        if (dw) dw[j] += (float)sw[j - j0];
+        if (db) db[j] += (float)sb[j - j0];
     }
 }
 
@@ -296,45 +368,14 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
                         const float* rstd, const float* w, int N, int D) {
     if (dx) {
 #pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
-        for (int i = 0; i < N; i++) {
-            const float* xi = x + (size_t)i * (size_t)D;    // (D)
-            const float* dyi = dy + (size_t)i * (size_t)D;  // (D)
-            float* dxi = dx + (size_t)i * (size_t)D;        // (D)
-            const double m = mean[i], a = rstd[i];
-            double sg = 0.0, sgx = 0.0;  // sum(dy*w), sum(dy*w*xhat)
-            for (int d = 0; d < D; d++) {
-                double g = (double)dyi[d] * (double)w[d];
-                sg += g;
-                sgx += g * (((double)xi[d] - m) * a);
-            }
-            sg /= D;
-            sgx /= D;
-            for (int d = 0; d < D; d++) {
-                double xhat = ((double)xi[d] - m) * a;
-                double g = (double)dyi[d] * (double)w[d];
-                dxi[d] += (float)(a * (g - sg - xhat * sgx));
-            }
-        }
+        for (int i = 0; i < N; i++)
+            layernorm_backward_row(dx + (size_t)i * (size_t)D, dy + (size_t)i * (size_t)D, x + (size_t)i * (size_t)D,
+                                   mean[i], rstd[i], w, D);
     }
     if (dw || db) {
 #pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
-        for (int j0 = 0; j0 < D; j0 += 32) {
-            int j1 = j0 + 32 < D ? j0 + 32 : D;
-            double sw[32] = {0}, sb[32] = {0};
-            for (int i = 0; i < N; i++) {
-                const float* xi = x + (size_t)i * (size_t)D;
-                const float* dyi = dy + (size_t)i * (size_t)D;
-                const double m = mean[i], a = rstd[i];
-                for (int j = j0; j < j1; j++) {
-                    sw[j - j0] += (double)dyi[j] * (((double)xi[j] - m) * a);
-                    sb[j - j0] += (double)dyi[j];
-                }
-            }
-            for (int j = j0; j < j1; j++) {
-                if (dw) dw[j] += (float)sw[j - j0];
-                if (db) db[j] += (float)sb[j - j0];
-            }
-        }
+        for (int j0 = 0; j0 < D; j0 += 32)
+            layernorm_backward_cols(dw, db, dy, x, mean, rstd, N, D, j0, j0 + 32 < D ? j0 + 32 : D);
     }
 }
 
