@@ -24,8 +24,17 @@ ifeq ($(filter onednn,$(WITHOUT)),)
 else
   CFLAGS_ALL += -DTRAINBENCH_NO_ONEDNN
 endif
+# OpenBLAS: Debian's OpenMP build, linked by path with an rpath (the system's libopenblas.so.0
+# alternative, usually the pthread build, is left alone), so OpenBLAS, oneDNN and our loops
+# share libgomp's one thread team instead of two pools competing (README "Threads and
+# contention"). `make deps` installs it (libopenblas-openmp-dev); OPENBLAS_DIR= overrides.
+MULTIARCH    := $(shell $(CC) -print-multiarch 2>/dev/null)
+OPENBLAS_DIR ?= /usr/lib/$(MULTIARCH)/openblas-openmp
+OPENBLAS_INC ?= /usr/include/$(MULTIARCH)/openblas-openmp
+export OPENBLAS_DIR OPENBLAS_INC
 ifeq ($(filter openblas,$(WITHOUT)),)
-  LIBS += -lopenblas
+  LIBS += -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas
+  CFLAGS_ALL += -I$(OPENBLAS_INC)
 else
   CFLAGS_ALL += -DTRAINBENCH_NO_OPENBLAS
 endif

@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "bench.h"
+#include "core/threads.h"
 
 int main(int argc, char** argv) {
+    threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
     const char* full = getenv("FULL");
     bench_full = full && *full && strcmp(full, "0") != 0;
     bench_register_roofline();

@@ -38,7 +38,12 @@ command -v "$CXX" >/dev/null 2>&1 || need g++ "no C++ compiler ($CXX) for the Go
 command -v make >/dev/null 2>&1 || need make "no make"
 if command -v "$CC" >/dev/null 2>&1; then
     case "$without" in *" openblas "*) ;; *)
-        probe c '#include <cblas.h>' '-lopenblas' || need libopenblas-dev "cblas.h or -lopenblas unusable (openblas backend)";; esac
+        # the OpenMP build, by path (Makefile OPENBLAS_DIR/OPENBLAS_INC), and it must say so at run time
+        ob_dir=${OPENBLAS_DIR:-/usr/lib/$($CC -print-multiarch)/openblas-openmp}
+        ob_inc=${OPENBLAS_INC:-/usr/include/$($CC -print-multiarch)/openblas-openmp}
+        printf '#include <cblas.h>\nint main(void){return openblas_get_parallel() == 2 ? 0 : 1;}\n' > "$tmp/ob.c"
+        { $CC -x c "$tmp/ob.c" -I"$ob_inc" -L"$ob_dir" -Wl,-rpath,"$ob_dir" -lopenblas -o "$tmp/ob" >/dev/null 2>&1 && "$tmp/ob"; } ||
+            need libopenblas-openmp-dev "OpenBLAS's OpenMP build unusable in $ob_dir (openblas backend; openblas_get_parallel() must be 2)";; esac
     case "$without" in *" onednn "*) ;; *)
         probe c '#include <oneapi/dnnl/dnnl.h>' '-ldnnl' || need libdnnl-dev "oneapi/dnnl/dnnl.h or -ldnnl unusable (onednn backend)";; esac
     probe c '#include <jansson.h>' '-ljansson' || need libjansson-dev "jansson.h or -ljansson unusable (JSON)"

@@ -4,6 +4,7 @@
 
 #include "core/cli.h"
 #include "core/common.h"
+#include "core/threads.h"
 
 // To add a command: write src/<name>.c exporting `const Command cmd_<name>`, declare it in
 // cli.h and add one line here. README.md lists the commands.
@@ -29,6 +30,7 @@ static void print_help(FILE* f) {
 }
 
 int main(int argc, char** argv) {
+    threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
     if (argc < 2) {
         print_help(stderr);
         return 2;

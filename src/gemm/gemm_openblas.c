@@ -2,8 +2,9 @@
 // use cblas_sbgemm when this OpenBLAS build exports it (looked up at run time with dlsym,
 // bf16 only); otherwise they are widened exactly to fp32 (SPEC.md section 1) into scratch
 // kept in the context and run through cblas_sgemm. A bf16/f16 C is computed in fp32 and
-// rounded once (gemm_store_result). Threads: openblas_set_num_threads (OpenBLAS's own pool,
-// a process-wide setting).
+// rounded once (gemm_store_result). Threads: openblas_set_num_threads, a process-wide setting;
+// the Makefile links Debian's OpenMP build, whose workers are libgomp's (one team with oneDNN
+// and our loops; inside a parallel region it runs on the calling thread).
 // Built with -DTRAINBENCH_NO_OPENBLAS (make WITHOUT=openblas) this file defines only a stub
 // that answers "not built" and references no OpenBLAS symbol.
 // Not here: choosing the OpenBLAS core (OPENBLAS_CORETYPE is the environment's business and
@@ -49,6 +50,7 @@ const GemmBackend gemm_backend_openblas = {
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,10 +139,12 @@ static Status openblas_run(void* ctx, const GemmArgs* g) {
     const int M = g->M, N = g->N, K = g->K;
     const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
-    // Small products run on the calling thread: OpenBLAS's own pool (pthreads) would compete
-    // with our idle OpenMP workers, which spin after each elementwise region (libgomp's
-    // default wait policy), and a hand-off costs more than the whole product here.
+    // Small products run on the calling thread: a hand-off to the team costs more than the
+    // whole product here.
+    // The OpenMP build's openblas_set_num_threads also calls omp_set_num_threads: give the
+    // caller its own OpenMP setting back afterwards (as gemm_onednn.c does).
     const double flops = 2.0 * (double)M * (double)N * (double)K;
+    const int caller_threads = omp_get_max_threads();
     openblas_set_num_threads(flops < OPENBLAS_SINGLE_THREAD_FLOPS ? 1 : c->threads);
 
     // Where the fp32 result goes: straight into an f32 C (OpenBLAS applies alpha and beta),
@@ -170,6 +174,7 @@ static Status openblas_run(void* ctx, const GemmArgs* g) {
                     ldo);
     }
     if (!direct) gemm_store_result(g, out);  // alpha*acc + beta*C, rounded once
+    omp_set_num_threads(caller_threads);
     return status_ok();
 }
 

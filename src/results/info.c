@@ -9,6 +9,7 @@
 #include "core/common.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
+#include "core/threads.h"
 #include "gemm/gemm.h"
 
 // Environment variables that change which kernels run or how many threads they use.
@@ -67,6 +68,10 @@ json_t* info_collect(int threads) {
     }
     json_object_set_new(root, "compiler", json_string("gcc " __VERSION__));
     json_object_set_new(root, "threads", json_integer(threads));
+    json_t* omp = json_object();  // one runtime for our loops, oneDNN and OpenBLAS (threads.h)
+    json_object_set_new(omp, "runtime", json_string(threads_openmp_runtime()));
+    json_object_set_new(omp, "wait_policy", json_string(threads_wait_policy()));
+    json_object_set_new(root, "openmp", omp);
     json_object_set_new(root, "convert_impl", json_string(convert_impl_name(convert_impl_active())));
     json_t* env = json_object();
     for (size_t i = 0; i < ARRAY_LEN(KERNEL_ENV_VARS); i++) {
@@ -124,6 +129,9 @@ static void print_human(json_t* root) {
     printf("OS:         %s\n", json_string_value(json_object_get(root, "os")));
     printf("Compiler:   %s\n", json_string_value(json_object_get(root, "compiler")));
     printf("Threads:    %lld\n", json_integer_value(json_object_get(root, "threads")));
+    json_t* omp = json_object_get(root, "openmp");
+    printf("OpenMP:     %s, wait policy %s\n", json_string_value(json_object_get(omp, "runtime")),
+           json_string_value(json_object_get(omp, "wait_policy")));
     printf("fp16/bf16 row converters: %s\n", json_string_value(json_object_get(root, "convert_impl")));
     printf("Environment (kernel-relevant):\n");
     json_object_foreach(json_object_get(root, "environment"), key, val)
