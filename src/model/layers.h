@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "model/amp.h"
+#include "model/phase.h"
 #include "core/common.h"
 #include "core/dtype.h"
 #include "gemm/gemm.h"
@@ -62,6 +63,7 @@ typedef struct {
     Gemm* gemm;             // the selected backend (used by one thread at a time)
     DType low;              // DTYPE_F32 (fp32 mode: nothing is rounded), DTYPE_BF16 or DTYPE_F16
     AmpCounters* counters;  // NULL: rounding points do not count
+    PhaseClock* clock;      // NULL: no phase timing; attention and conversions switch phases
     void* scratch[LAYER_SCRATCH_COUNT];
     size_t scratch_bytes[LAYER_SCRATCH_COUNT];
     HeadWorker* heads;                 // one per OpenMP thread; opened on first use

@@ -24,6 +24,20 @@ static const ModelPreset PRESETS[] = {
 
 size_t model_preset_count(void) { return ARRAY_LEN(PRESETS); }
 
+ModelStepCost model_step_cost(const ModelConfig* cfg, int B, int T) {
+    const double N = (double)B * T, D = (double)cfg->dim, Hd = (double)cfg->hidden_dim, L = (double)cfg->n_labels;
+    const double layers = (double)cfg->n_layers;
+    const double linears = 4 * 2 * N * D * D + 2 * 2 * N * D * Hd;  // q, k, v, out, lin1, lin2 forward
+    const double attention = 2 * 2 * (double)B * T * T * D;         // QK^T and PV over all heads
+    const double head = 2 * (double)B * D * D + 2 * (double)B * D * L;
+    ModelStepCost c;
+    c.gemm_flop = layers * (3 * linears + 3 * attention) + 3 * head;  // backward: 2x linears, 4 products
+    const double params = (double)cfg->vocab_size * D + (double)cfg->max_positions * D + 2 * D +
+                          layers * (4 * (D * D + D) + 2 * D * Hd + Hd + D + 4 * D) + (D * D + D) + (L * D + L);
+    c.min_bytes = params * (4 + 4 + 4 + 28);
+    return c;
+}
+
 const ModelPreset* model_preset_at(size_t i) {
     CHECK(i < ARRAY_LEN(PRESETS));
     return &PRESETS[i];
@@ -550,7 +564,10 @@ struct ModelWorkspace {
     const PrecisionMode* mode;  // of the last forward; NULL before the first
     LayerCtx ctx;
     bool ctx_ready;
+    PhaseClock phases;  // charged while running (train_step begins and ends it)
 };
+
+PhaseClock* model_workspace_phases(ModelWorkspace* ws) { return &ws->phases; }
 
 static size_t must_find(const ParamTable* t, const char* name) {
     const ParamTensor* p = param_table_find(t, name);
@@ -694,6 +711,7 @@ static void ws_ctx(ModelWorkspace* ws, Gemm* gemm, DType low, AmpCounters* count
     ws->ctx.gemm = gemm;
     ws->ctx.low = low;
     ws->ctx.counters = counters;
+    ws->ctx.clock = &ws->phases;
 }
 
 static AttentionParams attention_params(const ModelWorkspace* ws, const float* p, size_t l) {
@@ -758,9 +776,13 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     const float* mask = ws->has_mask ? ws->key_mask : NULL;
     ws_ctx(ws, gemm, low, NULL);
     LayerCtx* c = &ws->ctx;
+    PhaseClock* pc = c->clock;
     const float* p = params;
 
+    phase_direction(pc, PHASE_FORWARD);
+    phase_enter(pc, PHASE_EMBEDDING);
     embedding_forward(ws->emb, ws->ids, p + ws->wte, p + ws->wpe, B, T, D, ws->cfg.vocab_size);
+    phase_enter(pc, PHASE_LAYERNORM);
     layernorm_forward(ws->h0, ws->emb_mean, ws->emb_rstd, ws->emb, p + ws->lne_w, p + ws->lne_b, N, D, LAYERNORM_EPS);
     const float* x = ws->h0;  // (N, D)
     for (size_t l = 0; l < (size_t)ws->cfg.n_layers; l++) {
@@ -768,18 +790,28 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         const LayerOffsets* o = &ws->lo[l];
         AttentionParams ap = attention_params(ws, p, l);
         if (!status_is_ok(s = attention_forward(c, a->r1, &a->att, x, &ap, mask, B, T, D, H))) return s;
+        phase_enter(pc, PHASE_RESIDUAL);
         add_rows(a->r1, x, (size_t)N * (size_t)D);  // r1 = ao + x
+        phase_enter(pc, PHASE_LAYERNORM);
         layernorm_forward(a->h1, a->mean1, a->rstd1, a->r1, p + o->ln1_w, p + o->ln1_b, N, D, LAYERNORM_EPS);
+        phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_forward(c, a->f1, a->h1, p + o->W1, p + o->b1, N, D, Hd))) return s;
+        phase_enter(pc, PHASE_GELU);
         gelu_forward(a->g, a->f1, (size_t)N * (size_t)Hd, low);
+        phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
+        phase_enter(pc, PHASE_RESIDUAL);
         add_rows(a->r2, a->h1, (size_t)N * (size_t)D);  // r2 = f2 + h1
+        phase_enter(pc, PHASE_LAYERNORM);
         layernorm_forward(a->h2, a->mean2, a->rstd2, a->r2, p + o->ln2_w, p + o->ln2_b, N, D, LAYERNORM_EPS);
         x = a->h2;
     }
     ClassifierParams cp = classifier_params(ws, p);
+    phase_enter(pc, PHASE_CLASSIFIER);
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
+    phase_enter(pc, PHASE_LOSS);
     *loss = cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
+    phase_enter(pc, PHASE_OTHER);
     if (logits) memcpy(logits, ws->logits, (size_t)B * (size_t)L * sizeof(float));
     ws->mode = mode;
     return status_ok();
@@ -799,16 +831,21 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     const float* mask = ws->has_mask ? ws->key_mask : NULL;
     ws_ctx(ws, gemm, low, counters);
     LayerCtx* c = &ws->ctx;
+    PhaseClock* pc = c->clock;
     const float* p = params;
     float* g = grads;
 
     // loss -> logits (fp32), then the cast back to the logits' low dtype
+    phase_direction(pc, PHASE_BACKWARD);
+    phase_enter(pc, PHASE_LOSS);
     memset(ws->dlogits, 0, (size_t)B * (size_t)L * sizeof(float));
     cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
     amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);
+    phase_enter(pc, PHASE_OTHER);
     memset(ws->dh, 0, nd * sizeof(float));
     ClassifierParams cp = classifier_params(ws, p);
     ClassifierGrads cg = {g + ws->Wpre, g + ws->bpre, g + ws->Wcls, g + ws->bcls};
+    phase_enter(pc, PHASE_CLASSIFIER);
     s = classifier_backward(c, ws->dh, &cg, ws->dlogits, &ws->cls, &cp, ws->cls_work, B, T, D, L);
     if (!status_is_ok(s)) return s;
 
@@ -817,34 +854,46 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         const LayerOffsets* o = &ws->lo[l];
         const float* x = l ? ws->la[l - 1].h2 : ws->h0;  // the layer's input (N, D)
         // output_layer_norm; r2 = f2 + h1
+        phase_enter(pc, PHASE_LAYERNORM);
         memset(ws->dr, 0, nd * sizeof(float));
         layernorm_backward(ws->dr, g + o->ln2_w, g + o->ln2_b, ws->dh, a->r2, a->mean2, a->rstd2, p + o->ln2_w, N, D);
+        phase_enter(pc, PHASE_RESIDUAL);
         memcpy(ws->dh1, ws->dr, nd * sizeof(float));
         memcpy(ws->dlow, ws->dr, nd * sizeof(float));
+        phase_enter(pc, PHASE_CONVERT);
         amp_round_act_grad(ws->dlow, nd, low, counters);
         // ffn: lin2, gelu, lin1 (its input gradient adds into dh1)
+        phase_enter(pc, PHASE_FFN_GEMM);
         memset(ws->dg, 0, nh * sizeof(float));
         if (!status_is_ok(s = linear_backward(c, ws->dg, g + o->W2, g + o->b2, ws->dlow, a->g, p + o->W2, N, Hd, D)))
             return s;
+        phase_enter(pc, PHASE_GELU);
         memset(ws->df1, 0, nh * sizeof(float));
         gelu_backward(ws->df1, ws->dg, a->f1, nh, low);
+        phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_backward(c, ws->dh1, g + o->W1, g + o->b1, ws->df1, a->h1, p + o->W1, N, D, Hd)))
             return s;
         // sa_layer_norm; r1 = ao + x
+        phase_enter(pc, PHASE_LAYERNORM);
         memset(ws->dr, 0, nd * sizeof(float));
         layernorm_backward(ws->dr, g + o->ln1_w, g + o->ln1_b, ws->dh1, a->r1, a->mean1, a->rstd1, p + o->ln1_w, N, D);
+        phase_enter(pc, PHASE_RESIDUAL);
         memcpy(ws->dh, ws->dr, nd * sizeof(float));  // the residual's fp32 share of dx
         memcpy(ws->dlow, ws->dr, nd * sizeof(float));
+        phase_enter(pc, PHASE_CONVERT);
         amp_round_act_grad(ws->dlow, nd, low, counters);
         AttentionParams ap = attention_params(ws, p, l);
         AttentionGrads ag = {g + o->Wq, g + o->bq, g + o->Wk, g + o->bk, g + o->Wv, g + o->bv, g + o->Wo, g + o->bo};
         s = attention_backward(c, ws->dh, &ag, ws->dlow, &a->att, x, &ap, mask, ws->att_work, B, T, D, H);
         if (!status_is_ok(s)) return s;
     }
+    phase_enter(pc, PHASE_LAYERNORM);
     memset(ws->dr, 0, nd * sizeof(float));
     layernorm_backward(ws->dr, g + ws->lne_w, g + ws->lne_b, ws->dh, ws->emb, ws->emb_mean, ws->emb_rstd,
                        p + ws->lne_w, N, D);
+    phase_enter(pc, PHASE_EMBEDDING);
     embedding_backward(g + ws->wte, g + ws->wpe, ws->dr, ws->ids, B, T, D, ws->cfg.vocab_size, MODEL_PAD_TOKEN_ID);
+    phase_enter(pc, PHASE_OTHER);
     return status_ok();
 }
 

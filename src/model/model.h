@@ -10,6 +10,7 @@
 #define TRAINBENCH_MODEL_H
 
 #include "model/amp.h"
+#include "model/phase.h"
 #include "core/common.h"
 #include "gemm/gemm.h"
 #include "optim/optim.h"
@@ -45,6 +46,20 @@ typedef struct {
 size_t model_preset_count(void);
 const ModelPreset* model_preset_at(size_t i);
 const ModelConfig* model_config_find(const char* name);  // NULL if no preset has that name
+
+// The work of one training step (forward + backward, B sequences of T tokens), counted once,
+// here, from the config (README "Where the step goes"):
+//   gemm_flop: 2*M*N*K summed over every GEMM the step runs: per layer the q, k, v, out and two
+//     FFN linears (forward 1x, backward 2x: input and weight gradients), attention's QK^T and PV
+//     (forward) and dP, dV, dQ, dK (backward); the classifier's two linears likewise.
+//   min_bytes: a floor on the memory traffic: every fp32 parameter read by the forward and again
+//     by the backward, every gradient written once, and AdamW's read of p, g, m, v and write
+//     of p, m, v (28 bytes per parameter); activations are assumed to stay in cache (a floor).
+typedef struct {
+    double gemm_flop;
+    double min_bytes;
+} ModelStepCost;
+ModelStepCost model_step_cost(const ModelConfig* cfg, int B, int T);
 const char* model_preset_names_list(void);                // "tiny, small, distilbert-base-cased"
 
 // STATUS_INVALID naming the field and the rule: every size >= 1 and <= its MODEL_MAX_*,
@@ -174,6 +189,9 @@ Status model_workspace_new(const ParamTable* table, int max_B, int max_T, ModelW
 void model_workspace_free(ModelWorkspace* ws);  // NULL is fine
 // Bytes held: the activation arena plus the GEMM scratch currently allocated.
 size_t model_workspace_bytes(const ModelWorkspace* ws);
+// The phase clock the forward and backward charge (phase.h); it charges only between
+// phase_clock_begin and phase_clock_end (train_step), so evaluation forwards are not timed.
+PhaseClock* model_workspace_phases(ModelWorkspace* ws);
 
 // Forward pass and loss (mean cross-entropy over the batch, fp32). params: a table buffer
 // (param_table_alloc_buffer layout). logits (B, n_labels) receives the classifier's output as

@@ -62,6 +62,7 @@ typedef struct {
     long warmup_steps;          // -1: not given
     double warmup_ratio;        // < 0: not given
     double max_grad_norm;       // TrainingArguments default 1.0; 0 = no clipping
+    bool profile;               // --profile: print where the step time went
 } TrainArgs;
 
 typedef struct {
@@ -107,7 +108,7 @@ const Command cmd_train = {
         "    [--init-scale X] [--growth-interval N] [--no-progress]\n"
         "    [--init-from DIR|FILE.safetensors] [--data-order shuffled|sequential]\n"
         "    [--lr-scheduler-type linear|constant] [--warmup-steps N | --warmup-ratio X]\n"
-        "    [--max-grad-norm X]\n"
+        "    [--max-grad-norm X] [--profile]\n"
         "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments)\n"
@@ -244,8 +245,7 @@ static Status records_from_json(Records* r, json_t* steps, json_t* evals, int64_
 }
 
 // ---- one step (train.h) ----
-Status train_step(TrainStep* t, const ModelBatch* batch, TrainStepResult* out) {
-    memset(out, 0, sizeof *out);
+static Status train_step_timed(TrainStep* t, const ModelBatch* batch, TrainStepResult* out, PhaseClock* pc) {
     model_zero_grad(t->table, t->grads);
     Status s = model_forward(t->ws, t->params, batch, t->mode, t->gemm, &out->loss, NULL);
     if (!status_is_ok(s)) return s;
@@ -257,15 +257,28 @@ Status train_step(TrainStep* t, const ModelBatch* batch, TrainStepResult* out) {
     }
     s = model_backward(t->ws, t->params, out->scale, t->gemm, t->grads, &out->counters);
     if (!status_is_ok(s)) return s;
+    phase_enter(pc, PHASE_SCALER);
     bool found_inf = grad_scaler_unscale(t->scaler, t->grads, t->table->alloc_numel);
+    phase_enter(pc, PHASE_OPTIMIZER);
     out->grad_norm = NAN;
     if (t->max_grad_norm > 0) out->grad_norm = grad_clip_norm(t->table, t->grads, t->max_grad_norm);
     if (t->schedule) t->mo->cfg.lr = lr_schedule_lr(t->schedule, t->mo->states[0]->step);
     out->lr = t->mo->cfg.lr;
     if (grad_scaler_should_step(found_inf)) model_optim_step(t->mo, t->table, t->params, t->grads);
+    phase_enter(pc, PHASE_SCALER);
     grad_scaler_update(t->scaler, found_inf);
     out->skipped = found_inf;
     return status_ok();
+}
+
+Status train_step(TrainStep* t, const ModelBatch* batch, TrainStepResult* out) {
+    memset(out, 0, sizeof *out);
+    PhaseClock* pc = model_workspace_phases(t->ws);
+    phase_clock_begin(pc);
+    Status s = train_step_timed(t, batch, out, pc);
+    phase_clock_end(pc);
+    out->phases = pc->t;
+    return s;
 }
 
 // ---- the run ----
@@ -297,6 +310,9 @@ typedef struct {
     char results_path[4096];
     double run_seconds;     // wall time of this process's steps
     const char* stop_reason;
+    PhaseTimes phases;      // summed over this process's steps (phase.h)
+    double phases_step_time_s;  // the same steps' measured step times, summed
+    int64_t phases_steps;
 } Run;
 
 static double epoch_of(const Run* r, int64_t step) {
@@ -331,6 +347,51 @@ static ModelBatch model_batch_of(const Batch* b) {
     return mb;
 }
 
+// Where this process's step time went: seconds per phase (forward, backward) summed over its
+// steps, their sum, the measured step times' sum (batch loading included there), and the
+// step's GEMM work from the model config (model_step_cost).
+static json_t* phases_json(const Run* r) {
+    json_t* o = json_object();
+    static const char* const DIR[2] = {"forward", "backward"};
+    for (int d = 0; d < 2; d++) {
+        json_t* ph = json_object();
+        for (int p = 0; p < PHASE_COUNT; p++) json_object_set_new(ph, phase_name((Phase)p), json_real(r->phases.s[d][p]));
+        json_object_set_new(o, DIR[d], ph);
+    }
+    json_object_set_new(o, "steps", json_integer(r->phases_steps));
+    json_object_set_new(o, "phase_sum_s", json_real(phase_times_total(&r->phases)));
+    json_object_set_new(o, "step_time_sum_s", json_real(r->phases_step_time_s));
+    ModelStepCost cost = model_step_cost(&r->mcfg, (int)r->a.batch_size, (int)r->a.seq_len);
+    json_object_set_new(o, "gemm_flop_per_step", json_real(cost.gemm_flop));
+    json_object_set_new(o, "min_bytes_per_step", json_real(cost.min_bytes));
+    return o;
+}
+
+// --profile: the table of phases_json, with each phase's share and the GEMM rate reached
+static void print_profile(const Run* r) {
+    const PhaseTimes* t = &r->phases;
+    const double sum = phase_times_total(t), n = r->phases_steps ? (double)r->phases_steps : 1;
+    printf("\nwhere the step goes (%lld steps, ms per step; phases sum to %.1f%% of the measured step time)\n",
+           (long long)r->phases_steps, r->phases_step_time_s > 0 ? 100.0 * sum / r->phases_step_time_s : 0.0);
+    printf("  %-12s %10s %10s %10s %7s\n", "phase", "forward", "backward", "total", "share");
+    double gemm = 0;
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        const double f = t->s[PHASE_FORWARD][p], b = t->s[PHASE_BACKWARD][p];
+        if (p == PHASE_QKV_GEMM || p == PHASE_OUT_GEMM || p == PHASE_FFN_GEMM || p == PHASE_ATTENTION ||
+            p == PHASE_CLASSIFIER)
+            gemm += f + b;
+        printf("  %-12s %10.3f %10.3f %10.3f %6.1f%%\n", phase_name((Phase)p), 1e3 * f / n, 1e3 * b / n,
+               1e3 * (f + b) / n, sum > 0 ? 100.0 * (f + b) / sum : 0.0);
+    }
+    printf("  %-12s %32.3f\n", "sum", 1e3 * sum / n);
+    printf("  %-12s %32.3f\n", "step time", 1e3 * r->phases_step_time_s / n);
+    ModelStepCost cost = model_step_cost(&r->mcfg, (int)r->a.batch_size, (int)r->a.seq_len);
+    printf("GEMM work %.3f GFLOP per step; in the GEMM phases (q/k/v, out, FFN, attention, classifier: %.1f%% "
+           "of the step) that is %.1f GFLOP/s. Minimum bytes per step %.1f MB.\n",
+           cost.gemm_flop * 1e-9, sum > 0 ? 100.0 * gemm / sum : 0.0, gemm > 0 ? cost.gemm_flop * n / gemm * 1e-9 : 0.0,
+           cost.min_bytes / 1e6);
+}
+
 static json_t* summary_json(const Run* r) {
     json_t* o = json_object();
     double time_sum = 0, loss_sum = 0;
@@ -362,6 +423,7 @@ static json_t* summary_json(const Run* r) {
         json_object_set_new(o, METRIC_EVAL_ACCURACY, json_real(e->accuracy));
         json_object_set_new(o, METRIC_EVAL_F1, json_real(e->f1));
     }
+    json_object_set_new(o, "phases", phases_json(r));
     return o;
 }
 
@@ -716,6 +778,8 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             if (!parse_float_flag(argc, argv, &i, "--init-scale", &a->init_scale)) return 2;
         } else if (!strcmp(arg, "--no-progress")) {
             a->progress = false;
+        } else if (!strcmp(arg, "--profile")) {
+            a->profile = true;
         } else {
             return cli_unknown_flag(&cmd_train, arg);
         }
@@ -1005,6 +1069,9 @@ static int train_loop(Run* r) {
             for (int t = 0; t < mb.T; t++) rec.real_tokens += mb.attention_mask ? mb.attention_mask[b * mb.T + t] : 1;
         rec.step_time_s = now_seconds() - t0;
         records_add_step(&r->rec, &rec);
+        phase_times_add(&r->phases, &res.phases);
+        r->phases_step_time_s += rec.step_time_s;
+        r->phases_steps++;
         r->step++;
         if (isfinite(loss)) {
             log_loss += loss;
@@ -1094,6 +1161,7 @@ static int train_run(int argc, char** argv) {
                    json_number_value(json_object_get(sum, "tokens_per_s")),
                    json_number_value(json_object_get(sum, "train_loss")), epoch_of(&run, run.step));
             json_decref(sum);
+            if (run.a.profile) print_profile(&run);
             printf("results: %s\n", run.results_path);
         }
     }

@@ -32,6 +32,7 @@ typedef struct {
     double lr;            // the learning rate of this step (the schedule's, or mo->cfg.lr)
     float grad_norm;      // total gradient norm before clipping (after unscale); NaN when
                           // max_grad_norm is 0 (not computed, as the Trainer)
+    PhaseTimes phases;    // where this step's time went (phase.h); adds up to the step's time
 } TrainStepResult;
 
 // zero_grad; forward; if the loss is non-finite and the mode has no loss scaling, stop there
