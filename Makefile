@@ -49,7 +49,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit goldens clean bench bench-build gate run peers report
+.PHONY: all deps test test-unit goldens clean bench bench-build gate run peers report contention
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -194,6 +194,11 @@ RESULT_DIR ?= $(shell ls $(RESULTS)/*/*/machine.json 2>/dev/null | awk -F/ '{ d 
 # thread count (reference/bench_peers.py, README "Benchmarks"; needs the venv of `make goldens`)
 # into $(RESULT_DIR)/peers.json, or $(BUILD)/peers.json without a result folder. PEERS_ARGS=--quick: smaller.
 PEERS_ARGS ?=
+# contention: small-model step time alone and next to one busy process, for the passive wait
+# policy and libgomp's spinning default (bench/contention.sh; ~2-4 minutes; not part of run)
+contention: all
+	sh bench/contention.sh $(BUILD)/trainbench $(or $(ROUNDS),5)
+
 peers:
 	@test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
 	  echo '  python3 -m venv $(VENV) && $(VENV)/bin/pip install "torch>=2.5" transformers "bitsandbytes>=0.50" safetensors numpy' >&2; \

@@ -7,6 +7,9 @@ set -u
 passed=0
 failed=0
 failed_names=""
+# libgomp spins idle workers by default; on a shared machine that multiplies test time (the
+# CLI picks passive itself: core/threads.h). A caller's own policy wins.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for build in "$@"; do
