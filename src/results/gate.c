@@ -25,211 +25,22 @@
 
 #include "core/cli.h"
 #include "core/common.h"
-#include "results/stats.h"
+#include "results/bench_compare.h"
+#include "results/results.h"
 
-#define GATE_DEFAULT_ALPHA 0.01
-#define GATE_DEFAULT_MIN_EFFECT 0.05
-
-typedef struct {
-    char* name;
-    double* t;  // real_time of each successful repetition, seconds
-    size_t n, cap;
-    char* error;  // first error_message of a failed repetition, or NULL
-} Bench;
-
-typedef struct {
-    Bench* v;
-    size_t n, cap;
-    size_t* slot;      // open-addressing hash index: slot[h] = index into v + 1, 0 = empty
-    size_t slot_cap;   // a power of two, kept above twice n
-} BenchSet;
-
-typedef enum {
-    V_SAME = 0,      // no significant change
-    V_SMALL,         // significant but below the minimum effect
-    V_REGRESSION,
-    V_IMPROVEMENT,
-    V_UNTESTED,      // too few repetitions on a side for any p <= alpha: exit 2 unless allowed
-    V_CAND_ERROR,    // the candidate benchmark failed: gated (a conformance failure)
-    V_BASE_ERROR,    // only the baseline failed: nothing to compare, not gated
-    V_UNSUPPORTED,   // "unsupported: ..." on both sides (e.g. onednn f16 here): not gated
-} Verdict;
-
-static const char* const VERDICT_NAMES[] = {
-    "no significant change", "change below min effect", "REGRESSION", "IMPROVEMENT",
-    "UNTESTED: too few repetitions", "FAILED in candidate",     "failed in baseline",
-    "unsupported on both",
-};
-
-typedef struct {
-    const char* name;
-    size_t nb, nc;
-    double med_b, med_c, change;  // NAN when not available
-    MannWhitney mw;
-    bool tested;
-    Verdict verdict;
-    const char* error;  // candidate's (or baseline's) error message
-} Row;
-
-static void benchset_free(BenchSet* s) {
-    for (size_t i = 0; i < s->n; i++) {
-        free(s->v[i].name);
-        free(s->v[i].t);
-        free(s->v[i].error);
-    }
-    free(s->v);
-    free(s->slot);
-}
-
-static uint64_t name_hash(const char* s) {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-// The slot of `name` in the index: where it is, or the empty slot where it would go.
-static size_t benchset_slot(const BenchSet* s, const char* name) {
-    size_t mask = s->slot_cap - 1, h = (size_t)name_hash(name) & mask;
-    while (s->slot[h] && strcmp(s->v[s->slot[h] - 1].name, name)) h = (h + 1) & mask;
-    return h;
-}
-
-// Finds a benchmark by name in expected O(1) (matching is linear in the number of benchmarks);
-// with create, adds it when missing.
-static Bench* benchset_get(BenchSet* s, const char* name, bool create) {
-    if (s->slot_cap) {
-        size_t h = benchset_slot(s, name);
-        if (s->slot[h]) return &s->v[s->slot[h] - 1];
-    }
-    if (!create) return NULL;
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 16;
-        s->v = xrealloc(s->v, s->cap * sizeof(Bench));
-    }
-    if (2 * (s->n + 1) > s->slot_cap) {  // grow and rehash
-        free(s->slot);
-        s->slot_cap = s->slot_cap ? 2 * s->slot_cap : 64;
-        s->slot = xcalloc(s->slot_cap, sizeof(size_t));
-        for (size_t i = 0; i < s->n; i++) s->slot[benchset_slot(s, s->v[i].name)] = i + 1;
-    }
-    Bench* b = &s->v[s->n];
-    memset(b, 0, sizeof *b);
-    b->name = xstrdup(name);
-    s->slot[benchset_slot(s, name)] = ++s->n;
-    return b;
-}
-
-static void bench_push(Bench* b, double t) {
-    if (b->n == b->cap) {
-        b->cap = b->cap ? 2 * b->cap : 8;
-        b->t = xrealloc(b->t, b->cap * sizeof(double));
-    }
-    b->t[b->n++] = t;
-}
 
 static bool file_exists(const char* path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
 
-// Loads a JSON file; on failure fills st with the file name and jansson's message.
-static json_t* load_json(const char* path, Status* st) {
-    json_error_t err;
-    json_t* root = json_load_file(path, 0, &err);
-    if (!root)
-        *st = status_make(STATUS_INVALID, "%s: malformed JSON (line %d, column %d): %s", path, err.line, err.column,
-                          err.text);
-    return root;
-}
-
-static bool unit_seconds(const char* unit, double* scale) {
-    static const struct { const char* name; double s; } UNITS[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
-    for (size_t i = 0; i < ARRAY_LEN(UNITS); i++)
-        if (!strcmp(unit, UNITS[i].name)) {
-            *scale = UNITS[i].s;
-            return true;
-        }
-    return false;
-}
-
-static Status load_bench(const char* dir, BenchSet* out) {
-    memset(out, 0, sizeof *out);
-    char path[4096];
-    if (!path_is_dir(dir)) return status_make(STATUS_IO, "result folder %s does not exist", dir);
-    snprintf(path, sizeof path, "%s/bench.json", dir);
-    if (!file_exists(path)) return status_make(STATUS_IO, "%s: missing (a result folder holds bench.json)", path);
-    Status st = status_ok();
-    json_t* root = load_json(path, &st);
-    if (!root) return st;
-    json_t* arr = json_object_get(root, "benchmarks");
-    if (!json_is_array(arr)) {
-        json_decref(root);
-        return status_make(STATUS_INVALID, "%s: no \"benchmarks\" array (expected Google Benchmark JSON)", path);
-    }
-    size_t i;
-    json_t* e;
-    json_array_foreach(arr, i, e) {
-        if (!json_is_object(e)) {
-            st = status_make(STATUS_INVALID, "%s: benchmarks[%zu] is not an object", path, i);
-            break;
-        }
-        const char* rt = json_string_value(json_object_get(e, "run_type"));
-        if (rt && !strcmp(rt, "aggregate")) continue;
-        const char* name = json_string_value(json_object_get(e, "run_name"));
-        if (!name) name = json_string_value(json_object_get(e, "name"));
-        if (!name) {
-            st = status_make(STATUS_INVALID, "%s: benchmarks[%zu] has no \"run_name\" or \"name\"", path, i);
-            break;
-        }
-        Bench* b = benchset_get(out, name, true);
-        if (json_is_true(json_object_get(e, "error_occurred"))) {
-            if (!b->error) {
-                const char* msg = json_string_value(json_object_get(e, "error_message"));
-                b->error = xstrdup(msg && *msg ? msg : "error_occurred without a message");
-            }
-            continue;
-        }
-        json_t* rtime = json_object_get(e, "real_time");
-        const char* unit = json_string_value(json_object_get(e, "time_unit"));
-        double scale;
-        if (!json_is_number(rtime) || !isfinite(json_number_value(rtime)) || json_number_value(rtime) < 0) {
-            st = status_make(STATUS_INVALID, "%s: benchmarks[%zu] (%s): \"real_time\" must be a number >= 0", path, i,
-                             name);
-            break;
-        }
-        if (!unit || !unit_seconds(unit, &scale)) {
-            st = status_make(STATUS_INVALID, "%s: benchmarks[%zu] (%s): \"time_unit\" must be one of ns, us, ms, s (got %s)",
-                             path, i, name, unit ? unit : "nothing");
-            break;
-        }
-        bench_push(b, json_number_value(rtime) * scale);
-    }
-    json_decref(root);
-    if (status_is_ok(st) && out->n == 0) st = status_make(STATUS_INVALID, "%s: no benchmarks", path);
-    if (!status_is_ok(st)) benchset_free(out);
-    return st;
-}
-
-// ---- conformance and memory (candidate only; optional files) ----
+// ---- conformance and memory (candidate only; optional files), read by results.h ----
 
 typedef struct {
     bool present;
-    size_t cases;       // cases listed (or, for {"failures": N}, N)
+    size_t cases;       // cases listed (or, for version 0 {"failures": N}, N)
     json_t* failures;   // array of {"id", "detail"}
 } ConformResult;
-
-static Status conform_case(const char* path, size_t i, json_t* c, ConformResult* r) {
-    json_t* ok = json_object_get(c, "ok");
-    const char* id = json_string_value(json_object_get(c, "id"));
-    if (!json_is_object(c) || !json_is_boolean(ok) || !id)
-        return status_make(STATUS_INVALID, "%s: case %zu needs \"id\" (string) and \"ok\" (true or false)", path, i);
-    r->cases++;
-    if (!json_is_true(ok)) {
-        const char* detail = json_string_value(json_object_get(c, "detail"));
-        json_array_append_new(r->failures, json_pack("{s:s, s:s}", "id", id, "detail", detail ? detail : ""));
-    }
-    return status_ok();
-}
 
 static Status load_conform(const char* dir, ConformResult* r) {
     r->present = false;
@@ -239,33 +50,24 @@ static Status load_conform(const char* dir, ConformResult* r) {
     snprintf(path, sizeof path, "%s/conform.json", dir);
     if (!file_exists(path)) return status_ok();
     r->present = true;
-    Status st = status_ok();
-    json_t* root = load_json(path, &st);
-    if (!root) return st;
-    json_t* cases = json_is_array(root) ? root : json_object_get(root, "cases");
-    json_t* nfail = json_is_object(root) ? json_object_get(root, "failures") : NULL;
-    if (json_is_array(cases)) {
-        size_t i;
-        json_t* c;
-        json_array_foreach(cases, i, c) {
-            st = conform_case(path, i, c, r);
-            if (!status_is_ok(st)) break;
-        }
-    } else if (json_is_integer(nfail) && json_integer_value(nfail) >= 0) {
-        long long n = json_integer_value(nfail);
-        r->cases = (size_t)n;
-        if (n > 0) {
+    ConformFile f;
+    Status st = conform_file_read(path, &f);
+    if (!status_is_ok(st)) return st;
+    if (f.legacy_count_only) {
+        r->cases = f.legacy_failures;
+        if (f.legacy_failures > 0) {
             char d[64];
-            snprintf(d, sizeof d, "%lld failures reported", n);
+            snprintf(d, sizeof d, "%zu failures reported", f.legacy_failures);
             json_array_append_new(r->failures, json_pack("{s:s, s:s}", "id", "(conform.json)", "detail", d));
         }
-    } else {
-        st = status_make(STATUS_INVALID,
-                         "%s: expected {\"cases\": [{\"id\": ..., \"ok\": true|false, \"detail\": ...}]} or {\"failures\": N}",
-                         path);
     }
-    json_decref(root);
-    return st;
+    for (size_t i = 0; i < f.n; i++) {
+        r->cases++;
+        if (!f.cases[i].ok)
+            json_array_append_new(r->failures, json_pack("{s:s, s:s}", "id", f.cases[i].id, "detail", f.cases[i].detail));
+    }
+    conform_file_free(&f);
+    return status_ok();
 }
 
 typedef struct {
@@ -273,36 +75,6 @@ typedef struct {
     size_t rows;
     json_t* mismatches;  // array of {"row", "estimate_bytes", "measured_bytes"}
 } MemoryResult;
-
-static Status memory_report(const char* path, json_t* rep, MemoryResult* r) {
-    json_t* opts = json_object_get(rep, "optimizers");
-    if (!json_is_array(opts))
-        return status_make(STATUS_INVALID, "%s: no \"optimizers\" array (expected `trainbench memory --json` output)",
-                           path);
-    const char* model = json_string_value(json_object_get(rep, "model"));
-    size_t i;
-    json_t* o;
-    json_array_foreach(opts, i, o) {
-        const char* name = json_string_value(json_object_get(o, "optimizer"));
-        const char* variant = json_string_value(json_object_get(o, "variant"));
-        json_t* est = json_object_get(o, "estimate_bytes");
-        json_t* meas = json_object_get(o, "measured_bytes");
-        if (!name || !json_is_integer(est) || !json_is_integer(meas))
-            return status_make(STATUS_INVALID,
-                               "%s: optimizers[%zu] needs \"optimizer\", \"estimate_bytes\" and \"measured_bytes\" (integers)",
-                               path, i);
-        r->rows++;
-        if (json_integer_value(est) != json_integer_value(meas)) {
-            char row[512];
-            snprintf(row, sizeof row, "%s%s%s%s%s", model ? model : "", model ? " " : "", name, variant ? "/" : "",
-                     variant ? variant : "");
-            json_array_append_new(r->mismatches, json_pack("{s:s, s:I, s:I}", "row", row, "estimate_bytes",
-                                                           json_integer_value(est), "measured_bytes",
-                                                           json_integer_value(meas)));
-        }
-    }
-    return status_ok();
-}
 
 static Status load_memory(const char* dir, MemoryResult* r) {
     r->present = false;
@@ -312,88 +84,38 @@ static Status load_memory(const char* dir, MemoryResult* r) {
     snprintf(path, sizeof path, "%s/memory.json", dir);
     if (!file_exists(path)) return status_ok();
     r->present = true;
-    Status st = status_ok();
-    json_t* root = load_json(path, &st);
-    if (!root) return st;
-    if (json_is_array(root)) {
-        size_t i;
-        json_t* rep;
-        json_array_foreach(root, i, rep) {
-            st = memory_report(path, rep, r);
-            if (!status_is_ok(st)) break;
+    MemoryFile f;
+    Status st = memory_file_read(path, &f);
+    if (!status_is_ok(st)) return st;
+    for (size_t k = 0; k < f.n; k++)
+        for (size_t i = 0; i < f.models[k].n; i++) {
+            const MemoryModel* m = &f.models[k];
+            const MemoryRow* o = &m->rows[i];
+            r->rows++;
+            if (o->estimate_bytes != o->measured_bytes) {
+                char row[512];
+                snprintf(row, sizeof row, "%s%s%s%s%s", m->model, *m->model ? " " : "", o->optimizer,
+                         *o->variant ? "/" : "", o->variant);
+                json_array_append_new(r->mismatches, json_pack("{s:s, s:I, s:I}", "row", row, "estimate_bytes",
+                                                               (json_int_t)o->estimate_bytes, "measured_bytes",
+                                                               (json_int_t)o->measured_bytes));
+            }
         }
-    } else {
-        st = memory_report(path, root, r);
+    memory_file_free(&f);
+    return status_ok();
+}
+
+static Status load_bench(const char* dir, BenchFile* out) {
+    memset(out, 0, sizeof *out);
+    if (!path_is_dir(dir)) return status_make(STATUS_IO, "result folder %s does not exist", dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bench.json", dir);
+    Status st = bench_file_read(path, RESULT_BENCH, out);
+    if (status_is_ok(st) && out->n == 0) {
+        bench_file_free(out);
+        st = status_make(STATUS_INVALID, "%s: no benchmarks", path);
     }
-    json_decref(root);
     return st;
-}
-
-// ---- comparison ----
-
-// The smallest two-sided p the Mann-Whitney test (as stats.c runs it: exact up to
-// STATS_MWU_EXACT_MAX a side, else the normal approximation) can give with n and m
-// repetitions: that of two samples with no overlap (exact: 2 / C(n+m, n)); 1 when a side has none.
-static double gate_min_p(size_t n, size_t m) {
-    if (n == 0 || m == 0) return 1.0;
-    double* v = xmalloc((n + m) * sizeof(double));
-    for (size_t i = 0; i < n + m; i++) v[i] = (double)i;
-    double p = mann_whitney_u(v, n, v + n, m).p;
-    free(v);
-    return p;
-}
-
-// The smallest number of repetitions per side (equal sides) with which a difference can be
-// significant at alpha: the least n with gate_min_p(n, n) <= alpha (exact: 2 / C(2n, n); 4 at
-// 0.05, 5 at 0.01).
-static size_t gate_reps_needed(double alpha) {
-    // gate_min_p(n, n) falls as n grows: double up to a bound, then bisect
-    size_t hi = 1;
-    while (gate_min_p(hi, hi) > alpha && hi < (1u << 20)) hi *= 2;
-    size_t lo = hi / 2;  // gate_min_p(lo, lo) > alpha (or lo == 0)
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (gate_min_p(mid, mid) > alpha) lo = mid;
-        else hi = mid;
-    }
-    return hi;
-}
-
-static Row compare_one(const Bench* b, const Bench* c, double alpha, double min_effect) {
-    Row r = {.name = b->name, .nb = b->n, .nc = c->n, .med_b = NAN, .med_c = NAN, .change = NAN};
-    if (b->n) r.med_b = stats_median(b->t, b->n);
-    if (c->n) r.med_c = stats_median(c->t, c->n);
-    if (b->n && c->n)
-        r.change = r.med_b > 0 ? r.med_c / r.med_b - 1.0 : (r.med_c > 0 ? INFINITY : 0.0);
-    // A combination the backend reports as unsupported (benchmarks say "unsupported: <why>")
-    // in both runs is not a failure; unsupported only in the candidate is (a lost capability).
-    if (c->error && b->error && strncmp(c->error, "unsupported:", 12) == 0 &&
-        strncmp(b->error, "unsupported:", 12) == 0) {
-        r.verdict = V_UNSUPPORTED;
-        r.error = c->error;
-        return r;
-    }
-    if (c->error) {
-        r.verdict = V_CAND_ERROR;
-        r.error = c->error;
-        return r;
-    }
-    if (b->error) {
-        r.verdict = V_BASE_ERROR;
-        r.error = b->error;
-        return r;
-    }
-    if (gate_min_p(b->n, c->n) > alpha) {  // no outcome could be significant
-        r.verdict = V_UNTESTED;
-        return r;
-    }
-    r.mw = mann_whitney_u(c->t, c->n, b->t, b->n);
-    r.tested = true;
-    if (!(r.mw.p <= alpha)) r.verdict = V_SAME;
-    else if (r.change > min_effect) r.verdict = V_REGRESSION;
-    else if (r.change < -min_effect) r.verdict = V_IMPROVEMENT;
-    else r.verdict = V_SMALL;
-    return r;
 }
 
 static void fmt_time(char* buf, size_t n, double s) {
@@ -470,12 +192,12 @@ static int gate_run(int argc, char** argv) {
     if (!cand_dir) return cli_usage_error(&cmd_gate, "missing --candidate DIR");
 
     // ---- load everything; any unusable input exits 2 ----
-    BenchSet base, cand;
+    BenchFile base, cand;
     Status st = load_bench(base_dir, &base);
     if (!status_is_ok(st)) return user_error("gate: %s", st.msg);
     st = load_bench(cand_dir, &cand);
     if (!status_is_ok(st)) {
-        benchset_free(&base);
+        bench_file_free(&base);
         return user_error("gate: %s", st.msg);
     }
     ConformResult conf;
@@ -494,9 +216,9 @@ static int gate_run(int argc, char** argv) {
         char* in_base = NULL;
         size_t lb = 0;
         for (size_t i = 0; i < base.n; i++)
-            if (!benchset_get(&cand, base.v[i].name, false)) reason_add(&in_base, &lb, base.v[i].name);
+            if (!bench_file_find(&cand, base.v[i].name)) reason_add(&in_base, &lb, base.v[i].name);
         for (size_t i = 0; i < cand.n; i++)
-            if (!benchset_get(&base, cand.v[i].name, false)) reason_add(&only, &only_len, cand.v[i].name);
+            if (!bench_file_find(&base, cand.v[i].name)) reason_add(&only, &only_len, cand.v[i].name);
         if (in_base || only) {
             rc = user_error("gate: different benchmark sets: only in baseline (%s): %s; only in candidate (%s): %s",
                             base_dir, in_base ? in_base : "none", cand_dir, only ? only : "none");
@@ -506,11 +228,11 @@ static int gate_run(int argc, char** argv) {
     }
 
     // ---- compare ----
-    Row* rows = xcalloc(base.n, sizeof(Row));
+    BenchComparison* rows = xcalloc(base.n, sizeof(BenchComparison));
     size_t n_regr = 0, n_err = 0, n_tested = 0, n_untested = 0;
     size_t name_w = 9;
     for (size_t i = 0; i < base.n; i++) {
-        rows[i] = compare_one(&base.v[i], benchset_get(&cand, base.v[i].name, false), alpha, min_effect);
+        rows[i] = bench_compare(&base.v[i], bench_file_find(&cand, base.v[i].name), alpha, min_effect);
         n_regr += rows[i].verdict == V_REGRESSION;
         n_err += rows[i].verdict == V_CAND_ERROR;
         n_tested += rows[i].tested;
@@ -521,7 +243,7 @@ static int gate_run(int argc, char** argv) {
     bool fail = n_regr || n_err || n_conf || n_mem;
     // untested benchmarks make the verdict unusable (exit 2) unless the user allows them
     bool untested_stop = n_untested && !allow_untested && !fail;
-    size_t reps_needed = gate_reps_needed(alpha);
+    size_t reps_needed = bench_reps_needed(alpha);
 
     // the why: one clause per kind of failure
     char* why = NULL;
@@ -578,7 +300,7 @@ static int gate_run(int argc, char** argv) {
         json_object_set_new(root, "min_effect", json_real(min_effect));
         json_t* arr = json_array();
         for (size_t i = 0; i < base.n; i++) {
-            const Row* r = &rows[i];
+            const BenchComparison* r = &rows[i];
             json_t* o = json_object();
             json_object_set_new(o, "name", json_string(r->name));
             json_object_set_new(o, "baseline_repetitions", json_integer((json_int_t)r->nb));
@@ -619,7 +341,7 @@ static int gate_run(int argc, char** argv) {
         printf("%-*s %5s %12s %12s %9s %9s  %s\n", (int)name_w, "benchmark", "reps", "baseline", "candidate",
                "change", "p", "verdict");
         for (size_t i = 0; i < base.n; i++) {
-            const Row* r = &rows[i];
+            const BenchComparison* r = &rows[i];
             char tb[32], tc[32], ch[32], p[32], reps[32];
             fmt_time(tb, sizeof tb, r->med_b);
             fmt_time(tc, sizeof tc, r->med_c);
@@ -649,7 +371,7 @@ done:
     free(only);
     json_decref(conf.failures);
     json_decref(mem.mismatches);
-    benchset_free(&base);
-    benchset_free(&cand);
+    bench_file_free(&base);
+    bench_file_free(&cand);
     return rc;
 }

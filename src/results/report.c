@@ -27,31 +27,33 @@
 
 #include "core/cli.h"
 #include "core/common.h"
+#include "results/bench_compare.h"
+#include "results/results.h"
 #include "results/stats.h"
 
 #define NOT_MEASURED "_Not measured in this run._"
 
-typedef struct {
-    char* name;     // run_name without the "/real_time" suffix
-    json_t** reps;  // successful repetitions (borrowed from the bench root)
-    size_t n, cap;
-    const char* error;  // error_message of a failed repetition, or NULL
-} BEnt;
+typedef BenchEntry BEnt;  // one benchmark of bench.json / peers.json (results.h)
 
 typedef struct {
     char* name;  // train/<name>
-    json_t* root;
+    TrainFile f;
+    json_t* root;  // f.root
 } TrainRun;
 
 typedef struct Run {
     const char* dir;
     char label[512];  // machine-id/run-id
-    json_t *machine, *bench, *memory;
-    BEnt* b;
-    size_t nb, bcap;
+    MachineFile mf;
+    json_t* machine;  // mf.root; NULL when machine.json is absent
+    BenchFile bf;     // bf.root NULL when bench.json is absent
+    bool has_memory;
+    MemoryFile mem;
+    BEnt* b;          // bf.v
+    size_t nb;        // bf.n
     TrainRun* tr;
     size_t ntr;
-    struct Run* peers;  // peers.json indexed like bench.json (its `bench` is peers.json); NULL when absent
+    struct Run* peers;  // peers.json indexed like bench.json; NULL when absent
 } Run;
 
 typedef struct {
@@ -67,73 +69,11 @@ static bool exists(const char* p) {
     return stat(p, &st) == 0;
 }
 
-// Loads dir/name if it exists: *out = NULL when absent. false (message printed) when malformed.
-static bool load_opt(const char* dir, const char* name, json_t** out) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    *out = NULL;
-    if (!exists(path)) return true;
-    json_error_t err;
-    *out = json_load_file(path, 0, &err);
-    if (!*out) {
-        fprintf(stderr, "trainbench report: %s: malformed JSON (line %d, column %d): %s\n", path, err.line, err.column,
-                err.text);
-        return false;
-    }
-    return true;
-}
-
-static BEnt* bent_get(Run* r, const char* name) {
-    for (size_t i = 0; i < r->nb; i++)
-        if (!strcmp(r->b[i].name, name)) return &r->b[i];
-    if (r->nb == r->bcap) {
-        r->bcap = r->bcap ? 2 * r->bcap : 32;
-        r->b = xrealloc(r->b, r->bcap * sizeof(BEnt));
-    }
-    BEnt* e = &r->b[r->nb++];
-    memset(e, 0, sizeof *e);
-    e->name = xstrdup(name);
-    return e;
-}
-
-static bool index_bench(Run* r, const char* path) {
-    json_t* arr = json_object_get(r->bench, "benchmarks");
-    if (!json_is_array(arr)) {
-        fprintf(stderr, "trainbench report: %s: no \"benchmarks\" array (expected Google Benchmark JSON)\n", path);
-        return false;
-    }
-    size_t i;
-    json_t* e;
-    json_array_foreach(arr, i, e) {
-        if (!json_is_object(e)) {
-            fprintf(stderr, "trainbench report: %s: benchmarks[%zu] is not an object\n", path, i);
-            return false;
-        }
-        const char* rt = json_string_value(json_object_get(e, "run_type"));
-        if (rt && !strcmp(rt, "aggregate")) continue;
-        const char* nm = json_string_value(json_object_get(e, "run_name"));
-        if (!nm) nm = json_string_value(json_object_get(e, "name"));
-        if (!nm) {
-            fprintf(stderr, "trainbench report: %s: benchmarks[%zu] has no name\n", path, i);
-            return false;
-        }
-        char name[1024];
-        snprintf(name, sizeof name, "%s", nm);
-        size_t L = strlen(name);
-        if (L > 10 && !strcmp(name + L - 10, "/real_time")) name[L - 10] = 0;
-        BEnt* b = bent_get(r, name);
-        if (json_is_true(json_object_get(e, "error_occurred"))) {
-            if (!b->error) b->error = json_string_value(json_object_get(e, "error_message"));
-            if (!b->error) b->error = "failed";
-            continue;
-        }
-        if (b->n == b->cap) {
-            b->cap = b->cap ? 2 * b->cap : 8;
-            b->reps = xrealloc(b->reps, b->cap * sizeof(json_t*));
-        }
-        b->reps[b->n++] = e;
-    }
-    return true;
+// Prints a reader's Status as report's unusable-input message; returns false when it failed.
+static bool loaded(Status st) {
+    if (status_is_ok(st)) return true;
+    fprintf(stderr, "trainbench report: %s\n", st.msg);
+    return false;
 }
 
 static int cmp_str(const void* a, const void* b) {
@@ -160,21 +100,29 @@ static int load_run(Run* r, const char* dir) {
     } else {
         snprintf(r->label, sizeof r->label, "%.500s", tmp);
     }
-    if (!load_opt(dir, "machine.json", &r->machine) || !load_opt(dir, "bench.json", &r->bench) ||
-        !load_opt(dir, "memory.json", &r->memory))
-        return 2;
-    if (r->bench) {
-        snprintf(tmp, sizeof tmp, "%s/bench.json", dir);
-        if (!index_bench(r, tmp)) return 2;
+    snprintf(tmp, sizeof tmp, "%s/machine.json", dir);
+    if (exists(tmp)) {
+        if (!loaded(machine_file_read(tmp, &r->mf))) return 2;
+        r->machine = r->mf.root;
     }
-    json_t* peers;
-    if (!load_opt(dir, "peers.json", &peers)) return 2;
-    if (peers) {
+    snprintf(tmp, sizeof tmp, "%s/bench.json", dir);
+    if (exists(tmp)) {
+        if (!loaded(bench_file_read(tmp, RESULT_BENCH, &r->bf))) return 2;
+        r->b = r->bf.v;
+        r->nb = r->bf.n;
+    }
+    snprintf(tmp, sizeof tmp, "%s/memory.json", dir);
+    if (exists(tmp)) {
+        if (!loaded(memory_file_read(tmp, &r->mem))) return 2;
+        r->has_memory = true;
+    }
+    snprintf(tmp, sizeof tmp, "%s/peers.json", dir);
+    if (exists(tmp)) {
         r->peers = xcalloc(1, sizeof(Run));
         r->peers->dir = dir;
-        r->peers->bench = peers;
-        snprintf(tmp, sizeof tmp, "%s/peers.json", dir);
-        if (!index_bench(r->peers, tmp)) return 2;
+        if (!loaded(bench_file_read(tmp, RESULT_PEERS, &r->peers->bf))) return 2;
+        r->peers->b = r->peers->bf.v;
+        r->peers->nb = r->peers->bf.n;
     }
     snprintf(tmp, sizeof tmp, "%s/train", dir);
     DIR* d = opendir(tmp);
@@ -184,19 +132,19 @@ static int load_run(Run* r, const char* dir) {
         while ((de = readdir(d))) {
             if (de->d_name[0] == '.') continue;
             char sub[4096 + 256];
-            snprintf(sub, sizeof sub, "%s/%s", tmp, de->d_name);
-            json_t* root;
-            if (!load_opt(sub, "results.json", &root)) {
-                closedir(d);
-                return 2;
-            }
-            if (!root) continue;
+            snprintf(sub, sizeof sub, "%s/%s/results.json", tmp, de->d_name);
+            if (!exists(sub)) continue;
             if (r->ntr == cap) {
                 cap = cap ? 2 * cap : 8;
                 r->tr = xrealloc(r->tr, cap * sizeof(TrainRun));
             }
-            r->tr[r->ntr].name = xstrdup(de->d_name);
-            r->tr[r->ntr].root = root;
+            TrainRun* t = &r->tr[r->ntr];
+            if (!loaded(train_file_read(sub, &t->f))) {
+                closedir(d);
+                return 2;
+            }
+            t->name = xstrdup(de->d_name);
+            t->root = t->f.root;
             r->ntr++;
         }
         closedir(d);
@@ -206,19 +154,14 @@ static int load_run(Run* r, const char* dir) {
 }
 
 static void free_run(Run* r) {
-    for (size_t i = 0; i < r->nb; i++) {
-        free(r->b[i].name);
-        free(r->b[i].reps);
-    }
-    free(r->b);
     for (size_t i = 0; i < r->ntr; i++) {
         free(r->tr[i].name);
-        json_decref(r->tr[i].root);
+        train_file_free(&r->tr[i].f);
     }
     free(r->tr);
-    json_decref(r->machine);
-    json_decref(r->bench);
-    json_decref(r->memory);
+    machine_file_free(&r->mf);
+    bench_file_free(&r->bf);
+    memory_file_free(&r->mem);
     if (r->peers) {
         free_run(r->peers);
         free(r->peers);
@@ -227,35 +170,10 @@ static void free_run(Run* r) {
 
 // ---------------------------------------------------------------- small helpers
 
-static const BEnt* bfind(const Run* r, const char* name) {
-    for (size_t i = 0; i < r->nb; i++)
-        if (!strcmp(r->b[i].name, name)) return &r->b[i];
-    return NULL;
-}
+static const BEnt* bfind(const Run* r, const char* name) { return bench_file_find(&r->bf, name); }
 
 // Median of a counter ("real_time" in seconds) over the repetitions; NAN when absent.
-static double bmed(const BEnt* b, const char* key) {
-    if (!b || !b->n) return NAN;
-    double* v = xmalloc(b->n * sizeof(double));
-    size_t n = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        json_t* x = json_object_get(b->reps[i], key);
-        if (!json_is_number(x)) continue;
-        double d = json_number_value(x);
-        if (!strcmp(key, "real_time")) {
-            const char* u = json_string_value(json_object_get(b->reps[i], "time_unit"));
-            double s = 1e-9;
-            if (u && !strcmp(u, "us")) s = 1e-6;
-            else if (u && !strcmp(u, "ms")) s = 1e-3;
-            else if (u && !strcmp(u, "s")) s = 1.0;
-            d *= s;
-        }
-        v[n++] = d;
-    }
-    double m = n ? stats_median(v, n) : NAN;
-    free(v);
-    return m;
-}
+static double bmed(const BEnt* b, const char* key) { return bench_entry_median(b, key); }
 
 // Splits "a/b/c" into at most `max` parts (in buf); returns the count.
 static int split(const char* s, char* buf, size_t bufsz, char** parts, int max) {
@@ -301,6 +219,14 @@ static json_t* backend_lib(json_t* machine, const char* name) {
         if (n && !strcmp(n, name)) return json_object_get(b, "library");
     }
     return NULL;
+}
+
+static void fmt_seconds(char* buf, size_t n, double s) {
+    if (isnan(s)) snprintf(buf, n, "–");
+    else if (s >= 1.0) snprintf(buf, n, "%.4g s", s);
+    else if (s >= 1e-3) snprintf(buf, n, "%.4g ms", s * 1e3);
+    else if (s >= 1e-6) snprintf(buf, n, "%.4g us", s * 1e6);
+    else snprintf(buf, n, "%.4g ns", s * 1e9);
 }
 
 static void fmt_num(char* out, size_t n, double v) {
@@ -719,45 +645,31 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
 
 static void section_memory(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "## Optimizer state memory: estimate vs measured\n\n");
-    if (!r->memory) {
+    if (!r->has_memory) {
         fprintf(md, "%s (`memory.json` is missing)\n\n", NOT_MEASURED);
         return;
-    }
-    json_t* models = r->memory;
-    json_t* one = NULL;
-    if (json_is_object(models)) {
-        one = json_array();
-        json_array_append(one, models);
-        models = one;
     }
     Buf d;
     buf_open(&d);
     int row = 0;
-    size_t mi;
-    json_t* m;
     double lo = INFINITY, hi = 0;
-    json_array_foreach(models, mi, m) {
-        const char* model = json_string_value(json_object_get(m, "model"));
-        json_t* params = json_object_get(m, "parameters");
+    for (size_t mi = 0; mi < r->mem.n; mi++) {
+        const MemoryModel* m = &r->mem.models[mi];
         fprintf(md, "Model **%s** (%lld parameters, %.1f MB of fp32 weights). Estimate = bytes the optimizer state "
                     "should take by formula; measured = bytes actually allocated by our implementation.\n\n"
                     "| optimizer | variant | estimate (MB) | measured (MB) | equal | reference |\n"
                     "|---|---|---:|---:|:---:|---|\n",
-                model ? model : "?", (long long)json_integer_value(params),
-                json_number_value(json_object_get(m, "parameter_bytes")) / 1e6 * (1e6 / 1048576.0));
-        size_t oi;
-        json_t* o;
-        json_array_foreach(json_object_get(m, "optimizers"), oi, o) {
-            const char* on = json_string_value(json_object_get(o, "optimizer"));
-            const char* va = json_string_value(json_object_get(o, "variant"));
-            double est = json_number_value(json_object_get(o, "estimate_bytes")) / 1048576.0;
-            double mea = json_number_value(json_object_get(o, "measured_bytes")) / 1048576.0;
-            bool eq = json_is_true(json_object_get(o, "estimate_equals_measured"));
-            const char* ref = json_string_value(json_object_get(o, "reference"));
-            fprintf(md, "| %s | %s | %.2f | %.2f | %s | %s |\n", on ? on : "?", va ? va : "", est, mea, eq ? "yes" : "**NO**",
-                    ref ? ref : "");
-            fprintf(d.f, "%d \"%s%s%s\" %.6g %.6g\n", row++, GQ(on ? on : "?"), va && strcmp(va, "default") ? "/" : "",
-                    GQ(va && strcmp(va, "default") ? va : ""), est, mea);
+                *m->model ? m->model : "?", m->parameters, (double)m->parameter_bytes / 1048576.0);
+        for (size_t oi = 0; oi < m->n; oi++) {
+            const MemoryRow* o = &m->rows[oi];
+            const char* on = o->optimizer;
+            const char* va = o->variant;
+            double est = (double)o->estimate_bytes / 1048576.0;
+            double mea = (double)o->measured_bytes / 1048576.0;
+            bool eq = o->estimate_bytes == o->measured_bytes;
+            fprintf(md, "| %s | %s | %.2f | %.2f | %s | %s |\n", on, va, est, mea, eq ? "yes" : "**NO**", o->reference);
+            fprintf(d.f, "%d \"%s%s%s\" %.6g %.6g\n", row++, GQ(on), *va && strcmp(va, "default") ? "/" : "",
+                    GQ(*va && strcmp(va, "default") ? va : ""), est, mea);
             if (est > 0 && est < lo) lo = est;
             if (mea > 0 && mea < lo) lo = mea;
             if (est > hi) hi = est;
@@ -765,7 +677,6 @@ static void section_memory(Ctx* c, FILE* md, const Run* r) {
         }
         fprintf(md, "\n");
     }
-    if (one) json_decref(one);
     if (!row) {
         fclose(d.f);
         free(d.data);
@@ -1113,7 +1024,7 @@ static void section_peers(Ctx* c, FILE* md, const Run* r) {
                 r->dir);
         return;
     }
-    json_t* ctx = json_object_get(pr->bench, "context");
+    json_t* ctx = json_object_get(pr->bf.root, "context");
     json_t* pc = json_object_get(ctx, "peers");
     char ours_threads[64] = "not recorded", peer_threads[64] = "not recorded", v[256];
     static const char* const TH[] = {"threads", NULL};
@@ -1238,14 +1149,17 @@ static void section_compare(Ctx* c, FILE* md, Run* runs, int nr) {
                     "comparison.\n\n");
         return;
     }
-    fprintf(md, "Each machine's metadata is in the Machine table above. Per benchmark: the median of the main "
-                "counter over repetitions on each machine, and the ratio to the first folder (%s); above 1 = faster "
-                "than the first. Rows measured on only some machines show –.\n\n| benchmark | metric |",
-            runs[0].label);
+    fprintf(md, "Each machine's metadata is in the Machine table above. Per benchmark: the median %s over "
+                "repetitions on each machine (the metric `trainbench gate` compares), the speed ratio to the first "
+                "folder (%s) = its median / this one's (above 1 = faster than the first), and the gate's verdict for "
+                "this folder against the first (Mann-Whitney U two-sided, alpha %g, min effect %g%%; p in "
+                "parentheses). Rows measured on only some machines show –.\n\n| benchmark |",
+            BENCH_METRIC_NAME, runs[0].label, GATE_DEFAULT_ALPHA, 100 * GATE_DEFAULT_MIN_EFFECT);
     for (int i = 0; i < nr; i++) fprintf(md, " %s |", runs[i].label);
-    for (int i = 1; i < nr; i++) fprintf(md, " ratio %s |", runs[i].label);
-    fprintf(md, "\n|---|---|");
-    for (int i = 0; i < 2 * nr - 1; i++) fprintf(md, "---:|");
+    for (int i = 1; i < nr; i++) fprintf(md, " ratio %s | gate %s |", runs[i].label, runs[i].label);
+    fprintf(md, "\n|---|");
+    for (int i = 0; i < nr; i++) fprintf(md, "---:|");
+    for (int i = 1; i < nr; i++) fprintf(md, "---:|---|");
     fprintf(md, "\n");
     // families: first two name parts; geometric mean of ratios per family for the plot
     char fam[64][96];
@@ -1262,21 +1176,13 @@ static void section_compare(Ctx* c, FILE* md, Run* runs, int nr) {
             for (int rj = 0; rj < ri && !seen; rj++) seen = bfind(&runs[rj], name) != NULL;
             if (seen) continue;
             const BEnt* b0 = bfind(&runs[0], name);
-            double v0 = NAN;
-            const char* metric = b0 && b0->n ? primary(b0, &v0) : NULL;
-            if (!metric) {
-                double tmp;
-                metric = primary(&runs[ri].b[i], &tmp);
-            }
-            fprintf(md, "| %s | %s |", name, metric);
+            fprintf(md, "| %s |", name);
             double vals[16];
             for (int k = 0; k < nr && k < 16; k++) {
                 const BEnt* bk = bfind(&runs[k], name);
-                double v = NAN;
-                if (bk && bk->n) primary(bk, &v);
-                vals[k] = v;
+                vals[k] = bk && bk->n ? bmed(bk, "real_time") : NAN;
                 char s[32];
-                fmt_num(s, sizeof s, v);
+                fmt_seconds(s, sizeof s, vals[k]);
                 fprintf(md, " %s |", bk && bk->error && !bk->n ? "failed/unsupported" : s);
             }
             char buf[512], *p[3];
@@ -1287,9 +1193,17 @@ static void section_compare(Ctx* c, FILE* md, Run* runs, int nr) {
             for (f = 0; f < nf && strcmp(fam[f], fn); f++) {}
             if (f == nf && nf < 64) snprintf(fam[nf++], 96, "%s", fn);
             for (int k = 1; k < nr && k < 16; k++) {
-                double ratio = vals[k] / vals[0];
+                double ratio = vals[0] / vals[k];  // speed ratio: above 1 = faster than the first
                 if (isnan(ratio)) fprintf(md, " – |");
                 else fprintf(md, " %.2f× |", ratio);
+                const BEnt* bk = bfind(&runs[k], name);
+                if (b0 && bk) {
+                    BenchComparison cmp = bench_compare(b0, bk, GATE_DEFAULT_ALPHA, GATE_DEFAULT_MIN_EFFECT);
+                    if (cmp.tested) fprintf(md, " %s (p=%.2g) |", VERDICT_NAMES[cmp.verdict], cmp.mw.p);
+                    else fprintf(md, " %s |", VERDICT_NAMES[cmp.verdict]);
+                } else {
+                    fprintf(md, " – |");
+                }
                 if (f < 64 && k < 8 && !isnan(ratio) && ratio > 0) {
                     lsum[f][k] += log(ratio);
                     fcnt[f][k]++;
