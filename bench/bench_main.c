@@ -2,11 +2,13 @@
 // every benchmark (roofline probes first, so later fractions use values measured in this
 // process) and hands the command line to Google Benchmark (--benchmark_filter,
 // --benchmark_out, --benchmark_repetitions, ...). Environment: FULL=1 adds the large matrix.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 #include "core/threads.h"
+#include "results/results.h"
 
 int main(int argc, char** argv) {
     threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
@@ -17,5 +19,9 @@ int main(int argc, char** argv) {
     bench_register_gemm();
     bench_register_optim();
     bench_register_train();
+    // bench.json is a result file: its schema version goes into the context (results.h)
+    char version[16];
+    snprintf(version, sizeof version, "%d", result_schema_version(RESULT_BENCH));
+    bench_add_context("trainbench_schema_version", version);
     return bench_main(argc, argv);
 }

@@ -34,6 +34,8 @@ void bench_counter(BenchState* st, const char* name, double value, int flags) {
 void bench_skip_with_error(BenchState* st, const char* msg) { st->s->SkipWithError(msg); }
 void bench_set_label(BenchState* st, const char* label) { st->s->SetLabel(label); }
 
+void bench_add_context(const char* key, const char* value) { benchmark::AddCustomContext(key, value); }
+
 int bench_main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     if (argc > 1) {

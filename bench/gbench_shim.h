@@ -34,6 +34,9 @@ void bench_counter(BenchState* st, const char* name, double value, int flags);
 // "unsupported: ".
 void bench_skip_with_error(BenchState* st, const char* msg);
 void bench_set_label(BenchState* st, const char* label);
+// Adds "key": "value" to the JSON output's "context" (benchmark::AddCustomContext); call
+// before bench_main. Used for the result-file schema version (results.h).
+void bench_add_context(const char* key, const char* value);
 // Initialize (consumes --benchmark_* flags) + RunSpecifiedBenchmarks; returns the exit code.
 // Any argument left over is reported and gives exit code 2.
 int bench_main(int argc, char** argv);

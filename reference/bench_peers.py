@@ -365,6 +365,8 @@ def main(argv):
     except Exception as e:  # noqa: BLE001
         cap = f"unknown ({e})"
     context = {
+        # peers.json is a trainbench result file: its schema version (src/results/results.h)
+        "trainbench_schema_version": "1",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host_name": socket.gethostname(),
         "executable": GENERATOR,

@@ -118,6 +118,33 @@ static void test_decay_after_update_diagnosed(void** s) {
     expect_diagnosis("adamw_decay_after_update.so", "weight decay applied after the update", 4);
     assert_true(rows_with("PASS", NULL) > 0);
 }
+// --json: conform.json on stdout (what a result folder holds and the gate reads): one case per
+// golden, ok false exactly for the failing ones, the diagnosis in the detail; same exit status.
+static void test_json_output_is_conform_json(void** s) {
+    (void)s;
+    char args[8192];
+    snprintf(args, sizeof args, "conform --plugin %s/adamw_decay_after_update.so --case 'matrix*' --json", g_plugins);
+    int rc = cli_run(args, false, g_out, sizeof g_out);
+    assert_int_equal(rc, 1);
+    json_error_t err;
+    json_t* root = json_loads(g_out, 0, &err);
+    if (!root) show_and_fail("--json output is not JSON");
+    assert_int_equal(json_integer_value(json_object_get(root, "schema_version")), 1);
+    json_t* cases = json_object_get(root, "cases");
+    assert_true(json_array_size(cases) >= 2);
+    size_t i, n_fail = 0;
+    json_t* c;
+    json_array_foreach(cases, i, c) {
+        assert_non_null(strstr(json_string_value(json_object_get(c, "id")), "adamw_torch/matrix"));
+        if (json_is_false(json_object_get(c, "ok"))) {
+            n_fail++;
+            assert_non_null(strstr(json_string_value(json_object_get(c, "detail")), "weight decay applied after the update"));
+        }
+    }
+    assert_true(n_fail >= 1 && n_fail < json_array_size(cases));
+    json_decref(root);
+}
+
 static void test_wrong_lerp_weight_diagnosed(void** s) {
     (void)s;
     expect_diagnosis("adamw_lerp_weight.so", "wrong lerp weight", 9);
@@ -315,6 +342,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_eps_inside_sqrt_diagnosed),
         cmocka_unit_test(test_missing_bias_correction_diagnosed),
         cmocka_unit_test(test_decay_after_update_diagnosed),
+        cmocka_unit_test(test_json_output_is_conform_json),
         cmocka_unit_test(test_wrong_lerp_weight_diagnosed),
         cmocka_unit_test(test_adafactor_without_clipping_diagnosed),
         cmocka_unit_test(test_other_adafactor_dialect_diagnosed),

@@ -141,6 +141,61 @@ static void test_consecutive_records_never_collide(void** s) {
     assert_memory_equal(folders[0], folders[N - 1], (size_t)(a - folders[0]));
 }
 
+// machine_class groups machines of one kind (CPU, cores, memory, ISA, BLAS, environment; not
+// the hostname), instance_id tells instances apart; both can be set by the user.
+static void test_machine_class_and_instance_ids(void** s) {
+    (void)s;
+    char results[512], a[4096], b[4096], c[4096], d[4096];
+    snprintf(results, sizeof results, "%s/ids", g_tmp);
+    record_ok(results, NULL, a, sizeof a);
+    record_ok(results, NULL, b, sizeof b);
+    json_t* ma = load_machine_json(a);
+    json_t* mb = load_machine_json(b);
+    const char* cls = json_string_value(json_object_get(ma, "machine_class"));
+    const char* inst = json_string_value(json_object_get(ma, "instance_id"));
+    assert_non_null(cls);
+    assert_non_null(inst);
+    assert_int_equal(json_integer_value(json_object_get(ma, "schema_version")), 1);
+    assert_string_equal(cls, json_string_value(json_object_get(mb, "machine_class")));
+    assert_string_equal(inst, json_string_value(json_object_get(mb, "instance_id")));
+    assert_string_equal(cls, json_string_value(json_object_get(ma, "machine_id")));  // the folder name
+    // a threading setting that changes kernels changes the class (run with it set)
+    char args[2048];
+    RunResult r;
+    snprintf(args, sizeof args, "record --results '%s'", results);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "OMP_WAIT_POLICY=passive '%s' %s", g_bin, args);
+    FILE* p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(r.out, 1, sizeof r.out - 1, p);
+    r.out[n] = 0;
+    assert_int_equal(pclose(p), 0);
+    r.out[strcspn(r.out, "\n")] = 0;
+    json_t* mc = load_machine_json(r.out);
+    assert_string_not_equal(cls, json_string_value(json_object_get(mc, "machine_class")));
+    assert_string_equal(inst, json_string_value(json_object_get(mc, "instance_id")));
+    json_decref(mc);
+    // user-set ids (the class is slugified: it names a folder)
+    record_ok(results, "--machine-class 'CI Runner/Large' --instance-id runner-42", c, sizeof c);
+    json_t* md = load_machine_json(c);
+    assert_string_equal(json_string_value(json_object_get(md, "machine_class")), "ci-runner-large");
+    assert_string_equal(json_string_value(json_object_get(md, "instance_id")), "runner-42");
+    assert_non_null(strstr(c, "/ci-runner-large/"));
+    json_decref(md);
+    snprintf(cmd, sizeof cmd, "TRAINBENCH_INSTANCE_ID=env-7 '%s' %s", g_bin, args);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(d, 1, sizeof d - 1, p);
+    d[n] = 0;
+    assert_int_equal(pclose(p), 0);
+    d[strcspn(d, "\n")] = 0;
+    json_t* me = load_machine_json(d);
+    assert_string_equal(json_string_value(json_object_get(me, "instance_id")), "env-7");
+    json_decref(me);
+    json_decref(ma);
+    json_decref(mb);
+}
+
 static void test_outside_git_commit_unknown(void** s) {
     (void)s;
     char cmd[1024];
@@ -199,6 +254,7 @@ int main(int argc, char** argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_writes_machine_json),
         cmocka_unit_test(test_consecutive_records_never_collide),
+        cmocka_unit_test(test_machine_class_and_instance_ids),
         cmocka_unit_test(test_outside_git_commit_unknown),
         cmocka_unit_test(test_bad_flags_exit_2),
         cmocka_unit_test(test_uncreatable_folder_exits_1),

@@ -263,6 +263,18 @@ Status model_config_from_json_file_for_training(const char* path, ModelConfig* c
     return config_from_json_file(path, cfg, true);
 }
 
+json_t* model_config_to_json(const ModelConfig* c) {
+    json_t* o = json_object();
+    json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
+    json_object_set_new(o, "dim", json_integer(c->dim));
+    json_object_set_new(o, "n_layers", json_integer(c->n_layers));
+    json_object_set_new(o, "n_heads", json_integer(c->n_heads));
+    json_object_set_new(o, "hidden_dim", json_integer(c->hidden_dim));
+    json_object_set_new(o, "max_position_embeddings", json_integer(c->max_positions));
+    json_object_set_new(o, "num_labels", json_integer(c->n_labels));
+    return o;
+}
+
 // ---- parameter table ----
 static void table_add(ParamTable* t, size_t* cap, ParamKind kind, TensorShape shape, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));

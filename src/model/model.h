@@ -9,6 +9,8 @@
 #ifndef TRAINBENCH_MODEL_H
 #define TRAINBENCH_MODEL_H
 
+#include <jansson.h>
+
 #include "model/amp.h"
 #include "model/phase.h"
 #include "core/common.h"
@@ -76,6 +78,10 @@ Status model_config_from_json_file(const char* path, ModelConfig* cfg);
 // 0.02; problem_type other than single_label_classification; num_labels 1 = regression).
 // Accepts what transformers 5.24's save_pretrained writes (tie_word_embeddings, dtype, ...).
 Status model_config_from_json_file_for_training(const char* path, ModelConfig* cfg);
+// The config as a new JSON object with the config.json keys model_config_from_json_file reads
+// (vocab_size, dim, n_layers, n_heads, hidden_dim, max_position_embeddings, num_labels), so
+// writing it and reading it back gives the same config. Used by train's and memory's results.
+json_t* model_config_to_json(const ModelConfig* cfg);
 
 // ---- parameter table ----
 typedef enum {

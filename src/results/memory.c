@@ -18,6 +18,7 @@
 #include "core/common.h"
 #include "core/cpu.h"
 #include "model/model.h"
+#include "results/results.h"
 
 #define MIB (1024.0 * 1024.0)
 #define PARAM_SEED 42u   // weights: HF init, N(0, 0.02)
@@ -28,11 +29,12 @@ static int memory_run(int argc, char** argv);
 const Command cmd_memory = {
     .name = "memory",
     .summary = "optimizer-state memory per optimizer: estimate vs measured, RSS, step speed",
-    .usage = "trainbench memory [--model NAME | --config FILE.json] [--optim NAME|all] [--json] [--time] "
+    .usage = "trainbench memory [--model NAME | --config FILE.json] [--optim NAME|all] [--json | --out FILE] [--time] "
              "[--threads N]\n"
              "  --model   a preset (default distilbert-base-cased); --config  a HF config.json instead\n"
              "  --optim   one registered optimizer or all (default)\n"
-             "  --json    the same data as JSON on stdout\n"
+             "  --json    the same data as JSON on stdout (memory.json of a result folder, schema_version 1)\n"
+             "  --out FILE  write that JSON to FILE atomically instead (temp + rename)\n"
              "  --time    also time one step over all tensors (after a warm-up step)\n"
              "  exit 0; 1 if an estimate differs from its measurement; 2 on bad input",
     .run = memory_run,
@@ -183,14 +185,7 @@ static json_t* report_json(const Report* rep) {
     const ModelConfig* c = &t->cfg;
     json_t* root = json_object();
     json_object_set_new(root, "model", json_string(rep->model));
-    json_t* cfg = json_object();
-    json_object_set_new(cfg, "vocab_size", json_integer(c->vocab_size));
-    json_object_set_new(cfg, "dim", json_integer(c->dim));
-    json_object_set_new(cfg, "n_layers", json_integer(c->n_layers));
-    json_object_set_new(cfg, "n_heads", json_integer(c->n_heads));
-    json_object_set_new(cfg, "hidden_dim", json_integer(c->hidden_dim));
-    json_object_set_new(cfg, "max_position_embeddings", json_integer(c->max_positions));
-    json_object_set_new(cfg, "num_labels", json_integer(c->n_labels));
+    json_t* cfg = model_config_to_json(c);
     json_object_set_new(root, "config", cfg);
     json_object_set_new(root, "tensors", json_integer((json_int_t)t->n));
     json_object_set_new(root, "parameters", json_integer((json_int_t)t->numel));
@@ -303,6 +298,7 @@ static int memory_run(int argc, char** argv) {
     const char* config_path = NULL;
     const char* optim_name = "all";
     bool as_json = false, timed = false;
+    const char* out_path = NULL;
     long threads = cpu_logical_cores();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
@@ -315,6 +311,9 @@ static int memory_run(int argc, char** argv) {
             if (!flag_value(&cmd_memory, argc, argv, &i, "--config", &config_path)) return 2;
         } else if (flag_matches(argv[i], "--optim")) {
             if (!flag_value(&cmd_memory, argc, argv, &i, "--optim", &optim_name)) return 2;
+        } else if (flag_matches(argv[i], "--out")) {
+            if (!flag_value(&cmd_memory, argc, argv, &i, "--out", &out_path)) return 2;
+            as_json = true;
         } else if (flag_matches(argv[i], "--threads")) {
             if (!flag_int(&cmd_memory, argc, argv, &i, "--threads", 1, 1024, &threads)) return 2;
         } else {
@@ -383,9 +382,16 @@ static int memory_run(int argc, char** argv) {
     Report rep = {model, &t, (int)threads, timed, rows, n_rows};
     if (as_json) {
         json_t* root = report_json(&rep);
-        char* text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-        puts(text);
-        free(text);
+        if (out_path) {
+            Status ws = result_json_write(out_path, RESULT_MEMORY, root);
+            if (!status_is_ok(ws)) {
+                fprintf(stderr, "trainbench memory: --out: %s\n", ws.msg);
+                rc = 1;
+            }
+        } else if (!result_json_print(stdout, RESULT_MEMORY, root)) {
+            fprintf(stderr, "trainbench memory: writing the JSON to stdout failed\n");
+            rc = 1;
+        }
         json_decref(root);
     } else {
         report_print(&rep);

@@ -2,9 +2,19 @@
 // its machine.json (the `trainbench info --json` description plus run metadata) atomically and
 // prints the folder path as the only line on stdout, so scripts (`make run`) can capture it.
 //
-//   machine-id  <cpu-model-slug>-<logical cores>c-<8 hex digits of FNV-1a(hostname)>, e.g.
-//               amd-epyc-9r45-2c-1a2b3c4d: lowercase [a-z0-9-] only, so it is safe as a folder
-//               name; stable for one machine (same CPU, core count and hostname).
+//   machine-id  the machine CLASS id (also stored as "machine_class"): <cpu-model-slug>-<logical
+//               cores>c-<8 hex digits of FNV-1a over the class description>, e.g.
+//               amd-epyc-2c-1a2b3c4d, where the class description is the CPU model, logical
+//               cores, memory (GiB, rounded), ISA flags, every backend's library facts (OpenBLAS
+//               core and configuration, oneDNN ISA) and the kernel-relevant environment
+//               (OPENBLAS_CORETYPE, thread counts and wait policies): two machines of one kind —
+//               ephemeral CI runners — share it, and so share a history and baselines. Never the
+//               hostname (every VM here is called `vm`). Lowercase [a-z0-9-] only (a folder name).
+//               --machine-class TEXT (or TRAINBENCH_MACHINE_CLASS) sets it, slugified.
+//   instance-id "instance_id": this machine instance: 16 hex digits of FNV-1a 64 over
+//               /etc/machine-id (else /var/lib/dbus/machine-id, else the hostname plus this
+//               boot's /proc/sys/kernel/random/boot_id), hashed so the raw id is not published;
+//               --instance-id TEXT (or TRAINBENCH_INSTANCE_ID) sets it.
 //   run-id      <UTC start time YYYYmmddTHHMMSSZ>-<4 hex digits>, e.g. 20261129T221200Z-3f9a:
 //               sorts by time; the folder is created with mkdir (never mkdir -p), and on EEXIST
 //               another suffix is tried, so a run never overwrites another.
@@ -28,6 +38,7 @@
 #include "core/common.h"
 #include "core/cpu.h"
 #include "results/info.h"
+#include "results/results.h"
 
 #ifndef TRAINBENCH_CFLAGS
 #define TRAINBENCH_CFLAGS "unknown (built without -DTRAINBENCH_CFLAGS)"
@@ -38,7 +49,9 @@ static int record_run(int argc, char** argv);
 const Command cmd_record = {
     .name = "record",
     .summary = "open a new result folder DIR/<machine-id>/<run-id>/ with machine.json; prints its path",
-    .usage = "trainbench record [--results DIR (default results)] [--threads N] [--label TEXT]",
+    .usage = "trainbench record [--results DIR (default results)] [--threads N] [--label TEXT]\n"
+             "    [--machine-class TEXT (default: derived from CPU, cores, memory, ISA, BLAS, environment)]\n"
+             "    [--instance-id TEXT (default: hash of /etc/machine-id)]",
     .run = record_run,
 };
 
@@ -69,13 +82,59 @@ static uint32_t fnv1a(const char* s) {
     return h;
 }
 
-static void machine_id(char* out, size_t cap) {
+static uint64_t fnv1a64(const char* s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+// The class description of an `info --json` root (see the header) and its id.
+static void machine_class_id(json_t* info, char* out, size_t cap) {
+    json_t* cls = json_object();
+    json_t* cpu = json_object_get(info, "cpu");
+    json_object_set(cls, "cpu_model", json_object_get(cpu, "model"));
+    json_object_set(cls, "logical_cores", json_object_get(cpu, "logical_cores"));
+    json_object_set(cls, "features", json_object_get(cpu, "features"));
+    json_int_t mem = json_integer_value(json_object_get(info, "memory_bytes"));
+    json_object_set_new(cls, "memory_gib", json_integer((mem + (1 << 29)) >> 30));
+    json_t* libs = json_object();
+    size_t i;
+    json_t* b;
+    json_array_foreach(json_object_get(info, "backends"), i, b)
+        json_object_set(libs, json_string_value(json_object_get(b, "name")), json_object_get(b, "library"));
+    json_object_set_new(cls, "libraries", libs);
+    json_object_set(cls, "environment", json_object_get(info, "environment"));
+    json_object_set(cls, "threads", json_object_get(info, "threads"));
+    char* text = json_dumps(cls, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(cls);
+    CHECK(text != NULL);
     char slug[64];
-    slugify(cpu_model_name(), slug, sizeof slug);
-    char host[256] = "";
-    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown-host");
-    host[sizeof host - 1] = 0;
-    snprintf(out, cap, "%s-%dc-%08x", slug, cpu_logical_cores(), fnv1a(host));
+    slugify(json_string_value(json_object_get(cpu, "model")), slug, sizeof slug);
+    snprintf(out, cap, "%s-%lldc-%08x", slug, (long long)json_integer_value(json_object_get(cpu, "logical_cores")),
+             fnv1a(text));
+    free(text);
+}
+
+// First line of a small file into out; false when unreadable or empty.
+static bool first_line(const char* path, char* out, size_t cap) {
+    FILE* f = fopen(path, "r");
+    if (!f) return false;
+    bool ok = fgets(out, (int)cap, f) != NULL;
+    fclose(f);
+    out[strcspn(out, "\n")] = 0;
+    return ok && out[0];
+}
+
+static void instance_id(char* out, size_t cap) {
+    char id[512] = "";
+    if (!first_line("/etc/machine-id", id, sizeof id) && !first_line("/var/lib/dbus/machine-id", id, sizeof id)) {
+        char host[256] = "unknown-host", boot[128] = "";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = 0;
+        first_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+        snprintf(id, sizeof id, "%s/%s", host, boot);
+    }
+    snprintf(out, cap, "%016llx", (unsigned long long)fnv1a64(id));
 }
 
 static json_t* git_json(void) {
@@ -103,11 +162,17 @@ static int record_run(int argc, char** argv) {
     const char* results = "results";
     const char* label = "";
     long threads = cpu_logical_cores();
+    const char* user_class = getenv("TRAINBENCH_MACHINE_CLASS");
+    const char* user_instance = getenv("TRAINBENCH_INSTANCE_ID");
     for (int i = 1; i < argc; i++) {
         if (flag_matches(argv[i], "--results")) {
             if (!flag_value(&cmd_record, argc, argv, &i, "--results", &results)) return 2;
         } else if (flag_matches(argv[i], "--label")) {
             if (!flag_value(&cmd_record, argc, argv, &i, "--label", &label)) return 2;
+        } else if (flag_matches(argv[i], "--machine-class")) {
+            if (!flag_value(&cmd_record, argc, argv, &i, "--machine-class", &user_class)) return 2;
+        } else if (flag_matches(argv[i], "--instance-id")) {
+            if (!flag_value(&cmd_record, argc, argv, &i, "--instance-id", &user_instance)) return 2;
         } else if (flag_matches(argv[i], "--threads")) {
             if (!flag_int(&cmd_record, argc, argv, &i, "--threads", 1, 1024, &threads)) return 2;
         } else {
@@ -115,14 +180,19 @@ static int record_run(int argc, char** argv) {
         }
     }
 
-    char mid[128];
-    machine_id(mid, sizeof mid);
+    json_t* root = info_collect((int)threads);
+    char mid[128], iid[128];
+    if (user_class && *user_class) slugify(user_class, mid, sizeof mid);
+    else machine_class_id(root, mid, sizeof mid);
+    if (user_instance && *user_instance) snprintf(iid, sizeof iid, "%s", user_instance);
+    else instance_id(iid, sizeof iid);
     char machine_dir[4096];
     if ((size_t)snprintf(machine_dir, sizeof machine_dir, "%s/%s", results, mid) >= sizeof machine_dir)
         return user_error("record: --results path too long");
     Status s = make_dirs(machine_dir);
     if (!status_is_ok(s)) {
         fprintf(stderr, "trainbench record: cannot create %s: %s\n", machine_dir, s.msg);
+        json_decref(root);
         return 1;
     }
 
@@ -146,32 +216,28 @@ static int record_run(int argc, char** argv) {
             made = true;
         } else if (errno != EEXIST) {
             fprintf(stderr, "trainbench record: cannot create %s: %s\n", run_dir, strerror(errno));
+            json_decref(root);
             return 1;
         }
     }
     if (!made) {
         fprintf(stderr, "trainbench record: cannot find a free run folder under %s\n", machine_dir);
+        json_decref(root);
         return 1;
     }
 
-    json_t* root = info_collect((int)threads);
     json_object_set_new(root, "machine_id", json_string(mid));
+    json_object_set_new(root, "machine_class", json_string(mid));
+    json_object_set_new(root, "instance_id", json_string(iid));
     json_object_set_new(root, "run_id", json_string(run_id));
     json_object_set_new(root, "date", json_string(iso));
     json_object_set_new(root, "label", json_string(label));
     json_object_set_new(root, "git", git_json());
     json_object_set_new(root, "cflags", json_string(TRAINBENCH_CFLAGS));
-    char* text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    CHECK(text != NULL);
-    size_t len = strlen(text);
     char path[4480];
     snprintf(path, sizeof path, "%s/machine.json", run_dir);
-    text = xrealloc(text, len + 2);
-    text[len] = '\n';
-    text[len + 1] = 0;
-    s = write_file_atomic(path, text, len + 1);
-    free(text);
+    s = result_json_write(path, RESULT_MACHINE, root);
+    json_decref(root);
     if (!status_is_ok(s)) {
         fprintf(stderr, "trainbench record: cannot write %s: %s\n", path, s.msg);
         rmdir(run_dir);

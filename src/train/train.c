@@ -30,6 +30,7 @@
 #include "train/train.h"
 #include "model/hf_weights.h"
 #include "train/schedule.h"
+#include "results/results.h"
 
 #define CHECKPOINT_FILE "checkpoint.safetensors"
 #define CHECKPOINT_FORMAT "trainbench-checkpoint-1"
@@ -429,17 +430,13 @@ static json_t* summary_json(const Run* r) {
 
 // results.json, atomically (temp file + rename): a reader never sees a partial file.
 static Status write_results(const Run* r, const char* status) {
-    json_t* root = json_object();
-    json_object_set_new(root, "trainbench_version", json_string(TRAINBENCH_VERSION));
-    json_object_set_new(root, "status", json_string(status));
-    json_object_set(root, "config", r->config_json);
-    json_object_set_new(root, "records", records_steps_json(&r->rec));
-    json_object_set_new(root, "evals", records_evals_json(&r->rec));
-    json_object_set_new(root, "summary", summary_json(r));
-    char* text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    json_decref(root);
-    Status s = write_file_atomic(r->results_path, text, strlen(text));
-    free(text);
+    json_t* records = records_steps_json(&r->rec);
+    json_t* evals = records_evals_json(&r->rec);
+    json_t* summary = summary_json(r);
+    Status s = train_file_write(r->results_path, TRAINBENCH_VERSION, status, r->config_json, records, evals, summary);
+    json_decref(records);
+    json_decref(evals);
+    json_decref(summary);
     return s;
 }
 
@@ -936,14 +933,7 @@ static int setup(Run* r) {
     // what defines the run (results.json "config"; compared on resume)
     json_t* c = json_object();
     json_object_set_new(c, "model", json_string(a->model ? a->model : a->config_path));
-    json_t* mc = json_object();
-    json_object_set_new(mc, "vocab_size", json_integer(r->mcfg.vocab_size));
-    json_object_set_new(mc, "dim", json_integer(r->mcfg.dim));
-    json_object_set_new(mc, "n_layers", json_integer(r->mcfg.n_layers));
-    json_object_set_new(mc, "n_heads", json_integer(r->mcfg.n_heads));
-    json_object_set_new(mc, "hidden_dim", json_integer(r->mcfg.hidden_dim));
-    json_object_set_new(mc, "max_position_embeddings", json_integer(r->mcfg.max_positions));
-    json_object_set_new(mc, "num_labels", json_integer(r->mcfg.n_labels));
+    json_t* mc = model_config_to_json(&r->mcfg);
     json_object_set_new(c, "model_config", mc);
     json_object_set_new(c, "parameters", json_integer((json_int_t)r->table.numel));
     json_object_set_new(c, "optim", json_string(r->optim->name));

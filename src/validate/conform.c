@@ -19,6 +19,7 @@
 
 #include "core/cli.h"
 #include "core/safetensors.h"
+#include "results/results.h"
 #include "validate/trainbench_plugin.h"
 
 // Tolerances, per optimizer and tensor: |x - ref| <= atol + rtol*|ref| + move_k*moved, where
@@ -732,7 +733,9 @@ const Command cmd_conform = {
     .name = "conform",
     .summary = "run every optimizer golden case through a plugin (or a built-in optimizer): pass/fail table",
     .usage = "trainbench conform (--plugin LIB.so [--optim NAME] | --optim NAME) [--case GLOB[,GLOB...]] [--timeout SEC] "
-             "[--goldens DIR] [--verbose] [--list-mistakes]",
+             "[--goldens DIR] [--verbose] [--list-mistakes] [--json]\n"
+             "  --json  print conform.json (a result folder's conformance file: one case per golden, id, ok, detail)\n"
+             "          on stdout instead of the table; exit status as without it",
     .run = conform_cmd_run,
 };
 
@@ -745,6 +748,7 @@ typedef struct {
     const char* glob;
     long timeout;
     bool verbose;
+    bool as_json;
 } Options;
 
 typedef struct {
@@ -969,6 +973,8 @@ static int conform_cmd_run(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--verbose")) {
             op.verbose = true;
+        } else if (!strcmp(argv[i], "--json")) {
+            op.as_json = true;
         } else if (!strcmp(argv[i], "--list-mistakes")) {
             list_mistakes();
             return 0;
@@ -1038,13 +1044,16 @@ static int conform_cmd_run(int argc, char** argv) {
                           conform_golden_dir(), o->name);
     }
 
+    FILE* table = op.as_json ? fopen("/dev/null", "w") : stdout;  // --json: the table goes nowhere
+    if (!table) ABORT("cannot open /dev/null");
+    ConformFile cf = {0};
     if (op.plugin)
-        printf("conform: plugin %s (\"%s\", ABI %u, implements %s) against the %s goldens, %zu case%s\n", op.plugin,
+        fprintf(table, "conform: plugin %s (\"%s\", ABI %u, implements %s) against the %s goldens, %zu case%s\n", op.plugin,
                info.name, info.abi_version, info.implements[0] ? info.implements : "(nothing)", o->name, n,
                n == 1 ? "" : "s");
     else
-        printf("conform: built-in %s (%s) against its goldens, %zu case%s\n", o->name, o->reference, n, n == 1 ? "" : "s");
-    printf("%-26s %-7s %-24s %9s %10s  %s\n", "case", "verdict", "worst comparison", "tol used", "max ulp", "diagnosis");
+        fprintf(table, "conform: built-in %s (%s) against its goldens, %zu case%s\n", o->name, o->reference, n, n == 1 ? "" : "s");
+    fprintf(table, "%-26s %-7s %-24s %9s %10s  %s\n", "case", "verdict", "worst comparison", "tol used", "max ulp", "diagnosis");
     size_t count[V_COUNT] = {0};
     for (size_t i = 0; i < n; i++) {
         char id[256], used[32] = "-", ulp[16] = "-", how[160];
@@ -1083,12 +1092,28 @@ static int conform_cmd_run(int argc, char** argv) {
             }
         }
         count[v]++;
-        printf("%-26s %-7s %-24s %9s %10s  %s\n", id, VERDICT_NAMES[v], worst, used, ulp, detail);
+        fprintf(table, "%-26s %-7s %-24s %9s %10s  %s\n", id, VERDICT_NAMES[v], worst, used, ulp, detail);
+        char jd[1600];
+        snprintf(jd, sizeof jd, "%s %s; worst %s, %s of tolerance, max param ulp %s%s%.1200s", op.plugin ? op.plugin : "built-in",
+                 VERDICT_NAMES[v], worst, used, ulp, *detail ? "; " : "", detail);
+        char cid[300];
+        snprintf(cid, sizeof cid, "%s/%s", o->name, id);
+        conform_file_add(&cf, cid, v == V_PASS || v == V_CONFORMS, jd);
     }
     conform_free_list(paths, n_all);
-    printf("conform: %zu case%s: %zu passed, %zu failed, %zu crashed, %zu timed out, %zu errors", n, n == 1 ? "" : "s",
+    fprintf(table, "conform: %zu case%s: %zu passed, %zu failed, %zu crashed, %zu timed out, %zu errors", n, n == 1 ? "" : "s",
            count[V_PASS] + count[V_CONFORMS], count[V_FAIL], count[V_CRASH], count[V_TIMEOUT], count[V_ERROR]);
-    printf(count[V_CONFORMS] ? " (%zu of the passed conform by rounding order only)\n" : "\n", count[V_CONFORMS]);
+    fprintf(table, count[V_CONFORMS] ? " (%zu of the passed conform by rounding order only)\n" : "\n", count[V_CONFORMS]);
+    if (op.as_json) {
+        fclose(table);
+        json_t* root = conform_file_to_json(&cf);
+        bool ok = result_json_print(stdout, RESULT_CONFORM, root);
+        json_decref(root);
+        conform_file_free(&cf);
+        if (!ok) return user_error("conform: writing the JSON to stdout failed");
+    } else {
+        conform_file_free(&cf);
+    }
     if (count[V_UNUSABLE]) {
         fprintf(stderr, "conform: %zu unusable golden%s (UNUSABLE rows above): fix or regenerate them; exit 2\n",
                 count[V_UNUSABLE], count[V_UNUSABLE] == 1 ? "" : "s");
