@@ -213,19 +213,15 @@ report: deps $(BUILD)/trainbench
 	  "(no result folder under $(RESULTS)/; \`make run\` or \`trainbench record\` makes one)" >&2; exit 2; }
 	$(BUILD)/trainbench report '$(RESULT_DIR)'
 
-# run: the main job (README "The two commands"). deps + build, then one new result folder
-# $(RESULTS)/<machine-id>/<run-id>/ from `trainbench record` (machine.json) holding:
-#   conform.log + conform.json  test_optim, test_model_golden, test_trajectory (one case each)
-#   memory.json                 `trainbench memory --json --optim all` (distilbert-base-cased)
-#   bench.json                  `make bench` with $(RUN_BENCH_ARGS) (5 repetitions: enough for
-#                               the gate's Mann-Whitney U to reach p < 0.01)
-#   peers.json (+ .log)         `make peers` when the goldens venv exists (RUN_PEERS=0: never)
-#   train/<precision>-<optim>/  (+ .log) tiny preset, $(RUN_STEPS) steps, $(RUN_TRAIN_ARGS): fp32/bf16 (onednn),
-#                               fp16/fp16-noscale (openblas) x adamw_torch/adafactor
-#   REPORT.md, *.png, *.svg     `trainbench report` of the folder
-# Prints one line per phase with elapsed seconds; about 3-4 minutes on 2 cores. FULL=1: the bench
-# binary's large matrix, no filter, more steps (much longer). Exits 1 if any phase failed (all
-# phases still run). RUN_LABEL=TEXT is stored in machine.json.
+# run: the main job (README "The two commands"): deps + build, then `trainbench run`
+# (src/cli/run.c, one function per phase), which fills one new result folder
+# $(RESULTS)/<machine-class>/<run-id>/: machine.json (record), conform.log + conform.json
+# (test_optim, test_model_golden, test_trajectory), memory.json, bench.json (5 repetitions:
+# enough for the gate's Mann-Whitney U to reach p < 0.01), peers.json when the goldens venv
+# exists (RUN_PEERS=0: never), train/<precision>-<optim>/ (tiny preset, $(RUN_STEPS) steps,
+# $(RUN_TRAIN_ARGS)), REPORT.md and plots. One line per phase with elapsed seconds; about 3-4
+# minutes on 2 cores. FULL=1: the bench binary's large matrix, 10 repetitions, 6000 steps.
+# Exits 1 if any phase failed (all phases still run). RUN_LABEL=TEXT is stored in machine.json.
 RESULTS   ?= results
 RUN_LABEL ?=
 ifeq ($(filter-out 0,$(FULL)),)
@@ -241,54 +237,15 @@ endif
 # result folders were made, so runs stay comparable with them
 RUN_TRAIN_ARGS ?= --learning-rate 3e-4 --per-device-train-batch-size 32 --num-train-examples 20000 \
                   --num-eval-examples 512 --eval-steps 250 --lr-scheduler-type constant --max-grad-norm 0
-RUN_CONFORM = test_optim test_model_golden test_trajectory
-RUN_TRAIN   = fp32:onednn bf16:onednn fp16:openblas fp16-noscale:openblas
-RUN_OPTIMS  = adamw_torch adafactor
 # RUN_PEERS=0 skips the PyTorch timings (`make peers`), which run only when $(VENV) exists
 RUN_PEERS  ?= 1
 
 run: deps
-	@t0=$$(date +%s); tp=$$t0; fail=""; \
-	phase() { now=$$(date +%s); echo "run [$$((now - t0))s] $$*  (previous phase $$((now - tp))s)"; tp=$$now; }; \
-	phase "build (all + bench-build)"; \
-	$(MAKE) --no-print-directory all bench-build || exit 1; \
-	phase "record"; \
-	dir=$$($(BUILD)/trainbench record --results '$(RESULTS)' $(if $(RUN_LABEL),--label '$(RUN_LABEL)')) || exit 1; \
-	echo "run: result folder $$dir"; \
-	phase "conformance ($(RUN_CONFORM))"; \
-	: > "$$dir/conform.log.tmp"; cases=""; \
-	for t in $(RUN_CONFORM); do \
-	  log=$$(mktemp); $(BUILD)/tests/$$t > "$$log" 2>&1; rc=$$?; cat "$$log" >> "$$dir/conform.log.tmp"; \
-	  np=$$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$$log" | head -1); \
-	  nf=$$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s).*/\1/p' "$$log" | head -1); rm -f "$$log"; \
-	  if [ $$rc -eq 0 ]; then ok=true; else ok=false; fail="$$fail conformance:$$t"; fi; \
-	  echo "run:   $$t exit $$rc (passed $${np:-0}, failed $${nf:-0})"; \
-	  cases="$$cases$${cases:+,}{\"id\": \"$$t\", \"ok\": $$ok, \"detail\": \"exit status $$rc; cmocka: $${np:-0} passed, $${nf:-0} failed\"}"; \
-	done; \
-	mv "$$dir/conform.log.tmp" "$$dir/conform.log"; \
-	printf '{"cases": [%s]}\n' "$$cases" > "$$dir/conform.json.tmp" && mv "$$dir/conform.json.tmp" "$$dir/conform.json"; \
-	phase "memory"; \
-	if $(BUILD)/trainbench memory --json --optim all > "$$dir/memory.json.tmp"; then mv "$$dir/memory.json.tmp" "$$dir/memory.json"; \
-	else rm -f "$$dir/memory.json.tmp"; fail="$$fail memory"; fi; \
-	phase "benchmarks (make bench)"; \
-	$(MAKE) --no-print-directory bench BENCH_OUT="$$dir/bench.json" BENCH_ARGS="$(RUN_BENCH_ARGS)" > "$$dir/bench.log" 2>&1 \
-	  || { fail="$$fail bench"; tail -5 "$$dir/bench.log"; }; \
-	if [ "$(RUN_PEERS)" != 0 ] && [ -x $(VENV)/bin/python ]; then \
-	  phase "peers (PyTorch on the same problems: reference/bench_peers.py)"; \
-	  $(VENV)/bin/python reference/bench_peers.py --out "$$dir/peers.json" $(if $(filter-out 0,$(FULL)),--full) \
-	    > "$$dir/peers.log" 2>&1 || { fail="$$fail peers"; tail -5 "$$dir/peers.log"; }; \
-	else echo "run: peers skipped (no venv at $(VENV), or RUN_PEERS=0; see make peers)"; fi; \
-	mkdir -p "$$dir/train"; \
-	for pb in $(RUN_TRAIN); do for o in $(RUN_OPTIMS); do \
-	  p=$${pb%%:*}; b=$${pb#*:}; phase "train $$p-$$o (tiny, $$b, $(RUN_STEPS) steps)"; \
-	  $(BUILD)/trainbench train --model tiny --precision $$p --backend $$b --optim $$o $(RUN_TRAIN_ARGS) \
-	    --max-steps $(RUN_STEPS) --output-dir "$$dir/train/$$p-$$o" --no-progress > "$$dir/train/$$p-$$o.log" 2>&1 \
-	    || { fail="$$fail train:$$p-$$o"; tail -3 "$$dir/train/$$p-$$o.log"; }; \
-	done; done; \
-	phase "report"; \
-	$(BUILD)/trainbench report "$$dir" || fail="$$fail report"; \
-	phase "done"; echo "run: results in $$dir"; \
-	if [ -n "$$fail" ]; then echo "run: FAILED phases:$$fail" >&2; exit 1; fi
+	@echo "run: build (all + bench-build)"
+	@$(MAKE) --no-print-directory all bench-build
+	@FULL=$(FULL) $(BUILD)/trainbench run --results '$(RESULTS)' --label '$(RUN_LABEL)' --build '$(BUILD)' \
+	    --bench-args '$(RUN_BENCH_ARGS)' --train-args '$(RUN_TRAIN_ARGS)' --steps $(RUN_STEPS) --venv '$(VENV)' \
+	    $(if $(filter-out 0,$(FULL)),--full) $(if $(filter 0,$(RUN_PEERS)),--no-peers)
 
 # clean: remove everything the build made (results/ is never touched)
 clean:

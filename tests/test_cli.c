@@ -47,6 +47,10 @@ static void test_bad_command_lines(void** s) {
     expect_usage_error("info --threads=99999999999999999999", "--threads must be an integer");
     expect_usage_error("inspect", "missing FILE.safetensors");
     expect_usage_error("inspect a b", "expected one file");
+    // `trainbench run` (what `make run` calls): bad flags exit 2 before any phase starts
+    expect_usage_error("run --bogus", "unknown option '--bogus'");
+    expect_usage_error("run --steps 0", "--steps must be an integer");
+    expect_usage_error("run --build /nonexistent/folder", "--build: no such folder");
 }
 
 static void test_help_and_version(void** s) {

@@ -19,6 +19,7 @@ static const Command* const COMMANDS[] = {
     &cmd_conform,
     &cmd_check,
     &cmd_fingerprint,
+    &cmd_run,
 };
 
 static void print_help(FILE* f) {

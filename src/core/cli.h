@@ -25,6 +25,7 @@ extern const Command cmd_record;
 extern const Command cmd_conform;
 extern const Command cmd_check;
 extern const Command cmd_fingerprint;
+extern const Command cmd_run;
 
 // Flag helpers. Each returns false after printing "trainbench CMD: ..." and the usage hint;
 // the caller then returns 2.

@@ -287,7 +287,11 @@ int run_program(const char* const* argv, const char* cwd, const char* stdout_pat
     if (pid == 0) {
         if (cwd && chdir(cwd) != 0) _exit(127);
         child_redirect(STDOUT_FILENO, stdout_path);
-        child_redirect(STDERR_FILENO, stderr_path);
+        if (stderr_path && stdout_path && !strcmp(stderr_path, stdout_path)) {
+            if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(127);  // one file, one offset
+        } else {
+            child_redirect(STDERR_FILENO, stderr_path);
+        }
         execvp(argv[0], (char* const*)argv);
         _exit(127);
     }
