@@ -49,7 +49,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit goldens clean bench bench-build gate run peers report contention
+.PHONY: all deps test test-unit test-extension goldens clean bench bench-build gate run peers report contention
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -82,16 +82,17 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainbench.a
 # correct; the others are wrong or misbehave on purpose).
 PLUGIN_DIR   = $(BUILD)/plugins
 PLUGIN_FLAGS = -fPIC -fvisibility=hidden
-PLUGIN_OBJS  = $(patsubst %,$(PLUGIN_DIR)/obj/%.o,optim/optim optim/optim_adamw_torch optim/optim_adafactor_hf \
-                 optim/optim_adafactor_torch optim/optim_adamw_bnb_8bit optim/torch_sqrt optim/torch_reduce core/cpu \
-                 core/dtype core/common)
-ADAPTER_adamw_torch      = -DADAPTER_OPTIM='"adamw_torch"'
-ADAPTER_adafactor        = -DADAPTER_OPTIM='"adafactor"'
-ADAPTER_adafactor_torch  = -DADAPTER_OPTIM='"adafactor_torch"'
-ADAPTER_adamw_bnb_8bit   = -DADAPTER_OPTIM='"adamw_bnb_8bit"'
+# found by wildcard, so adding src/optim/optim_<name>.c needs no edit here: every optimizer
+# source (and its helpers) plus the core files they use
+PLUGIN_OBJS  = $(patsubst src/%.c,$(PLUGIN_DIR)/obj/%.o,$(wildcard src/optim/*.c) src/core/cpu.c src/core/dtype.c \
+                 src/core/common.c)
+# one adapter per registered optimizer: the registry names, read from the `.name = "..."` line
+# of each src/optim/optim_*.c (the Optimizer definition), e.g. adapter_adafactor.so
+OPTIM_NAMES := $(shell sed -n 's/^    \.name = "\([a-z0-9_]*\)",$$/\1/p' $(wildcard src/optim/optim_*.c))
+# deliberately wrong adapters (test_plugin): their own flags; every other adapter_<name>.so runs <name>
 ADAPTER_adafactor_noclip = -DADAPTER_OPTIM='"adafactor"' -DADAPTER_NO_CLIP
 ADAPTER_torch_as_hf      = -DADAPTER_OPTIM='"adafactor_torch"' -DADAPTER_IMPLEMENTS='"adafactor"' -DADAPTER_PARSE_JSON
-PLUGIN_ADAPTERS = adamw_torch adafactor adafactor_torch adamw_bnb_8bit adafactor_noclip torch_as_hf
+PLUGIN_ADAPTERS = $(OPTIM_NAMES) adafactor_noclip torch_as_hf
 PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update lerp_weight crash nan hang refuse_nd abi \
                   textbook reordered l2_muladd l2_fma bc_f32
 PLUGIN_SOS      = $(PLUGIN_ADAPTERS:%=$(PLUGIN_DIR)/adapter_%.so) $(PLUGIN_PLAIN:%=$(PLUGIN_DIR)/adamw_%.so)
@@ -102,7 +103,8 @@ $(PLUGIN_DIR)/obj/%.o: src/%.c
 	$(CC) $(CFLAGS_ALL) $(PLUGIN_FLAGS) -c $< -o $@
 
 $(PLUGIN_DIR)/adapter_%.so: tests/plugins/adapter.c $(PLUGIN_OBJS)
-	$(CC) $(CFLAGS_ALL) $(PLUGIN_FLAGS) $(ADAPTER_$*) -shared $< $(PLUGIN_OBJS) $(LDFLAGS_ALL) -ljansson -lm -o $@
+	$(CC) $(CFLAGS_ALL) $(PLUGIN_FLAGS) $(or $(ADAPTER_$*),-DADAPTER_OPTIM='"$*"') -shared $< $(PLUGIN_OBJS) \
+	    $(LDFLAGS_ALL) -ljansson -lm -o $@
 
 $(PLUGIN_DIR)/adamw_%.so: tests/plugins/adamw_plain.c src/validate/trainbench_plugin.h
 	@mkdir -p $(dir $@)
@@ -122,6 +124,11 @@ test: deps
 # test-unit: the normal build's tests only (quicker while developing)
 test-unit: all
 	@sh tests/run_tests.sh $(BUILD)
+
+# test-extension: adds a dummy optimizer in a temporary copy of the tree and checks nothing else
+# needs editing (tests/check_add_optimizer.sh; a full build there, a few minutes; not in `make test`)
+test-extension:
+	@sh tests/check_add_optimizer.sh
 
 # goldens: regenerate reference/golden/ with the real torch/transformers/bitsandbytes from the
 # venv (outside the repo; reference/README.md says how to make it), then replay every golden

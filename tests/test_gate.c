@@ -192,6 +192,40 @@ static void test_3pct_change_passes_under_default(void** s) {
     expect(args, 2, "could not be tested: alpha 1e-09 needs at least");
 }
 
+// The roofline probes are compared first: a machine 40% slower everywhere (probes included) is
+// an environment change, not a regression (exit 2, speed not gated); --normalize roofline
+// divides each benchmark by its probe's best repetition and then finds only the real slowdown.
+static void test_environment_change_blames_no_code(void** s) {
+    (void)s;
+    static const Spec PB[] = {
+        {"roofline/fma_f32", 900000, 1.0},
+        {"roofline/triad", 5000000, 1.0},
+        {"gemm/openblas/f32/nt/1024x768x768", 2000000, 1.0},
+        {"optim/adamw_torch/1000000", 600000, 1.0},
+    };
+    char base[512], slow_env[512], slow_both[512], args[2048];
+    write_bench(dir_of(base, sizeof base, "env_base"), PB, 4, 0.005, 41, NULL);
+    Spec c[4];
+    memcpy(c, PB, sizeof c);
+    for (int i = 0; i < 4; i++) c[i].scale = 1.4;  // another machine of the "same" kind, 40% slower
+    write_bench(dir_of(slow_env, sizeof slow_env, "env_slow"), c, 4, 0.005, 42, NULL);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", base, slow_env);
+    expect(args, 2, "ENVIRONMENT CHANGED: roofline/fma_f32");
+    assert_null(strstr(g_run.out, "regression in"));
+    assert_non_null(strstr(g_run.out, "--normalize roofline"));
+    assert_non_null(strstr(g_run.out, "slower, not gated: environment changed"));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --normalize roofline", base, slow_env);
+    expect(args, 0, "PASS");
+    // the same machine change plus a real 20% slowdown of the optimizer: normalized, it is found
+    c[3].scale = 1.4 * 1.2;
+    write_bench(dir_of(slow_both, sizeof slow_both, "env_slow_optim"), c, 4, 0.005, 43, NULL);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --normalize roofline", base, slow_both);
+    expect(args, 1, "regression in optim/adamw_torch/1000000");
+    assert_null(strstr(g_run.out, "regression in gemm"));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --normalize bogus", base, slow_both);
+    expect(args, 2, "--normalize must be roofline or none");
+}
+
 static void test_failed_candidate_benchmark_fails(void** s) {
     (void)s;
     char dir[512], args[2048];
@@ -383,6 +417,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_20pct_slowdown_fails_naming_it),
         cmocka_unit_test(test_noisy_equal_distributions_pass),
         cmocka_unit_test(test_3pct_change_passes_under_default),
+        cmocka_unit_test(test_environment_change_blames_no_code),
         cmocka_unit_test(test_failed_candidate_benchmark_fails),
         cmocka_unit_test(test_unsupported_on_both_sides_not_gated),
         cmocka_unit_test(test_conformance_failure_fails),

@@ -21,6 +21,8 @@ typedef enum {
     V_CAND_ERROR,    // the candidate benchmark failed: gated (a conformance failure)
     V_BASE_ERROR,    // only the baseline failed: nothing to compare, not gated
     V_UNSUPPORTED,   // "unsupported: ..." on both sides (e.g. onednn f16 here): not gated
+    V_ENV_SLOWER,    // would be a regression, but the roofline probes say the machine changed: not gated
+    V_ENV_FASTER,    // would be an improvement, same
     V_COUNT
 } Verdict;
 
@@ -40,6 +42,21 @@ typedef struct {
 // medians: REGRESSION when p <= alpha and change > +min_effect, IMPROVEMENT when p <= alpha and
 // change < -min_effect. The result borrows b's name and the entries' error strings.
 BenchComparison bench_compare(const BenchEntry* b, const BenchEntry* c, double alpha, double min_effect);
+// The same with every repetition's metric multiplied by scale_b (baseline) and scale_c
+// (candidate): the roofline-normalized comparison divides each side by its probe's best time.
+BenchComparison bench_compare_scaled(const BenchEntry* b, const BenchEntry* c, double alpha, double min_effect,
+                                     double scale_b, double scale_c);
+
+// The environment check the gate runs first: the roofline probes of two runs. A probe
+// "changed" when its best repetitions differ by more than min_effect AND the two samples do not
+// overlap (every repetition of one run is faster than every repetition of the other: the
+// difference is beyond both runs' own spread). Then the machine, not the code, changed.
+typedef struct {
+    const char* name;
+    double best_b, best_c, change;  // change = best_c / best_b - 1 (of the real time)
+    bool changed;
+} RooflineCheck;
+RooflineCheck bench_roofline_check(const BenchEntry* b, const BenchEntry* c, double min_effect);
 
 // The smallest two-sided p the test can give with n and m repetitions (samples without
 // overlap; exact: 2 / C(n+m, n)); 1 when a side has none.

@@ -166,12 +166,18 @@ static int gate_run(int argc, char** argv) {
     const char* base_dir = NULL;
     const char* cand_dir = NULL;
     double alpha = GATE_DEFAULT_ALPHA, min_effect = GATE_DEFAULT_MIN_EFFECT;
-    bool as_json = false, allow_untested = false;
+    bool as_json = false, allow_untested = false, normalize = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             as_json = true;
         } else if (!strcmp(argv[i], "--allow-untested")) {
             allow_untested = true;
+        } else if (flag_matches(argv[i], "--normalize")) {
+            const char* v;
+            if (!flag_value(&cmd_gate, argc, argv, &i, "--normalize", &v)) return 2;
+            if (strcmp(v, "roofline") && strcmp(v, "none"))
+                return cli_usage_error(&cmd_gate, "--normalize must be roofline or none (got '%s')", v);
+            normalize = !strcmp(v, "roofline");
         } else if (flag_matches(argv[i], "--baseline")) {
             if (!flag_value(&cmd_gate, argc, argv, &i, "--baseline", &base_dir)) return 2;
         } else if (flag_matches(argv[i], "--candidate")) {
@@ -227,12 +233,46 @@ static int gate_run(int argc, char** argv) {
         }
     }
 
+    // ---- the environment first: the roofline probes (best repetitions) ----
+    RooflineCheck probes[8];
+    size_t n_probes = 0, n_env = 0;
+    for (size_t i = 0; i < base.n && n_probes < ARRAY_LEN(probes); i++) {
+        if (!bench_is_roofline(base.v[i].name)) continue;
+        probes[n_probes] = bench_roofline_check(&base.v[i], bench_file_find(&cand, base.v[i].name), min_effect);
+        n_env += probes[n_probes].changed;
+        n_probes++;
+    }
+    bool env_changed = n_env > 0;
+
     // ---- compare ----
     BenchComparison* rows = xcalloc(base.n, sizeof(BenchComparison));
-    size_t n_regr = 0, n_err = 0, n_tested = 0, n_untested = 0;
+    size_t n_regr = 0, n_err = 0, n_tested = 0, n_untested = 0, n_normalized = 0;
     size_t name_w = 9;
     for (size_t i = 0; i < base.n; i++) {
-        rows[i] = bench_compare(&base.v[i], bench_file_find(&cand, base.v[i].name), alpha, min_effect);
+        const BenchEntry* b = &base.v[i];
+        const BenchEntry* c = bench_file_find(&cand, b->name);
+        double sb = 1.0, sc = 1.0;
+        char probe[256];
+        if (normalize && bench_roofline_of(b, probe, sizeof probe)) {
+            const BenchEntry* pb = bench_file_find(&base, probe);
+            const BenchEntry* pc = bench_file_find(&cand, probe);
+            double bb = pb ? bench_entry_best(pb) : NAN, bc = pc ? bench_entry_best(pc) : NAN;
+            if (bb > 0 && bc > 0) {  // time per iteration / probe's best time: the machine's speed divided out
+                sb = 1.0 / bb;
+                sc = 1.0 / bc;
+                n_normalized++;
+            }
+        }
+        rows[i] = bench_compare_scaled(b, c, alpha, min_effect, sb, sc);
+        if (sb != 1.0) {  // the table shows real times
+            rows[i].med_b /= sb;
+            rows[i].med_c /= sc;
+        }
+        // a changed environment makes speed verdicts meaningless: shown, not gated; the probes
+        // measure the machine, never the code
+        if (((env_changed && !normalize) || bench_is_roofline(b->name)) &&
+            (rows[i].verdict == V_REGRESSION || rows[i].verdict == V_IMPROVEMENT))
+            rows[i].verdict = rows[i].verdict == V_REGRESSION ? V_ENV_SLOWER : V_ENV_FASTER;
         n_regr += rows[i].verdict == V_REGRESSION;
         n_err += rows[i].verdict == V_CAND_ERROR;
         n_tested += rows[i].tested;
@@ -241,14 +281,27 @@ static int gate_run(int argc, char** argv) {
     }
     size_t n_conf = json_array_size(conf.failures), n_mem = json_array_size(mem.mismatches);
     bool fail = n_regr || n_err || n_conf || n_mem;
-    // untested benchmarks make the verdict unusable (exit 2) unless the user allows them
-    bool untested_stop = n_untested && !allow_untested && !fail;
+    // untested benchmarks make the verdict unusable (exit 2) unless the user allows them; so
+    // does a changed environment without --normalize roofline
+    bool env_stop = env_changed && !normalize && !fail;
+    bool untested_stop = (n_untested && !allow_untested && !fail) || env_stop;
     size_t reps_needed = bench_reps_needed(alpha);
 
     // the why: one clause per kind of failure
     char* why = NULL;
     size_t why_len = 0;
     char buf[1024];
+    for (size_t i = 0; i < n_probes; i++)
+        if (probes[i].changed) {
+            snprintf(buf, sizeof buf,
+                     "ENVIRONMENT CHANGED: %s best repetition %+.1f%% in time (beyond both runs' spread): the machine, "
+                     "not the code, differs%s",
+                     probes[i].name, 100 * probes[i].change,
+                     normalize ? "; times normalized by their roofline probe"
+                               : "; speed verdicts are not gated: rerun both on one machine, or pass --normalize "
+                                 "roofline for a roofline-normalized comparison");
+            reason_add(&why, &why_len, buf);
+        }
     for (size_t i = 0; i < base.n; i++) {
         if (rows[i].verdict == V_REGRESSION) {
             snprintf(buf, sizeof buf, "regression in %s (%+.1f%%, p=%.2g)", rows[i].name, 100 * rows[i].change,
@@ -329,15 +382,40 @@ static int gate_run(int argc, char** argv) {
         json_object_set_new(root, "memory", m);
         json_object_set_new(root, "untested", json_integer((json_int_t)n_untested));
         json_object_set_new(root, "repetitions_needed", json_integer((json_int_t)reps_needed));
-        json_object_set_new(root, "result", json_string(fail ? "FAIL" : untested_stop ? "UNTESTED" : "PASS"));
+        json_t* env = json_object();
+        json_object_set_new(env, "changed", json_boolean(env_changed));
+        json_object_set_new(env, "normalized", json_boolean(normalize));
+        json_object_set_new(env, "normalized_benchmarks", json_integer((json_int_t)n_normalized));
+        json_t* pr = json_array();
+        for (size_t i = 0; i < n_probes; i++)
+            json_array_append_new(pr, json_pack("{s:s, s:o, s:o, s:o, s:b}", "name", probes[i].name, "baseline_best_s",
+                                                num_or_null(probes[i].best_b), "candidate_best_s",
+                                                num_or_null(probes[i].best_c), "change", num_or_null(probes[i].change),
+                                                "changed", probes[i].changed));
+        json_object_set_new(env, "probes", pr);
+        json_object_set_new(root, "environment", env);
+        json_object_set_new(root, "result", json_string(fail ? "FAIL" : env_stop ? "ENVIRONMENT CHANGED" : untested_stop ? "UNTESTED" : "PASS"));
         json_object_set_new(root, "reason", json_string(why));
         char* s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s);
         free(s);
         json_decref(root);
     } else {
-        printf("baseline:  %s\ncandidate: %s\nMann-Whitney U two-sided, alpha %g, min effect %g%% (medians of real time)\n\n",
-               base_dir, cand_dir, alpha, 100 * min_effect);
+        printf("baseline:  %s\ncandidate: %s\nMann-Whitney U two-sided, alpha %g, min effect %g%% (medians of %s%s)\n\n",
+               base_dir, cand_dir, alpha, 100 * min_effect, BENCH_METRIC_NAME,
+               normalize ? ", each divided by its roofline probe's best repetition" : "");
+        if (n_probes) {
+            printf("roofline probes first (best repetition of each run; changed = beyond both runs' spread and %g%%)\n",
+                   100 * min_effect);
+            for (size_t i = 0; i < n_probes; i++) {
+                char tb[32], tc[32];
+                fmt_time(tb, sizeof tb, probes[i].best_b);
+                fmt_time(tc, sizeof tc, probes[i].best_c);
+                printf("  %-24s %12s %12s %+8.1f%%  %s\n", probes[i].name, tb, tc, 100 * probes[i].change,
+                       probes[i].changed ? "ENVIRONMENT CHANGED" : "same");
+            }
+            printf("\n");
+        }
         printf("%-*s %5s %12s %12s %9s %9s  %s\n", (int)name_w, "benchmark", "reps", "baseline", "candidate",
                "change", "p", "verdict");
         for (size_t i = 0; i < base.n; i++) {
@@ -362,7 +440,7 @@ static int gate_run(int argc, char** argv) {
             printf("  %-32s estimate %lld  measured %lld bytes\n", json_string_value(json_object_get(f, "row")),
                    json_integer_value(json_object_get(f, "estimate_bytes")),
                    json_integer_value(json_object_get(f, "measured_bytes")));
-        printf("\n%s: %s\n", fail ? "FAIL" : untested_stop ? "UNTESTED" : "PASS", why);
+        printf("\n%s: %s\n", fail ? "FAIL" : env_stop ? "ENVIRONMENT CHANGED" : untested_stop ? "UNTESTED" : "PASS", why);
     }
     free(why);
     free(rows);

@@ -467,8 +467,8 @@ static void section_machines(FILE* md, Run* runs, int nr) {
 // GEMM: name gemm/<backend>/<dtype>/<tatb>/<MxNxK>.
 static void section_gemm(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "## GEMM throughput (GFLOP/s) per backend × dtype\n\n");
-    double fma = bmed(bfind(r, "roofline/fma_f32"), "GFLOP/s");
-    double dot = bmed(bfind(r, "roofline/dot_bf16"), "GFLOP/s");
+    double fma = bench_entry_best_value(bfind(r, "roofline/fma_f32"), "GFLOP/s");
+    double dot = bench_entry_best_value(bfind(r, "roofline/dot_bf16"), "GFLOP/s");
     char shapes[64][64];
     int ns = 0;
     char series[32][64];
@@ -479,7 +479,7 @@ static void section_gemm(Ctx* c, FILE* md, const Run* r) {
         if (split(r->b[i].name, buf, sizeof buf, p, 6) != 5 || strcmp(p[0], "gemm")) continue;
         if (!any) {
             fprintf(md,
-                    "Median over repetitions; `frac_peak` is the fraction of the matching roofline probe "
+                    "Median over repetitions; `frac_peak` is the fraction of the matching roofline probe (its best repetition) "
                     "measured in the same process (fma_f32 = %.1f GFLOP/s, dot_bf16 = %.1f GFLOP/s; – when "
                     "not measured). Shapes are MxNxK with transposes `ta tb` (n = as stored, t = transposed).\n\n"
                     "| benchmark | backend | dtype | ta tb | M×N×K | GFLOP/s | frac_peak | reps |\n"
@@ -559,7 +559,7 @@ static void section_gemm(Ctx* c, FILE* md, const Run* r) {
 
 static void section_optim(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "## Optimizer step throughput vs the bandwidth roofline\n\n");
-    double triad = bmed(bfind(r, "roofline/triad"), "GB/s");
+    double triad = bench_entry_best_value(bfind(r, "roofline/triad"), "GB/s");
     char names[16][64];
     int nn = 0;
     bool any = false;

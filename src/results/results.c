@@ -3,6 +3,7 @@
 #include "results/results.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -249,6 +250,43 @@ double bench_entry_median(const BenchEntry* e, const char* key) {
 size_t bench_entry_metric(const BenchEntry* e, double* out) {
     for (size_t i = 0; i < e->n; i++) out[i] = e->reps[i].real_time_s;
     return e->n;
+}
+
+bool bench_is_roofline(const char* name) { return !strncmp(name, BENCH_ROOFLINE_PREFIX, strlen(BENCH_ROOFLINE_PREFIX)); }
+
+double bench_entry_best(const BenchEntry* e) {
+    double best = NAN;
+    for (size_t i = 0; i < e->n; i++)
+        if (isnan(best) || e->reps[i].real_time_s < best) best = e->reps[i].real_time_s;
+    return best;
+}
+
+double bench_entry_best_value(const BenchEntry* e, const char* key) {
+    if (!e) return NAN;
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < e->n; i++)
+        if (best == SIZE_MAX || e->reps[i].real_time_s < e->reps[best].real_time_s) best = i;
+    return best == SIZE_MAX ? NAN : bench_rep_value(&e->reps[best], key);
+}
+
+const char* bench_roofline_of(const BenchEntry* e, char* buf, size_t cap) {
+    const char* n = e->name;
+    if (bench_is_roofline(n)) return NULL;
+    for (size_t i = 0; i < e->n; i++) {
+        const char* label = json_string_value(json_object_get(e->reps[i].raw, "label"));
+        if (label && !strncmp(label, "roof=", 5)) {
+            size_t len = strcspn(label + 5, " ");
+            snprintf(buf, cap, "%s%.*s", BENCH_ROOFLINE_PREFIX, (int)len, label + 5);
+            return buf;
+        }
+    }
+    const char* probe = NULL;
+    if (!strncmp(n, "gemm/", 5)) probe = strstr(n, "/bf16/") ? "dot_bf16" : "fma_f32";
+    else if (!strncmp(n, "train_step/", 11)) probe = "fma_f32";
+    else if (!strncmp(n, "optim/", 6) || !strncmp(n, "convert/", 8)) probe = "triad";
+    if (!probe) return NULL;
+    snprintf(buf, cap, "%s%s", BENCH_ROOFLINE_PREFIX, probe);
+    return buf;
 }
 
 // ---------------------------------------------------------------- conform.json

@@ -88,8 +88,19 @@ double bench_entry_median(const BenchEntry* e, const char* key);
 // inverse). Fills out[0..e->n) and returns the count.
 size_t bench_entry_metric(const BenchEntry* e, double* out);
 #define BENCH_METRIC_NAME "real time per iteration"
-// The roofline probes (peaks: best repetition; triad: bandwidth): their name prefix.
+// The roofline probes (peak FMA and bf16-dot rates, STREAM triad bandwidth): their name prefix.
+// A probe's figure is its BEST repetition (the least real time): a peak is what the machine can
+// do, and interference only ever makes a repetition slower.
 #define BENCH_ROOFLINE_PREFIX "roofline/"
+bool bench_is_roofline(const char* name);
+double bench_entry_best(const BenchEntry* e);  // least real time of a repetition (s); NAN if none
+// A counter ("GFLOP/s") of that best repetition; NAN when absent. How reports quote a probe.
+double bench_entry_best_value(const BenchEntry* e, const char* key);
+// The probe a benchmark is bound by, for roofline normalization: a GEMM's label "roof=NAME"
+// (bench_gemm.c) or by family: gemm/<b>/bf16/... -> roofline/dot_bf16, other gemm/ and
+// train_step/ -> roofline/fma_f32, optim/ and convert/ -> roofline/triad; NULL for the probes
+// themselves and anything else. Writes the probe's name into buf.
+const char* bench_roofline_of(const BenchEntry* e, char* buf, size_t cap);
 
 // ---- conform.json ----
 typedef struct {
