@@ -114,16 +114,16 @@ $(PLUGIN_DIR)/adamw_%.so: tests/plugins/adamw_plain.c src/validate/trainbench_pl
 $(BUILD)/tests/test_plugin: $(PLUGIN_SOS) $(BUILD)/trainbench
 
 # test: install deps, build, run every test binary normally and under ASan+UBSan;
-# ends with one line "tests: N passed, N failed"
+# ends with one line "tests: N passed, N failed". JUNIT=FILE also writes a JUnit XML report.
 test: deps
 	@$(MAKE) --no-print-directory all bench-build
 	@$(MAKE) --no-print-directory all BUILD=build/asan OPT=-O1 \
 	    SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-	@sh tests/run_tests.sh $(BUILD) build/asan
+	@sh tests/run_tests.sh $(if $(JUNIT),--junit $(JUNIT)) $(BUILD) build/asan
 
 # test-unit: the normal build's tests only (quicker while developing)
 test-unit: all
-	@sh tests/run_tests.sh $(BUILD)
+	@sh tests/run_tests.sh $(if $(JUNIT),--junit $(JUNIT)) $(BUILD)
 
 # test-extension: adds a dummy optimizer in a temporary copy of the tree and checks nothing else
 # needs editing (tests/check_add_optimizer.sh; a full build there, a few minutes; not in `make test`)

@@ -1,9 +1,20 @@
 #!/bin/sh
-# run_tests.sh BUILD_DIR... — runs every test binary of each build folder, shows its output,
-# adds up cmocka's per-binary summaries and ends with one line CI can read:
+# run_tests.sh [--junit FILE] BUILD_DIR... — runs every test binary of each build folder, shows
+# its output, adds up cmocka's per-binary summaries and ends with one line CI can read:
 #   "tests: N passed, N failed"
 # A binary that crashes or exits non-zero without a cmocka FAILED line counts as one failure.
+# --junit FILE also writes JUnit XML (one <testcase> per cmocka test, classname = the build
+# folder and binary; a binary that died without a verdict is one <error> case), atomically.
 set -u
+junit=""
+if [ "${1:-}" = "--junit" ]; then
+    [ -n "${2:-}" ] || { echo "run_tests.sh: --junit needs a FILE" >&2; exit 2; }
+    junit=$2
+    shift 2
+fi
+cases=$(mktemp)
+# xml_escape TEXT: & < > " escaped for an attribute value
+xml_escape() { printf '%s' "$1" | sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g'; }
 passed=0
 failed=0
 failed_names=""
@@ -23,10 +34,22 @@ for build in "$@"; do
         cat "$log"
         p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | awk '{s+=$1} END {print s+0}')
         f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s).*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+        cls=$(xml_escape "$(echo "$t" | tr / .)")
+        # each "[ RUN ] name" closed by "[ OK ] name" (pass) or "[ FAILED ] name" (failure, with
+        # the ERROR/LINE lines between as its text); a RUN never closed: the binary died in it
+        awk -v cls="$cls" '
+            function esc(s) { gsub(/&/, "\\&amp;", s); gsub(/</, "\\&lt;", s); gsub(/>/, "\\&gt;", s); gsub(/"/, "\\&quot;", s); return s }
+            /^\[ RUN      \] / { name = $4; detail = ""; open = 1; next }
+            open && /^\[       OK \] / { printf "    <testcase classname=\"%s\" name=\"%s\"/>\n", cls, esc(name); open = 0; next }
+            open && /^\[  FAILED  \] / { printf "    <testcase classname=\"%s\" name=\"%s\">\n      <failure message=\"cmocka: FAILED\">%s</failure>\n    </testcase>\n", cls, esc(name), esc(detail); open = 0; next }
+            open && /^\[  (ERROR|LINE)  *\]/ { detail = detail $0 "\n" }
+            END { if (open) printf "    <testcase classname=\"%s\" name=\"%s\">\n      <error message=\"died during this test\"/>\n    </testcase>\n", cls, esc(name) }
+        ' "$log" >>"$cases"
         rm -f "$log"
         if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
             f=1
             echo "!!! $t exited with status $rc"
+            printf '    <testcase classname="%s" name="exit status">\n      <error message="exited with status %s without a cmocka verdict"/>\n    </testcase>\n' "$cls" "$rc" >>"$cases"
         fi
         passed=$((passed + p))
         failed=$((failed + f))
@@ -34,5 +57,17 @@ for build in "$@"; do
     done
 done
 [ -n "$failed_names" ] && echo "failing binaries:$failed_names"
+if [ -n "$junit" ]; then
+    n=$(grep -c '<testcase ' "$cases")
+    nf=$(grep -c '<failure ' "$cases")
+    ne=$(grep -c '<error ' "$cases")
+    { echo '<?xml version="1.0" encoding="UTF-8"?>'
+      echo '<testsuites>'
+      echo "  <testsuite name=\"trainbench tests\" tests=\"$n\" failures=\"$nf\" errors=\"$ne\">"
+      cat "$cases"
+      echo '  </testsuite>'
+      echo '</testsuites>'; } >"$junit.tmp.$$" && mv "$junit.tmp.$$" "$junit" || echo "run_tests.sh: cannot write $junit" >&2
+fi
+rm -f "$cases"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -167,6 +167,69 @@ static void test_20pct_slowdown_fails_naming_it(void** s) {
     expect(args, 1, "\"REGRESSION\"");
 }
 
+static size_t count_of(const char* hay, const char* needle) {
+    size_t n = 0;
+    for (const char* p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+// CI outputs: --junit (one test case per benchmark, the regression a <failure>) and --markdown
+// (regressions first, then improvements, then the untested). tests/check_ci.sh also parses the
+// JUnit with Python's xml module.
+static void test_junit_and_markdown(void** s) {
+    (void)s;
+    char dir[512], args[4096], junit[600], md[600];
+    Spec c[3];
+    memcpy(c, BASE, sizeof c);
+    c[1].scale = 1.2;   // regression
+    c[2].scale = 0.8;   // improvement
+    write_bench(dir_of(dir, sizeof dir, "ci"), c, 3, 0.01, 5, NULL);
+    snprintf(junit, sizeof junit, "%s/gate.xml", g_tmp);
+    snprintf(md, sizeof md, "%s/gate.md", g_tmp);
+    gate_args(args, sizeof args, dir, "");
+    size_t L = strlen(args);
+    snprintf(args + L, sizeof args - L, " --junit %s --markdown %s", junit, md);
+    expect(args, 1, "FAIL");
+    FILE* f = fopen(junit, "r");
+    assert_non_null(f);
+    static char x[65536];
+    size_t n = fread(x, 1, sizeof x - 1, f);
+    x[n] = 0;
+    fclose(f);
+    assert_non_null(strstr(x, "<?xml version=\"1.0\""));
+    assert_non_null(strstr(x, "tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"0\""));
+    assert_int_equal(count_of(x, "<testcase "), 3);
+    assert_int_equal(count_of(x, "<failure "), 1);
+    assert_non_null(strstr(x, "name=\"optim/adamw_torch/10000\" time=\"0.000000\">\n      <failure message=\"REGRESSION"));
+    f = fopen(md, "r");
+    assert_non_null(f);
+    n = fread(x, 1, sizeof x - 1, f);
+    x[n] = 0;
+    fclose(f);
+    const char* regr = strstr(x, "### Regressions and failures (1)");
+    const char* impr = strstr(x, "### Improvements (1)");
+    assert_non_null(strstr(x, "## trainbench gate: FAIL"));
+    assert_non_null(regr);
+    assert_non_null(impr);
+    assert_true(regr < impr);
+    assert_true(strstr(regr, "`optim/adamw_torch/10000`") < impr);
+    assert_true(strstr(impr, "`convert/bf16/1000000`") != NULL);
+    // untested after improvements
+    gate_args(args, sizeof args, dir, "--alpha 1e-9 --allow-untested");
+    L = strlen(args);
+    snprintf(args + L, sizeof args - L, " --markdown %s", md);
+    expect(args, 0, NULL);
+    f = fopen(md, "r");
+    assert_non_null(f);
+    n = fread(x, 1, sizeof x - 1, f);
+    x[n] = 0;
+    fclose(f);
+    assert_non_null(strstr(x, "### Untested (3)"));
+    // an unwritable report path is bad input
+    gate_args(args, sizeof args, dir, "--junit /nonexistent-folder/x.xml");
+    expect(args, 2, "--junit");
+}
+
 static void test_noisy_equal_distributions_pass(void** s) {
     (void)s;
     char dir[512], args[2048];
@@ -415,6 +478,7 @@ int main(int argc, char** argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identical_runs_pass),
         cmocka_unit_test(test_20pct_slowdown_fails_naming_it),
+        cmocka_unit_test(test_junit_and_markdown),
         cmocka_unit_test(test_noisy_equal_distributions_pass),
         cmocka_unit_test(test_3pct_change_passes_under_default),
         cmocka_unit_test(test_environment_change_blames_no_code),

@@ -25,6 +25,7 @@
 
 #include "core/cli.h"
 #include "core/common.h"
+#include "core/junit.h"
 #include "results/bench_compare.h"
 #include "results/results.h"
 
@@ -128,13 +129,40 @@ static void fmt_time(char* buf, size_t n, double s) {
 
 static json_t* num_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
+// One markdown table of the rows with one of the verdicts (NULL-terminated list); "" if none.
+static void md_rows(FILE* f, const char* title, const BenchComparison* rows, size_t n, const Verdict* which) {
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        for (const Verdict* w = which; *w != V_COUNT; w++) count += rows[i].verdict == *w;
+    if (!count) return;
+    fprintf(f, "\n### %s (%zu)\n\n| benchmark | baseline | candidate | change | p | verdict |\n|---|---:|---:|---:|---:|---|\n",
+            title, count);
+    for (size_t i = 0; i < n; i++) {
+        bool in = false;
+        for (const Verdict* w = which; *w != V_COUNT; w++) in |= rows[i].verdict == *w;
+        if (!in) continue;
+        const BenchComparison* r = &rows[i];
+        char tb[32], tc[32], ch[32] = "-", p[32] = "-";
+        fmt_time(tb, sizeof tb, r->med_b);
+        fmt_time(tc, sizeof tc, r->med_c);
+        if (isfinite(r->change)) snprintf(ch, sizeof ch, "%+.1f%%", 100 * r->change);
+        if (r->tested) snprintf(p, sizeof p, "%.2g", r->mw.p);
+        fprintf(f, "| `%s` | %s | %s | %s | %s | %s%s%s |\n", r->name, tb, tc, ch, p, VERDICT_NAMES[r->verdict],
+                r->error ? ": " : "", r->error ? r->error : "");
+    }
+}
+
 static int gate_run(int argc, char** argv);
 
 const Command cmd_gate = {
     .name = "gate",
     .summary = "compare a candidate result folder with a baseline; exit 1 on a regression",
     .usage = "trainbench gate --baseline DIR --candidate DIR [--alpha 0.01] [--min-effect 0.05] [--allow-untested]\n"
-             "    [--json]\n"
+             "    [--normalize roofline|none] [--json] [--junit FILE] [--markdown FILE]\n"
+             "  --junit FILE     also write JUnit XML: one test case per benchmark (regression = failure,\n"
+             "                   untested or environment-changed = skipped), conformance and memory cases\n"
+             "  --markdown FILE  also write a summary for a pull request: regressions first, then\n"
+             "                   improvements, then the untested\n"
              "  A benchmark timed on both sides with too few repetitions for any p <= alpha (the exact\n"
              "  test's smallest p is 2/C(n1+n2, n1)) makes the gate exit 2, unless --allow-untested.",
     .run = gate_run,
@@ -167,11 +195,17 @@ static int gate_run(int argc, char** argv) {
     const char* cand_dir = NULL;
     double alpha = GATE_DEFAULT_ALPHA, min_effect = GATE_DEFAULT_MIN_EFFECT;
     bool as_json = false, allow_untested = false, normalize = false;
+    const char* junit_path = NULL;
+    const char* md_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             as_json = true;
         } else if (!strcmp(argv[i], "--allow-untested")) {
             allow_untested = true;
+        } else if (flag_matches(argv[i], "--junit")) {
+            if (!flag_value(&cmd_gate, argc, argv, &i, "--junit", &junit_path)) return 2;
+        } else if (flag_matches(argv[i], "--markdown")) {
+            if (!flag_value(&cmd_gate, argc, argv, &i, "--markdown", &md_path)) return 2;
         } else if (flag_matches(argv[i], "--normalize")) {
             const char* v;
             if (!flag_value(&cmd_gate, argc, argv, &i, "--normalize", &v)) return 2;
@@ -442,9 +476,80 @@ static int gate_run(int argc, char** argv) {
                    json_integer_value(json_object_get(f, "measured_bytes")));
         printf("\n%s: %s\n", fail ? "FAIL" : env_stop ? "ENVIRONMENT CHANGED" : untested_stop ? "UNTESTED" : "PASS", why);
     }
+    rc = fail ? 1 : untested_stop ? 2 : 0;
+    const char* result = fail ? "FAIL" : env_stop ? "ENVIRONMENT CHANGED" : untested_stop ? "UNTESTED" : "PASS";
+    if (junit_path) {
+        JUnit* ju = junit_new("trainbench gate");
+        for (size_t i = 0; i < base.n; i++) {
+            const BenchComparison* r = &rows[i];
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s: change %+.1f%%%s%.2g%s%s", VERDICT_NAMES[r->verdict], 100 * r->change,
+                     r->tested ? ", p=" : "", r->tested ? r->mw.p : 0.0, r->error ? "; " : "", r->error ? r->error : "");
+            if (!r->tested) snprintf(msg, sizeof msg, "%s%s%s", VERDICT_NAMES[r->verdict], r->error ? ": " : "",
+                                     r->error ? r->error : "");
+            JUnitOutcome o = r->verdict == V_REGRESSION || r->verdict == V_CAND_ERROR ? JUNIT_FAILURE
+                             : r->verdict == V_UNTESTED || r->verdict == V_ENV_SLOWER || r->verdict == V_ENV_FASTER ||
+                                     r->verdict == V_UNSUPPORTED || r->verdict == V_BASE_ERROR
+                                 ? JUNIT_SKIPPED
+                                 : JUNIT_PASS;
+            junit_case(ju, "gate.benchmarks", r->name, 0, o, o == JUNIT_PASS ? NULL : msg, NULL);
+        }
+        json_array_foreach(conf.failures, k, f)
+            junit_case(ju, "gate.conformance", json_string_value(json_object_get(f, "id")), 0, JUNIT_FAILURE,
+                       "conformance case failed", json_string_value(json_object_get(f, "detail")));
+        json_array_foreach(mem.mismatches, k, f)
+            junit_case(ju, "gate.memory", json_string_value(json_object_get(f, "row")), 0, JUNIT_FAILURE,
+                       "estimate != measured", NULL);
+        Status js = junit_write(ju, junit_path);
+        junit_free(ju);
+        if (!status_is_ok(js)) rc = user_error("gate: --junit: %s", js.msg);
+    }
+    if (md_path) {
+        char* text = NULL;
+        size_t len = 0;
+        FILE* mf = open_memstream(&text, &len);
+        CHECK(mf != NULL);
+        fprintf(mf, "## trainbench gate: %s\n\nBaseline `%s`, candidate `%s`: Mann-Whitney U two-sided over the "
+                    "repetitions' %s%s, alpha %g, min effect %g%%.\n\n> %s\n",
+                result, base_dir, cand_dir, BENCH_METRIC_NAME,
+                normalize ? " divided by the roofline probe's best repetition" : "", alpha, 100 * min_effect, why);
+        if (n_probes) {
+            fprintf(mf, "\n### Environment: roofline probes (best repetition)\n\n| probe | baseline | candidate | change | |\n"
+                        "|---|---:|---:|---:|---|\n");
+            for (size_t i = 0; i < n_probes; i++) {
+                char tb[32], tc[32];
+                fmt_time(tb, sizeof tb, probes[i].best_b);
+                fmt_time(tc, sizeof tc, probes[i].best_c);
+                fprintf(mf, "| `%s` | %s | %s | %+.1f%% | %s |\n", probes[i].name, tb, tc, 100 * probes[i].change,
+                        probes[i].changed ? "**environment changed**" : "same");
+            }
+        }
+        static const Verdict REGR[] = {V_REGRESSION, V_CAND_ERROR, V_COUNT}, IMPR[] = {V_IMPROVEMENT, V_COUNT},
+                             UNT[] = {V_UNTESTED, V_ENV_SLOWER, V_ENV_FASTER, V_COUNT};
+        md_rows(mf, "Regressions and failures", rows, base.n, REGR);
+        md_rows(mf, "Improvements", rows, base.n, IMPR);
+        md_rows(mf, "Untested", rows, base.n, UNT);
+        if (n_conf || n_mem) fprintf(mf, "\n### Conformance and memory\n\n");
+        json_array_foreach(conf.failures, k, f)
+            fprintf(mf, "- conformance case `%s` failed: %s\n", json_string_value(json_object_get(f, "id")),
+                    json_string_value(json_object_get(f, "detail")));
+        json_array_foreach(mem.mismatches, k, f)
+            fprintf(mf, "- memory `%s`: estimate %lld != measured %lld bytes\n",
+                    json_string_value(json_object_get(f, "row")),
+                    json_integer_value(json_object_get(f, "estimate_bytes")),
+                    json_integer_value(json_object_get(f, "measured_bytes")));
+        static const Verdict ALL[] = {V_SAME, V_SMALL, V_REGRESSION, V_IMPROVEMENT, V_UNTESTED, V_CAND_ERROR,
+                                      V_BASE_ERROR, V_UNSUPPORTED, V_ENV_SLOWER, V_ENV_FASTER, V_COUNT};
+        fprintf(mf, "\n<details><summary>All %zu benchmarks</summary>\n", base.n);
+        md_rows(mf, "All benchmarks", rows, base.n, ALL);
+        fprintf(mf, "\n</details>\n");
+        CHECK(fclose(mf) == 0);
+        Status ws = write_file_atomic(md_path, text, len);
+        free(text);
+        if (!status_is_ok(ws)) rc = user_error("gate: --markdown: %s", ws.msg);
+    }
     free(why);
     free(rows);
-    rc = fail ? 1 : untested_stop ? 2 : 0;
 done:
     free(only);
     json_decref(conf.failures);

@@ -29,6 +29,7 @@
 
 #include "core/cli.h"
 #include "core/common.h"
+#include "core/junit.h"
 #include "validate/compare.h"
 #include "validate/compare_dtype.h"
 #include "validate/conform.h"
@@ -43,6 +44,7 @@ const Command cmd_check = {
     .usage =
         "trainbench check GOLDEN.safetensors CANDIDATE.safetensors [--tensors REGEX] [--only-present]\n"
         "    [--exact | --atol X --rtol Y] [--min-code-equal F] [--max-code-dist N] [--allow-dtype-mismatch]\n"
+        "    [--junit FILE]\n"
         "  Compares every golden tensor named expect.* (all tensors if it has none) with the candidate's\n"
         "  tensor of the same name, dtype and shape. Optimizer goldens use the tolerance of `conform`\n"
         "  (src/validate/conform.c, incl. its movement term); other tensors, any safetensors dtype: floats of\n"
@@ -55,6 +57,7 @@ const Command cmd_check = {
         "  --min-code-equal F  u8 codes: share identical required, 0..1;  --max-code-dist N: 0..255\n"
         "  --allow-dtype-mismatch  compare tensors whose dtypes differ after exact widening (two real floats:\n"
         "                      to f64, with the golden dtype's tolerance; two integer/bool dtypes: as integers)\n"
+        "  --junit FILE        also write a JUnit XML report: one test case per compared tensor\n"
         "  Exit 0 all within tolerance, 1 some outside (NaN where the golden is finite is outside),\n"
         "  2 unusable input (unreadable file, tensor missing or of another dtype/shape: named).",
     .run = check_run,
@@ -389,6 +392,7 @@ static int check_run(int argc, char** argv) {
     Overrides ov = {0};
     const char* paths[2] = {NULL, NULL};
     const char* regex_text = NULL;
+    const char* junit_path = NULL;
     int n_paths = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--exact")) {
@@ -397,6 +401,8 @@ static int check_run(int argc, char** argv) {
             ov.only_present = true;
         } else if (!strcmp(argv[i], "--allow-dtype-mismatch")) {
             ov.allow_dtype_mismatch = true;
+        } else if (flag_matches(argv[i], "--junit")) {
+            if (!flag_value(&cmd_check, argc, argv, &i, "--junit", &junit_path)) return 2;
         } else if (flag_matches(argv[i], "--atol")) {
             if (!flag_number(argc, argv, &i, "--atol", 0, INFINITY, &ov.atol)) return 2;
             ov.have_atol = true;
@@ -591,6 +597,25 @@ static int check_run(int argc, char** argv) {
         print_row(&rows[i], name_w);
         if (!rows[i].ok) n_fail++;
         if (!worst || rows[i].used > worst->used) worst = &rows[i];
+    }
+    if (junit_path) {
+        JUnit* ju = junit_new("trainbench check");
+        char cls[512], msg[256];
+        snprintf(cls, sizeof cls, "check.%s", case_id ? case_id : paths[0]);
+        for (size_t i = 0; i < n_rows; i++) {
+            const Row* r = &rows[i];
+            char used[32];
+            used_str(r->used, used, sizeof used);
+            snprintf(msg, sizeof msg, "max_abs %.3g, %s of its tolerance (rule: %.150s)", r->max_abs, used, rules[r->rule]);
+            junit_case(ju, cls, r->g->name, 0, r->ok ? JUNIT_PASS : JUNIT_FAILURE, r->ok ? NULL : msg, NULL);
+        }
+        Status js = junit_write(ju, junit_path);
+        junit_free(ju);
+        if (!status_is_ok(js)) {
+            fprintf(stderr, "trainbench check: --junit: %s\n", js.msg);
+            rc = 1;
+            goto done;
+        }
     }
     printf("\nrules (|got - expected| <= atol + rtol*|expected| [+ k x cumulative |delta p|]; u8: codes):\n");
     for (int k = 0; k < n_rules; k++) printf("  [%d] %s\n", k + 1, rules[k]);

@@ -19,6 +19,7 @@
 
 #include "core/cli.h"
 #include "core/safetensors.h"
+#include "core/junit.h"
 #include "results/results.h"
 #include "validate/trainbench_plugin.h"
 
@@ -733,7 +734,8 @@ const Command cmd_conform = {
     .name = "conform",
     .summary = "run every optimizer golden case through a plugin (or a built-in optimizer): pass/fail table",
     .usage = "trainbench conform (--plugin LIB.so [--optim NAME] | --optim NAME) [--case GLOB[,GLOB...]] [--timeout SEC] "
-             "[--goldens DIR] [--verbose] [--list-mistakes] [--json]\n"
+             "[--goldens DIR] [--verbose] [--list-mistakes] [--json] [--junit FILE]\n"
+             "  --junit FILE  also write a JUnit XML report: one test case per golden case\n"
              "  --json  print conform.json (a result folder's conformance file: one case per golden, id, ok, detail)\n"
              "          on stdout instead of the table; exit status as without it",
     .run = conform_cmd_run,
@@ -749,6 +751,7 @@ typedef struct {
     long timeout;
     bool verbose;
     bool as_json;
+    const char* junit;
 } Options;
 
 typedef struct {
@@ -989,6 +992,8 @@ static int conform_cmd_run(int argc, char** argv) {
             if (!d) return cli_usage_error(&cmd_conform, "--goldens: cannot open folder %s (%s)", dir, strerror(errno));
             closedir(d);
             conform_set_golden_dir(dir);
+        } else if (flag_matches(argv[i], "--junit")) {
+            if (!flag_value(&cmd_conform, argc, argv, &i, "--junit", &op.junit)) return 2;
         } else if (flag_matches(argv[i], "--case")) {
             if (!flag_value(&cmd_conform, argc, argv, &i, "--case", &op.glob)) return 2;
         } else if (flag_matches(argv[i], "--timeout")) {
@@ -1047,6 +1052,9 @@ static int conform_cmd_run(int argc, char** argv) {
     FILE* table = op.as_json ? fopen("/dev/null", "w") : stdout;  // --json: the table goes nowhere
     if (!table) ABORT("cannot open /dev/null");
     ConformFile cf = {0};
+    JUnit* ju = op.junit ? junit_new("trainbench conform") : NULL;
+    char ju_class[300];
+    snprintf(ju_class, sizeof ju_class, "conform.%s", o->name);
     if (op.plugin)
         fprintf(table, "conform: plugin %s (\"%s\", ABI %u, implements %s) against the %s goldens, %zu case%s\n", op.plugin,
                info.name, info.abi_version, info.implements[0] ? info.implements : "(nothing)", o->name, n,
@@ -1059,7 +1067,9 @@ static int conform_cmd_run(int argc, char** argv) {
         char id[256], used[32] = "-", ulp[16] = "-", how[160];
         case_id_of(paths[i], id, sizeof id);
         ChildOutcome c;
+        double t_case = now_seconds();
         run_child(&op, paths[i], op.timeout, &c);
+        t_case = now_seconds() - t_case;
         describe_exit(c.status, how, sizeof how);
         const ChildResult* r = &c.u.s.r;
         Verdict v;
@@ -1098,12 +1108,26 @@ static int conform_cmd_run(int argc, char** argv) {
                  VERDICT_NAMES[v], worst, used, ulp, *detail ? "; " : "", detail);
         char cid[300];
         snprintf(cid, sizeof cid, "%s/%s", o->name, id);
-        conform_file_add(&cf, cid, v == V_PASS || v == V_CONFORMS, jd);
+        bool passed = v == V_PASS || v == V_CONFORMS;
+        conform_file_add(&cf, cid, passed, jd);
+        if (ju)
+            junit_case(ju, ju_class, id, t_case, passed ? JUNIT_PASS : v == V_FAIL ? JUNIT_FAILURE : JUNIT_ERROR,
+                       passed ? NULL : VERDICT_NAMES[v], passed ? NULL : jd);
     }
     conform_free_list(paths, n_all);
     fprintf(table, "conform: %zu case%s: %zu passed, %zu failed, %zu crashed, %zu timed out, %zu errors", n, n == 1 ? "" : "s",
            count[V_PASS] + count[V_CONFORMS], count[V_FAIL], count[V_CRASH], count[V_TIMEOUT], count[V_ERROR]);
     fprintf(table, count[V_CONFORMS] ? " (%zu of the passed conform by rounding order only)\n" : "\n", count[V_CONFORMS]);
+    if (ju) {
+        Status js = junit_write(ju, op.junit);
+        junit_free(ju);
+        if (!status_is_ok(js)) {
+            fprintf(stderr, "trainbench conform: --junit: %s\n", js.msg);
+            if (op.as_json) fclose(table);
+            conform_file_free(&cf);
+            return 1;
+        }
+    }
     if (op.as_json) {
         fclose(table);
         json_t* root = conform_file_to_json(&cf);
