@@ -17,7 +17,7 @@ THREADS_TEST ?= 2
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-zero-length \
              -fno-math-errno -ffp-contract=off -fopenmp -Isrc -MMD -MP $(SANITIZE) $(CFLAGS)
 LDFLAGS_ALL = -fopenmp $(SANITIZE) $(LDFLAGS)
-LIBS = -ljansson -lm -ldl
+LIBS = -ljansson -lsqlite3 -lm -ldl
 
 ifeq ($(filter onednn,$(WITHOUT)),)
   LIBS += -ldnnl

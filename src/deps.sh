@@ -47,6 +47,7 @@ if command -v "$CC" >/dev/null 2>&1; then
     case "$without" in *" onednn "*) ;; *)
         probe c '#include <oneapi/dnnl/dnnl.h>' '-ldnnl' || need libdnnl-dev "oneapi/dnnl/dnnl.h or -ldnnl unusable (onednn backend)";; esac
     probe c '#include <jansson.h>' '-ljansson' || need libjansson-dev "jansson.h or -ljansson unusable (JSON)"
+    probe c '#include <sqlite3.h>' '-lsqlite3' || need libsqlite3-dev "sqlite3.h or -lsqlite3 unusable (trainbench history)"
     probe c '#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <setjmp.h>\n#include <cmocka.h>' '-lcmocka' || need libcmocka-dev "cmocka.h or -lcmocka unusable (tests)"
 fi
 if command -v "$CXX" >/dev/null 2>&1; then

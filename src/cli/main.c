@@ -20,6 +20,7 @@ static const Command* const COMMANDS[] = {
     &cmd_check,
     &cmd_fingerprint,
     &cmd_run,
+    &cmd_history,
 };
 
 static void print_help(FILE* f) {

@@ -26,6 +26,7 @@ extern const Command cmd_conform;
 extern const Command cmd_check;
 extern const Command cmd_fingerprint;
 extern const Command cmd_run;
+extern const Command cmd_history;
 
 // Flag helpers. Each returns false after printing "trainbench CMD: ..." and the usage hint;
 // the caller then returns 2.

@@ -27,6 +27,7 @@
 #include "core/common.h"
 #include "core/junit.h"
 #include "results/bench_compare.h"
+#include "results/history.h"
 #include "results/results.h"
 
 
@@ -157,7 +158,10 @@ static int gate_run(int argc, char** argv);
 const Command cmd_gate = {
     .name = "gate",
     .summary = "compare a candidate result folder with a baseline; exit 1 on a regression",
-    .usage = "trainbench gate --baseline DIR --candidate DIR [--alpha 0.01] [--min-effect 0.05] [--allow-untested]\n"
+    .usage = "trainbench gate --baseline DIR|history:N --candidate DIR [--db FILE] [--alpha 0.01] [--min-effect 0.05]\n"
+             "    [--allow-untested]\n"
+             "  --baseline history:N  every repetition of the last N runs of the candidate's machine class in the\n"
+             "                        history database (--db, default " HISTORY_DEFAULT_DB "), the candidate excluded\n"
              "    [--normalize roofline|none] [--json] [--junit FILE] [--markdown FILE]\n"
              "  --junit FILE     also write JUnit XML: one test case per benchmark (regression = failure,\n"
              "                   untested or environment-changed = skipped), conformance and memory cases\n"
@@ -197,11 +201,14 @@ static int gate_run(int argc, char** argv) {
     bool as_json = false, allow_untested = false, normalize = false;
     const char* junit_path = NULL;
     const char* md_path = NULL;
+    const char* db_path = HISTORY_DEFAULT_DB;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             as_json = true;
         } else if (!strcmp(argv[i], "--allow-untested")) {
             allow_untested = true;
+        } else if (flag_matches(argv[i], "--db")) {
+            if (!flag_value(&cmd_gate, argc, argv, &i, "--db", &db_path)) return 2;
         } else if (flag_matches(argv[i], "--junit")) {
             if (!flag_value(&cmd_gate, argc, argv, &i, "--junit", &junit_path)) return 2;
         } else if (flag_matches(argv[i], "--markdown")) {
@@ -233,13 +240,35 @@ static int gate_run(int argc, char** argv) {
 
     // ---- load everything; any unusable input exits 2 ----
     BenchFile base, cand;
-    Status st = load_bench(base_dir, &base);
+    Status st = load_bench(cand_dir, &cand);
     if (!status_is_ok(st)) return user_error("gate: %s", st.msg);
-    st = load_bench(cand_dir, &cand);
+    char base_label[4400];
+    snprintf(base_label, sizeof base_label, "%s", base_dir);
+    if (!strncmp(base_dir, "history:", 8)) {  // the last N runs of the candidate's machine class
+        long n_runs;
+        if (!parse_long(base_dir + 8, 1, 100000, &n_runs)) {
+            bench_file_free(&cand);
+            return cli_usage_error(&cmd_gate, "--baseline history:N needs N in [1, 100000] (got '%s')", base_dir);
+        }
+        char mpath[4200];
+        snprintf(mpath, sizeof mpath, "%s/machine.json", cand_dir);
+        MachineFile mf;
+        st = machine_file_read(mpath, &mf);
+        int used = 0;
+        if (status_is_ok(st)) {
+            st = history_baseline(db_path, mf.machine_class, (int)n_runs, cand_dir, &base, &used);
+            snprintf(base_label, sizeof base_label, "%s: last %d run%s of machine class %s", db_path, used,
+                     used == 1 ? "" : "s", mf.machine_class);
+            machine_file_free(&mf);
+        }
+    } else {
+        st = load_bench(base_dir, &base);
+    }
     if (!status_is_ok(st)) {
-        bench_file_free(&base);
+        bench_file_free(&cand);
         return user_error("gate: %s", st.msg);
     }
+    base_dir = base_label;
     ConformResult conf;
     MemoryResult mem;
     Status st_c = load_conform(cand_dir, &conf);

@@ -170,8 +170,19 @@ void bench_file_free(BenchFile* f) {
 
 Status bench_file_read(const char* path, ResultKind kind, BenchFile* out) {
     memset(out, 0, sizeof *out);
-    Status st = result_json_read(path, kind, true, &out->root, &out->version);
+    json_t* root;
+    int version;
+    Status st = result_json_read(path, kind, true, &root, &version);
     if (!status_is_ok(st)) return st;
+    st = bench_file_from_json(root, path, out);
+    out->version = version;
+    return st;
+}
+
+Status bench_file_from_json(json_t* root, const char* path, BenchFile* out) {
+    memset(out, 0, sizeof *out);
+    out->root = root;
+    Status st = status_ok();
     json_t* arr = json_object_get(out->root, "benchmarks");
     if (!json_is_array(arr)) {
         bench_file_free(out);

@@ -76,6 +76,8 @@ typedef struct {
 
 // Reads a Google Benchmark JSON file (aggregates ignored). Errors name the file and the entry.
 Status bench_file_read(const char* path, ResultKind kind, BenchFile* out);
+// The same from a parsed root (the BenchFile takes the reference); origin names it in errors.
+Status bench_file_from_json(json_t* root, const char* origin, BenchFile* out);
 void bench_file_free(BenchFile* f);
 BenchEntry* bench_file_find(const BenchFile* f, const char* name);  // NULL when absent
 // A counter of one repetition ("real_time" gives seconds); NAN when absent.
