@@ -49,7 +49,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit test-extension goldens clean bench bench-build gate run peers report contention
+.PHONY: all deps test test-unit test-extension check-ci goldens clean bench bench-build gate run peers report contention
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -129,6 +129,11 @@ test-unit: all
 # needs editing (tests/check_add_optimizer.sh; a full build there, a few minutes; not in `make test`)
 test-extension:
 	@sh tests/check_add_optimizer.sh
+
+# check-ci: runs README "CI"'s commands locally and parses their JUnit files with Python's xml
+# module (tests/check_ci.sh; about 2 minutes; not in `make test`)
+check-ci: all bench-build
+	@sh tests/check_ci.sh
 
 # goldens: regenerate reference/golden/ with the real torch/transformers/bitsandbytes from the
 # venv (outside the repo; reference/README.md says how to make it), then replay every golden
