@@ -49,10 +49,10 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit test-extension check-ci goldens clean bench bench-build gate run peers report contention
+.PHONY: all deps test test-unit test-extension check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers report contention
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
-all: deps $(BUILD)/trainbench $(TEST_BINS)
+all: deps $(BUILD)/trainbench $(TEST_BINS) $(BUILD)/bench/trainbench-icount
 
 # deps: check headers+libraries of every dependency (a compile+link probe each); install
 # missing ones with apt-get as root, else print the exact command and fail
@@ -130,6 +130,11 @@ test-unit: all
 test-extension:
 	@sh tests/check_add_optimizer.sh
 
+# check-instructions: two icount runs identical, a deliberately 2% slower test build caught
+# (tests/check_instructions.sh; valgrind; about 3 minutes; not in `make test`)
+check-instructions: all $(ICOUNT_BIN)
+	@sh tests/check_instructions.sh
+
 # check-ci: runs README "CI"'s commands locally and parses their JUnit files with Python's xml
 # module (tests/check_ci.sh; about 2 minutes; not in `make test`)
 check-ci: all bench-build
@@ -164,7 +169,7 @@ BENCH_OUT   ?= $(BUILD)/bench.json
 # 1 interleaved; README "trainbench gate")
 BENCH_ARGS  ?= --benchmark_min_time=0.05 --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true
 BENCH_BIN    = $(BUILD)/bench/trainbench-bench
-BENCH_SRCS   = $(wildcard bench/*.c)
+BENCH_SRCS   = $(filter-out bench/icount_main.c,$(wildcard bench/*.c))
 BENCH_OBJS   = $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/obj/%.o) $(BUILD)/bench/obj/gbench_shim.o
 BENCH_LIBS   = -lbenchmark -lpthread
 CXXFLAGS_BENCH = -std=c++17 -O2 -g -Wall -Wextra -Ibench -MMD -MP $(CXXFLAGS)
@@ -190,6 +195,23 @@ $(BUILD)/bench/obj/gbench_shim.o: bench/gbench_shim.cc bench/gbench_shim.h
 
 $(BENCH_BIN): $(BENCH_OBJS) $(BUILD)/libtrainbench.a
 	$(CXX) $(LDFLAGS_ALL) $(BENCH_OBJS) $(BUILD)/libtrainbench.a $(BENCH_LIBS) $(LIBS) -o $@
+
+# icount: instruction counts per iteration under valgrind (callgrind, one process per case,
+# only icount_measure() counted; bench/icount_main.c) written as icount/<case> entries with an
+# `instructions` counter into $(RESULT_DIR)/bench.json (`trainbench icount`). Needs valgrind.
+ICOUNT_BIN = $(BUILD)/bench/trainbench-icount
+$(ICOUNT_BIN): bench/icount_main.c $(BUILD)/libtrainbench.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(ICOUNT_CFLAGS) $< $(BUILD)/libtrainbench.a $(LIBS) $(LDFLAGS_ALL) -o $@
+icount: deps $(BUILD)/trainbench $(ICOUNT_BIN)
+	@test -n '$(RESULT_DIR)' || { echo "usage: make icount RESULT_DIR=DIR" >&2; exit 2; }
+	$(BUILD)/trainbench icount --bin $(ICOUNT_BIN) --out '$(RESULT_DIR)'
+
+# gate-instructions: the instruction-count gate (plain threshold, default 1%) between two folders
+gate-instructions: $(BUILD)/trainbench
+	@test -n "$(BASELINE)" && test -n "$(CANDIDATE)" || { \
+	  echo "usage: make gate-instructions BASELINE=DIR CANDIDATE=DIR  (folders whose bench.json has icount/ entries)" >&2; exit 2; }
+	$(BUILD)/trainbench gate --metric instructions --baseline $(BASELINE) --candidate $(CANDIDATE)
 
 # gate: compare a candidate result folder with a baseline (README "trainbench gate");
 # exit 1 on a regression, conformance failure or memory mismatch, 2 on unusable input

@@ -54,6 +54,7 @@ if command -v "$CXX" >/dev/null 2>&1; then
     probe cc '#include <benchmark/benchmark.h>' '-lbenchmark -lpthread' || need libbenchmark-dev "benchmark/benchmark.h or -lbenchmark unusable (benchmarks)"
 fi
 command -v gnuplot >/dev/null 2>&1 || need gnuplot-nox "no gnuplot program (report plots)"
+valgrind --version >/dev/null 2>&1 || need valgrind "no valgrind program (trainbench icount: instruction counts)"
 
 if [ -z "$missing" ]; then
     [ "$mode" = install ] && [ -n "${TRAINBENCH_DEPS_VERBOSE:-}" ] && echo "deps: all dependencies present"

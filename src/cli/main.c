@@ -21,6 +21,7 @@ static const Command* const COMMANDS[] = {
     &cmd_fingerprint,
     &cmd_run,
     &cmd_history,
+    &cmd_icount,
 };
 
 static void print_help(FILE* f) {

@@ -27,6 +27,7 @@ extern const Command cmd_check;
 extern const Command cmd_fingerprint;
 extern const Command cmd_run;
 extern const Command cmd_history;
+extern const Command cmd_icount;
 
 // Flag helpers. Each returns false after printing "trainbench CMD: ..." and the usage hint;
 // the caller then returns 2.

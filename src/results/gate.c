@@ -153,6 +153,96 @@ static void md_rows(FILE* f, const char* title, const BenchComparison* rows, siz
     }
 }
 
+static void reason_add(char** s, size_t* len, const char* text);
+
+// The instruction-count gate: icount/ entries with an "instructions" counter on both sides;
+// change = candidate / baseline - 1 of the instructions per iteration; above +threshold a
+// REGRESSION (exit 1), below -threshold an IMPROVEMENT. No statistics: the counts have no noise
+// (valgrind runs the same instructions every time for one binary and machine class).
+static int gate_instructions(const BenchFile* base, const BenchFile* cand, const char* base_dir, const char* cand_dir,
+                             double threshold, const char* junit_path, const char* md_path) {
+    size_t n = 0, n_regr = 0, n_impr = 0, n_missing = 0;
+    JUnit* ju = junit_path ? junit_new("trainbench gate --metric instructions") : NULL;
+    char* md = NULL;
+    size_t md_len = 0;
+    FILE* mf = md_path ? open_memstream(&md, &md_len) : NULL;
+    char* why = NULL;
+    size_t why_len = 0;
+    printf("baseline:  %s\ncandidate: %s\ninstructions per iteration (valgrind callgrind), threshold %g%%\n\n", base_dir,
+           cand_dir, 100 * threshold);
+    printf("%-50s %16s %16s %9s  %s\n", "benchmark", "baseline", "candidate", "change", "verdict");
+    if (mf) fprintf(mf, "| benchmark | baseline | candidate | change | verdict |\n|---|---:|---:|---:|---|\n");
+    for (size_t i = 0; i < cand->n; i++) {
+        const BenchEntry* c = &cand->v[i];
+        if (strncmp(c->name, "icount/", 7)) continue;
+        const BenchEntry* b = bench_file_find(base, c->name);
+        double ic = bench_entry_median(c, "instructions");
+        double ib = b ? bench_entry_median(b, "instructions") : NAN;
+        char buf[600];
+        if (isnan(ic) || isnan(ib)) {
+            n_missing++;
+            snprintf(buf, sizeof buf, "%s: no instruction count in the %s", c->name, isnan(ib) ? "baseline" : "candidate");
+            reason_add(&why, &why_len, buf);
+            continue;
+        }
+        n++;
+        double change = ib > 0 ? ic / ib - 1 : 0;
+        const char* v = change > threshold ? "REGRESSION" : change < -threshold ? "IMPROVEMENT" : change == 0 ? "identical" : "within threshold";
+        if (change > threshold) {
+            n_regr++;
+            snprintf(buf, sizeof buf, "regression in %s (%+.2f%% instructions: %.0f -> %.0f)", c->name, 100 * change, ib, ic);
+            reason_add(&why, &why_len, buf);
+        }
+        n_impr += change < -threshold;
+        printf("%-50s %16.0f %16.0f %+8.2f%%  %s\n", c->name, ib, ic, 100 * change, v);
+        if (mf) fprintf(mf, "| `%s` | %.0f | %.0f | %+.2f%% | %s |\n", c->name, ib, ic, 100 * change, v);
+        if (ju)
+            junit_case(ju, "gate.instructions", c->name, 0, change > threshold ? JUNIT_FAILURE : JUNIT_PASS,
+                       change > threshold ? buf : NULL, NULL);
+    }
+    for (size_t i = 0; i < base->n; i++)
+        if (!strncmp(base->v[i].name, "icount/", 7) && !bench_file_find(cand, base->v[i].name)) {
+            char buf[600];
+            n_missing++;
+            snprintf(buf, sizeof buf, "%s: not in the candidate", base->v[i].name);
+            reason_add(&why, &why_len, buf);
+        }
+    int rc;
+    char tail[256];
+    if (n == 0 || n_missing) {
+        rc = 2;
+        snprintf(tail, sizeof tail, "%s", n == 0 ? "no icount/ entries with instructions on both sides (run `trainbench icount`)" : "");
+        if (n == 0) reason_add(&why, &why_len, tail);
+    } else {
+        rc = n_regr ? 1 : 0;
+        if (!n_regr) {
+            snprintf(tail, sizeof tail, "%zu benchmarks, none above +%g%% instructions (%zu improved)", n, 100 * threshold, n_impr);
+            reason_add(&why, &why_len, tail);
+        }
+    }
+    const char* result = rc == 1 ? "FAIL" : rc == 2 ? "UNUSABLE" : "PASS";
+    printf("\n%s: %s\n", result, why);
+    if (ju) {
+        Status js = junit_write(ju, junit_path);
+        junit_free(ju);
+        if (!status_is_ok(js)) rc = user_error("gate: --junit: %s", js.msg);
+    }
+    if (mf) {
+        fclose(mf);
+        char* head = NULL;
+        size_t hl = 0;
+        FILE* hf = open_memstream(&head, &hl);
+        fprintf(hf, "## trainbench gate (instructions): %s\n\n> %s\n\n%s", result, why, md);
+        fclose(hf);
+        Status ws = write_file_atomic(md_path, head, hl);
+        free(head);
+        free(md);
+        if (!status_is_ok(ws)) rc = user_error("gate: --markdown: %s", ws.msg);
+    }
+    free(why);
+    return rc;
+}
+
 static int gate_run(int argc, char** argv);
 
 const Command cmd_gate = {
@@ -162,7 +252,11 @@ const Command cmd_gate = {
              "    [--allow-untested]\n"
              "  --baseline history:N  every repetition of the last N runs of the candidate's machine class in the\n"
              "                        history database (--db, default " HISTORY_DEFAULT_DB "), the candidate excluded\n"
-             "    [--normalize roofline|none] [--json] [--junit FILE] [--markdown FILE]\n"
+             "    [--normalize roofline|none] [--metric time|instructions] [--threshold 0.01] [--json] [--junit FILE]\n"
+             "    [--markdown FILE]\n"
+             "  --metric instructions  compare the icount/ entries' instructions per iteration (`trainbench icount`,\n"
+             "                        valgrind): no noise, so a plain threshold: REGRESSION above +threshold\n"
+             "                        (default 1%), exit 1; time (default) ignores icount/ entries\n"
              "  --junit FILE     also write JUnit XML: one test case per benchmark (regression = failure,\n"
              "                   untested or environment-changed = skipped), conformance and memory cases\n"
              "  --markdown FILE  also write a summary for a pull request: regressions first, then\n"
@@ -202,11 +296,22 @@ static int gate_run(int argc, char** argv) {
     const char* junit_path = NULL;
     const char* md_path = NULL;
     const char* db_path = HISTORY_DEFAULT_DB;
+    bool instructions = false;
+    double threshold = 0.01;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             as_json = true;
         } else if (!strcmp(argv[i], "--allow-untested")) {
             allow_untested = true;
+        } else if (flag_matches(argv[i], "--metric")) {
+            const char* v;
+            if (!flag_value(&cmd_gate, argc, argv, &i, "--metric", &v)) return 2;
+            if (strcmp(v, "time") && strcmp(v, "instructions"))
+                return cli_usage_error(&cmd_gate, "--metric must be time or instructions (got '%s')", v);
+            instructions = !strcmp(v, "instructions");
+        } else if (flag_matches(argv[i], "--threshold")) {
+            if (!flag_double(argc, argv, &i, "--threshold", &threshold)) return 2;
+            if (!(threshold >= 0)) return cli_usage_error(&cmd_gate, "--threshold must be a number >= 0 (got %s)", argv[i]);
         } else if (flag_matches(argv[i], "--db")) {
             if (!flag_value(&cmd_gate, argc, argv, &i, "--db", &db_path)) return 2;
         } else if (flag_matches(argv[i], "--junit")) {
@@ -278,6 +383,17 @@ static int gate_run(int argc, char** argv) {
     size_t only_len = 0;
     if (!status_is_ok(st_c) || !status_is_ok(st_m)) {
         rc = user_error("gate: %s", !status_is_ok(st_c) ? st_c.msg : st_m.msg);
+        goto done;
+    }
+    if (instructions) {
+        rc = gate_instructions(&base, &cand, base_dir, cand_dir, threshold, junit_path, md_path);
+        goto done;
+    }
+    // the wall-time gate: icount/ entries (timed under valgrind) are not its business
+    bench_file_drop_prefix(&base, "icount/");
+    bench_file_drop_prefix(&cand, "icount/");
+    if (cand.n == 0 || base.n == 0) {
+        rc = user_error("gate: no wall-time benchmarks in %s", cand.n == 0 ? cand_dir : base_dir);
         goto done;
     }
     // same benchmark sets?

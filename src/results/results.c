@@ -239,6 +239,22 @@ Status bench_file_from_json(json_t* root, const char* path, BenchFile* out) {
     return st;
 }
 
+void bench_file_drop_prefix(BenchFile* f, const char* prefix) {
+    size_t k = 0, L = strlen(prefix);
+    for (size_t i = 0; i < f->n; i++) {
+        if (!strncmp(f->v[i].name, prefix, L)) {
+            free(f->v[i].name);
+            free(f->v[i].reps);
+            free(f->v[i].error);
+        } else {
+            f->v[k++] = f->v[i];
+        }
+    }
+    f->n = k;
+    if (f->slot_cap) memset(f->slot, 0, f->slot_cap * sizeof(size_t));  // rebuild the index
+    for (size_t i = 0; i < f->n; i++) f->slot[bench_slot(f, f->v[i].name)] = i + 1;
+}
+
 double bench_rep_value(const BenchRep* r, const char* key) {
     if (!strcmp(key, "real_time")) return r->real_time_s;
     json_t* x = json_object_get(r->raw, key);

@@ -80,6 +80,8 @@ Status bench_file_read(const char* path, ResultKind kind, BenchFile* out);
 Status bench_file_from_json(json_t* root, const char* origin, BenchFile* out);
 void bench_file_free(BenchFile* f);
 BenchEntry* bench_file_find(const BenchFile* f, const char* name);  // NULL when absent
+// Removes every benchmark whose name starts with prefix (e.g. "icount/": timed under valgrind).
+void bench_file_drop_prefix(BenchFile* f, const char* prefix);
 // A counter of one repetition ("real_time" gives seconds); NAN when absent.
 double bench_rep_value(const BenchRep* r, const char* key);
 // Median over the repetitions of bench_rep_value; NAN when no repetition has it.

@@ -1,0 +1,32 @@
+#!/bin/sh
+# check_instructions.sh — the instruction-count gate end to end (README "Instruction counts"):
+# `trainbench icount` twice with the same build must give identical counts (the gate passes,
+# 0 false alarms), and a test build of the icount binary whose optim/adamw_torch/100000 case does
+# ~2% more work (-DICOUNT_SLOWDOWN, ICOUNT_EXTRA=1340 extra loop iterations per step) must be
+# caught and named by `trainbench gate --metric instructions` (exit 1). Needs valgrind; about 3
+# minutes on 2 cores. `make check-instructions` runs it.
+set -eu
+cd "$(dirname "$0")/.."
+B=${BUILD:-build}
+d=$(mktemp -d /tmp/trainbench-icount.XXXXXX)
+trap 'rm -rf "$d"' EXIT
+fail() { echo "check_instructions: FAIL: $*"; exit 1; }
+mkdir -p "$d/a" "$d/b" "$d/slow"
+"$B"/trainbench icount --out "$d/a" >/dev/null || fail "icount run a"
+"$B"/trainbench icount --out "$d/b" >/dev/null || fail "icount run b"
+"$B"/trainbench gate --metric instructions --baseline "$d/a" --candidate "$d/b" >"$d/same.txt" || { cat "$d/same.txt"; fail "two runs of one build must pass"; }
+n=$(grep -c ' identical$' "$d/same.txt" || true)
+total=$(grep -c '^icount/' "$d/same.txt" || true)
+[ "$n" -eq "$total" ] && [ "$total" -ge 8 ] || { cat "$d/same.txt"; fail "counts not identical ($n of $total)"; }
+echo "check_instructions: two runs of one build: $n of $total counts identical, gate PASS"
+${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -fopenmp -Isrc -ffp-contract=off -fno-math-errno \
+    '-DICOUNT_SLOWDOWN="optim/adamw_torch/100000"' bench/icount_main.c "$B"/libtrainbench.a \
+    -ljansson -lsqlite3 -lm -ldl -ldnnl -lopenblas -o "$d/icount-slow" || fail "building the slowed icount binary"
+ICOUNT_EXTRA=1340 "$B"/trainbench icount --bin "$d/icount-slow" --out "$d/slow" >/dev/null || fail "icount slowed run"
+rc=0
+"$B"/trainbench gate --metric instructions --baseline "$d/a" --candidate "$d/slow" >"$d/slow.txt" || rc=$?
+cat "$d/slow.txt"
+[ $rc -eq 1 ] || fail "the slowed build must fail the gate (exit 1, got $rc)"
+grep -q '^FAIL: regression in icount/optim/adamw_torch/100000 (+2\.' "$d/slow.txt" || fail "the regression is not named as +2.x% in optim/adamw_torch"
+[ "$(grep -c REGRESSION "$d/slow.txt")" -eq 1 ] || fail "more than the slowed case flagged"
+echo "check_instructions: PASS"
