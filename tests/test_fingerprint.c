@@ -220,6 +220,21 @@ static void test_labels(void** s) {
     write_json("bf16_adafactor.json", b->loss, b->n, "bf16/adafactor");
     snprintf(args, sizeof args, "%s/bf16_adafactor.json", g_tmp);
     expect(args, 0, "\nclaims bf16/adafactor, matches bf16 (adafactor)\n");
+    // a result folder's train results.json (read through results.h): losses of its records,
+    // label = config precision/optim
+    {
+        char buf[8192];
+        size_t o = (size_t)snprintf(buf, sizeof buf,
+                                    "{\"schema_version\": 1, \"status\": \"done\", \"config\": {\"precision\": \"fp16\", "
+                                    "\"optim\": \"adamw_torch\"}, \"records\": [");
+        for (int k = 0; k < g->n; k++)
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s{\"step\": %d, \"loss\": %.9g}", k ? ", " : "", k + 1, g->loss[k]);
+        snprintf(buf + o, sizeof buf - o, "], \"evals\": [], \"summary\": {}}\n");
+        write_text("results.json", buf);
+        snprintf(args, sizeof args, "%s/results.json", g_tmp);
+        expect(args, 1, "\nclaims fp16/adamw_torch, matches fp32 (adamw_torch)\n");
+        assert_non_null(strstr(g_out, "trainbench results.json"));
+    }
     // a label on a trajectory that matches nothing
     double l[64];
     for (int k = 0; k < g->n; k++) l[k] = g->loss[k] + 1e-3;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "model/amp.h"
+#include "results/results.h"
 #include "core/cli.h"
 #include "core/common.h"
 #include "optim/optim.h"
@@ -49,7 +50,9 @@ const Command cmd_fingerprint = {
         "  CANDIDATE: the per-step training losses of the tiny preset, trained from the goldens'\n"
         "  initial weights on the goldens' 20 batches (tensors param.<name>, input.input_ids,\n"
         "  input.attention_mask, input.labels of any DIR/train_*.safetensors), as\n"
-        "    JSON          {\"losses\": [0.6931, ...], \"label\": \"fp16\"} (label optional) or [0.6931, ...]\n"
+        "    JSON          {\"losses\": [0.6931, ...], \"label\": \"fp16\"} (label optional) or [0.6931, ...],\n"
+        "                  or a `trainbench train` results.json (losses of its records; label = its\n"
+        "                  config's precision/optim)\n"
         "    text / CSV    one loss per line, or \"step,loss\" lines (steps 1, 2, ...); an optional\n"
         "                  header line; blank lines and lines starting with # are skipped\n"
         "    safetensors   a 1-D F32/F64 tensor \"loss\" (or \"expect.loss\"); label = metadata \"label\"\n"
@@ -120,6 +123,32 @@ static Status read_json(const char* path, const char* text, size_t len, Candidat
                            err.text);
     Status s = status_ok();
     json_t* arr = root;
+    if (json_is_object(root) && json_object_get(root, "records") && json_object_get(root, "config")) {
+        // a result folder's train results.json, read by its owner (results.h)
+        json_decref(root);
+        TrainFile tf;
+        s = train_file_read(path, &tf);
+        if (!status_is_ok(s)) return s;
+        const char* mode = json_string_value(json_object_get(tf.config, "precision"));
+        const char* opt = json_string_value(json_object_get(tf.config, "optim"));
+        char label[FP_MAX_LABEL];
+        snprintf(label, sizeof label, "%s%s%s", mode ? mode : "", mode && opt ? "/" : "", opt ? opt : "");
+        if (*label) s = set_label(c, path, label);
+        size_t cap = 0, i;
+        json_t* rec;
+        json_array_foreach(tf.records, i, rec) {
+            if (!status_is_ok(s)) break;
+            json_t* l = json_object_get(rec, "loss");
+            if (!json_is_number(l)) {
+                s = status_make(STATUS_INVALID, "%s: records[%zu].loss is not a number (a non-finite loss?)", path, i);
+                break;
+            }
+            cand_push(c, &cap, json_number_value(l));
+        }
+        c->format = "trainbench results.json";
+        train_file_free(&tf);
+        return s;
+    }
     if (json_is_object(root)) {
         arr = json_object_get(root, "losses");
         json_t* lab = json_object_get(root, "label");
