@@ -277,7 +277,7 @@ RUN_PEERS  ?= 1
 run: deps
 	@echo "run: build (all + bench-build)"
 	@$(MAKE) --no-print-directory all bench-build
-	@FULL=$(FULL) $(BUILD)/trainbench run --results '$(RESULTS)' --label '$(RUN_LABEL)' --build '$(BUILD)' \
+	@FULL=$(FULL) $(BUILD)/trainbench run --results '$(RESULTS)' $(if $(RUN_LABEL),--label '$(RUN_LABEL)') --build '$(BUILD)' \
 	    --bench-args '$(RUN_BENCH_ARGS)' --train-args '$(RUN_TRAIN_ARGS)' --steps $(RUN_STEPS) --venv '$(VENV)' \
 	    $(if $(filter-out 0,$(FULL)),--full) $(if $(filter 0,$(RUN_PEERS)),--no-peers)
 
