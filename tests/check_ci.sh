@@ -10,15 +10,16 @@ B=${BUILD:-build}
 ci=$(mktemp -d /tmp/trainbench-ci.XXXXXX)
 trap 'rm -rf "$ci"' EXIT
 fail() { echo "check_ci: FAIL: $*"; exit 1; }
-FILTER='--benchmark_filter=^(roofline/fma_f32|roofline/triad|optim/adamw_torch/10000|convert/bf16/1000000)$ --benchmark_min_time=0.02 --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true'
+F='^(roofline/fma_f32|roofline/triad|optim/adamw_torch/10000|convert/bf16/1000000)/'
 
 # 1. the tests, with a JUnit report (CI: `make test JUNIT=...`; here the normal build's suite)
 sh tests/run_tests.sh --junit "$ci/tests.xml" "$B" >"$ci/tests.log" 2>&1 || { tail -5 "$ci/tests.log"; fail "tests"; }
-# 2. benchmark base and head into result folders (record + make bench), then the gate
+# 2. benchmark base and head into result folders (record + the bench binary), then the gate
 for side in base head; do
     d=$("$B"/trainbench record --results "$ci/$side" --label "$side")
-    make --no-print-directory bench BUILD="$B" BENCH_OUT="$d/bench.json" BENCH_ARGS="$FILTER" >"$ci/$side.log" 2>&1 \
-        || { tail -5 "$ci/$side.log"; fail "make bench ($side)"; }
+    "$B"/bench/trainbench-bench --benchmark_filter="$F" --benchmark_min_time=0.02 --benchmark_repetitions=5 \
+        --benchmark_enable_random_interleaving=true --benchmark_out="$d/bench.json" --benchmark_out_format=json \
+        >"$ci/$side.log" 2>&1 || { tail -5 "$ci/$side.log"; fail "bench ($side)"; }
     echo "$d" >"$ci/$side.dir"
 done
 rc=0
