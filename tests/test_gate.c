@@ -287,6 +287,46 @@ static void test_environment_change_blames_no_code(void** s) {
     assert_null(strstr(g_run.out, "regression in gemm"));
     snprintf(args, sizeof args, "--baseline %s --candidate %s --normalize bogus", base, slow_both);
     expect(args, 2, "--normalize must be roofline or none");
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --metric instructions --json", base, slow_both);
+    expect(args, 2, "--metric instructions takes neither --json nor --normalize");
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --metric instructions", base, slow_both);
+    expect(args, 2, "no icount/ entries");
+}
+
+// --metric instructions on constructed bench.json files (the counts `trainbench icount` writes;
+// tests/check_instructions.sh runs valgrind for real): a plain threshold, no statistics.
+static void write_icount(const char* dir, double adamw_instructions) {
+    mkdir(dir, 0755);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bench.json", dir);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"benchmarks\": [{\"name\": \"icount/optim/adamw_torch/100000\", \"run_type\": \"iteration\", "
+               "\"real_time\": 9e6, \"time_unit\": \"ns\", \"instructions\": %.1f}, {\"name\": "
+               "\"icount/gemm/naive/f32/nn/64x64x64\", \"run_type\": \"iteration\", \"real_time\": 4e7, "
+               "\"time_unit\": \"ns\", \"instructions\": 1909040}]}\n",
+            adamw_instructions);
+    fclose(f);
+}
+
+static void test_instruction_gate(void** s) {
+    (void)s;
+    char a[512], b[512], c[512], d[512], args[2048];
+    write_icount(dir_of(a, sizeof a, "ic_a"), 477708);
+    write_icount(dir_of(b, sizeof b, "ic_b"), 477708);
+    write_icount(dir_of(c, sizeof c, "ic_slow"), 477708 * 1.02);
+    write_icount(dir_of(d, sizeof d, "ic_half"), 477708 * 1.005);
+    snprintf(args, sizeof args, "--metric instructions --baseline %s --candidate %s", a, b);
+    expect(args, 0, "PASS: 2 benchmarks, none above +1% instructions");
+    snprintf(args, sizeof args, "--metric instructions --baseline %s --candidate %s", a, c);
+    expect(args, 1, "FAIL: regression in icount/optim/adamw_torch/100000 (+2.00% instructions");
+    snprintf(args, sizeof args, "--metric instructions --baseline %s --candidate %s", a, d);
+    expect(args, 0, "within threshold");
+    snprintf(args, sizeof args, "--metric instructions --threshold 0.001 --baseline %s --candidate %s", a, d);
+    expect(args, 1, "regression in icount/optim/adamw_torch/100000");
+    // the wall-time gate ignores icount/ entries (timed under valgrind)
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", a, c);
+    expect(args, 2, "no wall-time benchmarks");
 }
 
 static void test_failed_candidate_benchmark_fails(void** s) {
@@ -482,6 +522,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_noisy_equal_distributions_pass),
         cmocka_unit_test(test_3pct_change_passes_under_default),
         cmocka_unit_test(test_environment_change_blames_no_code),
+        cmocka_unit_test(test_instruction_gate),
         cmocka_unit_test(test_failed_candidate_benchmark_fails),
         cmocka_unit_test(test_unsupported_on_both_sides_not_gated),
         cmocka_unit_test(test_conformance_failure_fails),

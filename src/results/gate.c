@@ -341,6 +341,9 @@ static int gate_run(int argc, char** argv) {
         }
     }
     if (!base_dir) return cli_usage_error(&cmd_gate, "missing --baseline DIR");
+    if (instructions && (as_json || normalize))
+        return cli_usage_error(&cmd_gate, "--metric instructions takes neither --json nor --normalize (allowed: --threshold, "
+                                          "--junit, --markdown)");
     if (!cand_dir) return cli_usage_error(&cmd_gate, "missing --candidate DIR");
 
     // ---- load everything; any unusable input exits 2 ----
