@@ -19,10 +19,8 @@ n=$(grep -c ' identical$' "$d/same.txt" || true)
 total=$(grep -c '^icount/' "$d/same.txt" || true)
 [ "$n" -eq "$total" ] && [ "$total" -ge 8 ] || { cat "$d/same.txt"; fail "counts not identical ($n of $total)"; }
 echo "check_instructions: two runs of one build: $n of $total counts identical, gate PASS"
-${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -fopenmp -Isrc -ffp-contract=off -fno-math-errno \
-    '-DICOUNT_SLOWDOWN="optim/adamw_torch/100000"' bench/icount_main.c "$B"/libtrainbench.a \
-    -ljansson -lsqlite3 -lm -ldl -ldnnl -lopenblas -o "$d/icount-slow" || fail "building the slowed icount binary"
-ICOUNT_EXTRA=1340 "$B"/trainbench icount --bin "$d/icount-slow" --out "$d/slow" >/dev/null || fail "icount slowed run"
+make --no-print-directory BUILD="$B" "$B/bench/trainbench-icount-slow" >/dev/null || fail "building the slowed icount binary"
+ICOUNT_EXTRA=1340 "$B"/trainbench icount --bin "$B/bench/trainbench-icount-slow" --out "$d/slow" >/dev/null || fail "icount slowed run"
 rc=0
 "$B"/trainbench gate --metric instructions --baseline "$d/a" --candidate "$d/slow" >"$d/slow.txt" || rc=$?
 cat "$d/slow.txt"
