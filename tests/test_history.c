@@ -154,7 +154,8 @@ static void test_concurrent_writers(void** s) {
     g_seed = 3;
     write_run(a, 1, 1e-3);
     write_run(b, 2, 1e-3);
-    snprintf(cmd, sizeof cmd, "'%s' history add --db %s %s > /dev/null & '%s' history add --db %s %s > /dev/null & wait",
+    snprintf(cmd, sizeof cmd,
+             "'%s' history add --db %s %s & p1=$!; '%s' history add --db %s %s & p2=$!; wait $p1 && wait $p2",
              g_bin, db, a, g_bin, db, b);
     assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "list --db %s", db);

@@ -71,13 +71,14 @@ static Status db_open(const char* path, bool create, sqlite3** out) {
     }
     if (tables == 0 && app == 0 && create) {  // a new file: make the schema
         char* err = NULL;
-        char sql[256];
-        snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d; PRAGMA journal_mode = WAL;",
-                 HISTORY_APP_ID, HISTORY_SCHEMA_VERSION);
+        char sql[256];  // the ids are set in the same transaction as the tables: a concurrent
+        // opener sees either an empty file (and waits for this transaction) or a complete schema
+        snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d;", HISTORY_APP_ID,
+                 HISTORY_SCHEMA_VERSION);
         if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &err) != SQLITE_OK ||
             sqlite3_exec(db, SCHEMA, NULL, NULL, &err) != SQLITE_OK ||
-            sqlite3_exec(db, "COMMIT", NULL, NULL, &err) != SQLITE_OK ||
-            sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+            sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK ||
+            sqlite3_exec(db, "COMMIT", NULL, NULL, &err) != SQLITE_OK) {
             // another writer may have created it meanwhile: then the checks below decide
             sqlite3_free(err);
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
