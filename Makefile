@@ -49,7 +49,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit goldens clean bench bench-build gate run peers report contention
+.PHONY: all deps test test-unit test-crash goldens clean bench bench-build gate run peers report contention
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -123,6 +123,12 @@ test: deps
 test-unit: all
 	@sh tests/run_tests.sh $(BUILD)
 
+# test-crash: the long crash-safety test (tests/test_crash.c with TRAINBENCH_CRASH_LONG=1): `train
+# --save-steps 1` SIGKILLed at 81 points and run on 19 sizes of a full tmpfs, each resumed and
+# compared bit for bit with an uninterrupted run (`make test` runs 6 points and 1 size)
+test-crash: all
+	TRAINBENCH_CRASH_LONG=1 $(BUILD)/tests/test_crash
+
 # goldens: regenerate reference/golden/ with the real torch/transformers/bitsandbytes from the
 # venv (outside the repo; reference/README.md says how to make it), then replay every golden
 # with the independent NumPy model of reference/OPTIM_SEMANTICS.md; last the safetensors dtype
@@ -160,6 +166,7 @@ CXXFLAGS_BENCH = -std=c++17 -O2 -g -Wall -Wextra -Ibench -MMD -MP $(CXXFLAGS)
 bench: deps bench-build
 	@mkdir -p $(dir $(BENCH_OUT))
 	$(BENCH_BIN) $(BENCH_ARGS) --benchmark_out=$(BENCH_OUT).tmp --benchmark_out_format=json
+	@test -s $(BENCH_OUT).tmp || { rm -f $(BENCH_OUT).tmp; echo "bench: $(BENCH_OUT).tmp is empty; not moved into place" >&2; exit 1; }
 	@mv $(BENCH_OUT).tmp $(BENCH_OUT) && echo "bench: wrote $(BENCH_OUT)"
 
 bench-build: deps
@@ -258,17 +265,19 @@ run: deps
 	phase "conformance ($(RUN_CONFORM))"; \
 	: > "$$dir/conform.log.tmp"; cases=""; \
 	for t in $(RUN_CONFORM); do \
-	  log=$$(mktemp); $(BUILD)/tests/$$t > "$$log" 2>&1; rc=$$?; cat "$$log" >> "$$dir/conform.log.tmp"; \
+	  log=$$(mktemp); $(BUILD)/tests/$$t > "$$log" 2>&1; rc=$$?; cat "$$log" >> "$$dir/conform.log.tmp" || rc=1; \
 	  np=$$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$$log" | head -1); \
 	  nf=$$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s).*/\1/p' "$$log" | head -1); rm -f "$$log"; \
 	  if [ $$rc -eq 0 ]; then ok=true; else ok=false; fail="$$fail conformance:$$t"; fi; \
 	  echo "run:   $$t exit $$rc (passed $${np:-0}, failed $${nf:-0})"; \
 	  cases="$$cases$${cases:+,}{\"id\": \"$$t\", \"ok\": $$ok, \"detail\": \"exit status $$rc; cmocka: $${np:-0} passed, $${nf:-0} failed\"}"; \
 	done; \
-	mv "$$dir/conform.log.tmp" "$$dir/conform.log"; \
-	printf '{"cases": [%s]}\n' "$$cases" > "$$dir/conform.json.tmp" && mv "$$dir/conform.json.tmp" "$$dir/conform.json"; \
+	if [ -s "$$dir/conform.log.tmp" ]; then mv "$$dir/conform.log.tmp" "$$dir/conform.log"; else rm -f "$$dir/conform.log.tmp"; fi; \
+	if printf '{"cases": [%s]}\n' "$$cases" > "$$dir/conform.json.tmp" && [ -s "$$dir/conform.json.tmp" ]; then \
+	  mv "$$dir/conform.json.tmp" "$$dir/conform.json"; else rm -f "$$dir/conform.json.tmp"; fail="$$fail conformance:write"; fi; \
 	phase "memory"; \
-	if $(BUILD)/trainbench memory --json --optim all > "$$dir/memory.json.tmp"; then mv "$$dir/memory.json.tmp" "$$dir/memory.json"; \
+	if $(BUILD)/trainbench memory --json --optim all > "$$dir/memory.json.tmp" && [ -s "$$dir/memory.json.tmp" ]; then \
+	  mv "$$dir/memory.json.tmp" "$$dir/memory.json"; \
 	else rm -f "$$dir/memory.json.tmp"; fail="$$fail memory"; fi; \
 	phase "benchmarks (make bench)"; \
 	$(MAKE) --no-print-directory bench BENCH_OUT="$$dir/bench.json" BENCH_ARGS="$(RUN_BENCH_ARGS)" > "$$dir/bench.log" 2>&1 \

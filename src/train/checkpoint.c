@@ -2,47 +2,39 @@
 // file per checkpoint folder with params, optimizer state and, as metadata, step, optimizer
 // step, GradScaler state, config and records. Loading checks every metadata number and the
 // config against the run before anything is used.
+// Saving: the folder is built under a temporary name and renamed when complete; tensors are
+// streamed from the run's buffers (no whole copy in memory).
 // Not here: the records' format (train.c), the training loop, results.json.
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/safetensors.h"
 #include "model/hf_weights.h"
 #include "optim/optim.h"
 #include "train/checkpoint.h"
 
-// The transformers view of a checkpoint folder: model.safetensors (state_dict names only,
-// loadable by DistilBertForSequenceClassification.load_state_dict(strict=True)) and config.json
-// (from_pretrained(dir) loads the folder). Written beside checkpoint.safetensors, atomically.
-static Status save_checkpoint_hf_model(const CheckpointRun* c, const char* dir) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, HF_WEIGHTS_FILE);
-    Status s = hf_weights_save(c->table, c->params, path);
-    if (!status_is_ok(s)) return s;
-    snprintf(path, sizeof path, "%s/%s", dir, HF_CONFIG_FILE);
-    return hf_config_save(c->mcfg, path);
-}
-
-Status checkpoint_save(const char* output_dir, int64_t step, const CheckpointRun* c, const json_t* records) {
-    char dir[4200], path[4300];
-    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", output_dir, (long long)step);
-    Status s = make_dirs(dir);
-    if (!status_is_ok(s)) return s;
+// The checkpoint file of folder `dir` written from the run's buffers, tensor by tensor
+// (st_writer_add_ref: no copy of params or state is made).
+static Status write_checkpoint_file(const char* dir, int64_t step, const CheckpointRun* c, const json_t* records) {
+    char path[4400];
     snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
     StWriter* w = st_writer_new();
     for (size_t i = 0; i < c->table->n; i++) {
         const ParamTensor* t = &c->table->t[i];
         char name[256];
         snprintf(name, sizeof name, "param.%s", t->name);
-        st_writer_add(w, name, DTYPE_F32, t->shape.ndim, t->shape.dims, c->params + t->offset);
+        st_writer_add_ref(w, name, DTYPE_F32, t->shape.ndim, t->shape.dims, c->params + t->offset);
         const OptimState* os = c->mo->states[i];
         for (int k = 0; k < os->n_tensors; k++) {
             const StateTensor* st = &os->tensors[k];
             snprintf(name, sizeof name, "optim.%s.%s", t->name, st->name);
-            st_writer_add(w, name, st->dtype, st->shape.ndim, st->shape.dims, st->data);
+            st_writer_add_ref(w, name, st->dtype, st->shape.ndim, st->shape.dims, st->data);
         }
     }
     char buf[64];
@@ -63,11 +55,96 @@ Status checkpoint_save(const char* output_dir, int64_t step, const CheckpointRun
     char* rtext = json_dumps(records, JSON_COMPACT | JSON_REAL_PRECISION(17));
     st_writer_meta(w, "records", rtext);
     free(rtext);
-    s = st_writer_save(w, path);  // atomic
+    Status s = st_writer_save(w, path);  // atomic, streamed
     st_writer_free(w);
-    if (status_is_ok(s)) s = save_checkpoint_hf_model(c, dir);
-    if (status_is_ok(s)) printf("Saving model checkpoint to %s\n", dir);
     return s;
+}
+
+// The transformers view of a checkpoint folder: model.safetensors (state_dict names only,
+// loadable by DistilBertForSequenceClassification.load_state_dict(strict=True)) and config.json
+// (from_pretrained(dir) loads the folder). Written beside checkpoint.safetensors, atomically.
+static Status save_checkpoint_hf_model(const CheckpointRun* c, const char* dir) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, HF_WEIGHTS_FILE);
+    Status s = hf_weights_save(c->table, c->params, path);
+    if (!status_is_ok(s)) return s;
+    snprintf(path, sizeof path, "%s/%s", dir, HF_CONFIG_FILE);
+    return hf_config_save(c->mcfg, path);
+}
+
+// The folder is made complete under a temporary name, OUTPUT_DIR/checkpoint-<step>.tmp.<pid>/,
+// then renamed: a kill or a full disk at any point leaves either no checkpoint-<step>/ or a
+// complete one (plus a temp folder that the next run removes, remove_stale_temps).
+Status checkpoint_save(const char* output_dir, int64_t step, const CheckpointRun* c, const json_t* records) {
+    char dir[4200], tmp[4300], aside[4400];
+    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", output_dir, (long long)step);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
+    Status s = remove_tree(tmp);
+    if (status_is_ok(s) && mkdir(tmp, 0755) != 0)
+        s = status_make(STATUS_IO, "%s: cannot create folder: %s", tmp, strerror(errno));
+    if (!status_is_ok(s)) return s;
+    s = write_checkpoint_file(tmp, step, c, records);
+    if (status_is_ok(s)) s = save_checkpoint_hf_model(c, tmp);
+    if (status_is_ok(s)) {
+        fsync_dir(tmp);
+        // an older checkpoint-<step>/ (a rerun into the same folder) is moved aside first:
+        // rename() cannot replace a non-empty folder
+        snprintf(aside, sizeof aside, "%s.old.tmp.%ld", dir, (long)getpid());
+        bool moved = path_is_dir(dir) && rename(dir, aside) == 0;
+        if (rename(tmp, dir) != 0) {
+            s = status_make(STATUS_IO, "%s: cannot rename the complete checkpoint into place: %s", dir, strerror(errno));
+            if (moved) (void)rename(aside, dir);
+        } else {
+            fsync_dir(output_dir);
+            if (moved) (void)remove_tree(aside);
+        }
+    }
+    if (!status_is_ok(s)) {
+        (void)remove_tree(tmp);
+        return s;
+    }
+    printf("Saving model checkpoint to %s\n", dir);
+    return s;
+}
+
+// true when `name` is checkpoint-<digits>; *step its number
+static bool checkpoint_dir_step(const char* name, long long* step) {
+    if (strncmp(name, "checkpoint-", 11) != 0) return false;
+    const char* d = name + 11;
+    if (!*d || strlen(d) > 15) return false;
+    for (const char* p = d; *p; p++)
+        if (*p < '0' || *p > '9') return false;
+    *step = atoll(d);
+    return true;
+}
+
+Status checkpoint_resolve(const char* dir, char* out, size_t cap) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
+    if (access(path, F_OK) == 0 || !path_is_dir(dir)) {
+        snprintf(out, cap, "%s", dir);
+        return status_ok();
+    }
+    DIR* d = opendir(dir);
+    if (!d) return status_make(STATUS_IO, "%s: cannot open: %s", dir, strerror(errno));
+    long long best = -1;
+    char best_name[256] = "";
+    struct dirent* de;
+    while ((de = readdir(d))) {
+        long long st;
+        if (!checkpoint_dir_step(de->d_name, &st) || st <= best) continue;
+        snprintf(path, sizeof path, "%s/%s/%s", dir, de->d_name, CHECKPOINT_FILE);
+        if (access(path, F_OK) != 0) continue;  // not a complete checkpoint
+        best = st;
+        snprintf(best_name, sizeof best_name, "%s", de->d_name);
+    }
+    closedir(d);
+    if (best < 0)
+        return status_make(STATUS_INVALID, "%s: holds neither %s nor a complete checkpoint-<step>/ folder", dir,
+                           CHECKPOINT_FILE);
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, best_name) >= cap)
+        return status_make(STATUS_INVALID, "%s: path too long", dir);
+    return status_ok();
 }
 
 static bool parse_i64_meta(const SafeTensors* st, const char* key, long long* out) {

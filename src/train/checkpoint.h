@@ -28,8 +28,18 @@ typedef struct {
 } CheckpointRun;
 
 // Writes OUTPUT_DIR/checkpoint-<step>/checkpoint.safetensors; `records` is the JSON object
-// {"records": [...], "evals": [...]} stored as metadata. Prints "Saving model checkpoint to DIR".
+// {"records": [...], "evals": [...]} stored as metadata. The folder is built as
+// checkpoint-<step>.tmp.<pid>/ and renamed when complete (an older checkpoint-<step>/ is
+// replaced), so checkpoint-<step>/ is always complete or absent; tensors are written straight
+// from the run's buffers. Prints "Saving model checkpoint to DIR". On failure (STATUS_IO: a
+// write, fsync, close or rename failed) nothing new is left behind.
 Status checkpoint_save(const char* output_dir, int64_t step, const CheckpointRun* c, const json_t* records);
+
+// The checkpoint folder `dir` names: `dir` itself when it holds checkpoint.safetensors (or is
+// not a folder: loading then says why), else its checkpoint-<step>/ subfolder with the largest
+// step that holds checkpoint.safetensors (an output dir: resume from the newest complete
+// checkpoint, as HF Trainer's get_last_checkpoint). STATUS_INVALID when it has none.
+Status checkpoint_resolve(const char* dir, char* out, size_t cap);
 
 // Reads DIR/checkpoint.safetensors, checks its metadata (step, optimizer_step, scaler fields)
 // and config against the run (STATUS_INVALID naming the file and the first bad field), then

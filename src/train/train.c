@@ -16,6 +16,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -700,6 +701,9 @@ static void setup_schedule(Run* r) {
 static int setup(Run* r) {
     TrainArgs* a = &r->a;
     Status s;
+    struct stat sb;
+    if (stat(a->output_dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return user_error("--output-dir %s exists and is not a folder (give a new or an existing folder)", a->output_dir);
     s = resolve_init_from(r);
     if (!status_is_ok(s)) return user_error("--init-from: %s", s.msg);
     if (a->config_path) {
@@ -837,13 +841,18 @@ static int setup(Run* r) {
     s = make_dirs(a->output_dir);
     if (!status_is_ok(s)) return user_error("--output-dir: %s", s.msg);
     snprintf(r->results_path, sizeof r->results_path, "%s/results.json", a->output_dir);
+    int stale = remove_stale_temps(a->output_dir);
+    if (stale) printf("Removed %d temporary file%s of killed runs from %s\n", stale, stale == 1 ? "" : "s", a->output_dir);
     if (a->resume) {
-        s = load_checkpoint(r, a->resume);
+        char ck[4400];
+        s = checkpoint_resolve(a->resume, ck, sizeof ck);
+        if (!status_is_ok(s)) return user_error("--resume-from-checkpoint: %s", s.msg);
+        s = load_checkpoint(r, ck);
         if (!status_is_ok(s)) return user_error("--resume-from-checkpoint: %s", s.msg);
         if (r->step >= a->max_steps)
             return user_error("--resume-from-checkpoint: the checkpoint is at step %lld, --max-steps is %ld",
                               (long long)r->step, a->max_steps);
-        printf("Resuming from %s at step %lld\n", a->resume, (long long)r->step);
+        printf("Resuming from %s at step %lld\n", ck, (long long)r->step);
     }
     return 0;
 }
