@@ -256,7 +256,7 @@ static void test_sigkill_then_resume(void** s) {
     (void)s;
     setup_reference();
     static const KillPoint SHORT[] = {{0, 0}, {0, 30000}, {1, 0}, {2, 3000}, {4, 12000}, {7, 1500}};
-    KillPoint pts[64];
+    KillPoint pts[96];
     size_t np = 0;
     if (g_long) {
         for (int k = 0; k <= 8; k++)

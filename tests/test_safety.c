@@ -5,7 +5,8 @@
 // next train/record/report and those of live processes are kept; --resume-from-checkpoint
 // OUTPUT_DIR picks the newest complete checkpoint (ignoring empty or temp folders); `record`
 // killed at any point leaves no run folder without machine.json. (Kills during training and
-// a full disk: test_crash.c.)
+// a full disk: test_crash.c.) The up-front memory check of train and memory refuses a huge
+// config and sees `ulimit -v`.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -199,6 +200,57 @@ static void test_record_killed_leaves_nothing_half_made(void** s) {
     assert_int_not_equal(system(cmd), 0);  // no temp folder left
 }
 
+// A 51.5 G-parameter DistilBERT config (~780 GB for params, grads and AdamW state): both
+// commands refuse before allocating, naming what they need and what is available.
+static void test_memory_check_refuses_huge_config(void** s) {
+    (void)s;
+    char cfg[512], out[600], args[2048];
+    snprintf(cfg, sizeof cfg, "%s/huge.json", g_tmp);
+    FILE* f = fopen(cfg, "w");
+    assert_non_null(f);
+    fputs("{\"model_type\": \"distilbert\", \"vocab_size\": 30522, \"dim\": 16384, \"n_layers\": 16, "
+          "\"n_heads\": 64, \"hidden_dim\": 65536, \"max_position_embeddings\": 512, \"num_labels\": 2}\n", f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/huge-out", g_tmp);
+    snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s", cfg, out);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    printf("%s", g_out);
+    assert_non_null(strstr(g_out, "needs about 7"));  // 779.63 GB
+    assert_non_null(strstr(g_out, "is available ("));
+    assert_non_null(strstr(g_out, "--force"));
+    assert_false(exists(out));  // nothing was written
+    snprintf(args, sizeof args, "memory --config %s --optim adamw_torch", cfg);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    printf("%s", g_out);
+    assert_non_null(strstr(g_out, "needs about"));
+    assert_non_null(strstr(g_out, "is available ("));
+}
+
+// Under `ulimit -v` the address-space limit is the binding one: a 12 GB activation workspace
+// is refused naming RLIMIT_AS, while a tiny run under the same limit trains. (Not under ASan,
+// whose shadow memory needs terabytes of address space.)
+static void test_memory_check_sees_ulimit_v(void** s) {
+    (void)s;
+#if defined(__SANITIZE_ADDRESS__)
+    printf("skipped under ASan (its shadow mapping cannot run under ulimit -v)\n");
+#else
+    char args[8192];
+    snprintf(args, sizeof args, "-c 'ulimit -v 2000000 && exec %s train --model small --per-device-train-batch-size 2048 "
+             "--max-steps 1 --no-progress --output-dir %s/ulimit-big' 2>&1", g_bin, g_tmp);
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "sh %s", args);
+    int rc = cli_capture(cmd, g_out, sizeof g_out);
+    printf("$ %s -> exit %d\n%s", cmd, rc, g_out);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(g_out, "RLIMIT_AS"));
+    snprintf(cmd, sizeof cmd, "sh -c 'ulimit -v 2000000 && exec %s train --model tiny --max-steps 2 --num-eval-examples 0 "
+             "--no-progress --output-dir %s/ulimit-tiny' 2>&1", g_bin, g_tmp);
+    rc = cli_capture(cmd, g_out, sizeof g_out);
+    printf("$ %s -> exit %d\n", cmd, rc);
+    assert_int_equal(rc, 0);
+#endif
+}
+
 static int group_teardown(void** s) {
     (void)s;
     cli_harness_cleanup("test_safety");
@@ -215,6 +267,8 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_stale_temps_removed_live_kept),
         cmocka_unit_test(test_resume_from_output_dir_picks_newest_complete),
         cmocka_unit_test(test_record_killed_leaves_nothing_half_made),
+        cmocka_unit_test(test_memory_check_refuses_huge_config),
+        cmocka_unit_test(test_memory_check_sees_ulimit_v),
     };
     return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

@@ -24,6 +24,7 @@
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/cpu.h"
+#include "core/resources.h"
 #include "model/data.h"
 #include "gemm/gemm.h"
 #include "model/model.h"
@@ -63,6 +64,7 @@ typedef struct {
     double warmup_ratio;        // < 0: not given
     double max_grad_norm;       // TrainingArguments default 1.0; 0 = no clipping
     bool profile;               // --profile: print where the step time went
+    bool force;                 // --force: skip the up-front memory check
 } TrainArgs;
 
 typedef struct {
@@ -105,7 +107,7 @@ const Command cmd_train = {
         "    [--threads N] [--output-dir DIR] [--resume-from-checkpoint DIR]\n"
         "    [--train-file F.safetensors [--eval-file F.safetensors] | --task paraphrase\n"
         "     --num-train-examples N --num-eval-examples N]\n"
-        "    [--init-scale X] [--growth-interval N] [--no-progress]\n"
+        "    [--init-scale X] [--growth-interval N] [--no-progress] [--force]\n"
         "    [--init-from DIR|FILE.safetensors] [--data-order shuffled|sequential]\n"
         "    [--lr-scheduler-type linear|constant] [--warmup-steps N | --warmup-ratio X]\n"
         "    [--max-grad-norm X] [--profile]\n"
@@ -116,8 +118,10 @@ const Command cmd_train = {
         "  --per-device-train-batch-size 8 --seq-len min(128, max positions) --eval-steps 0\n"
         "  (evaluate at the end only) --logging-steps 10 --seed 42 --output-dir\n"
         "  results/train/<model>-<precision>-<optim>-<time>; synthetic task paraphrase with\n"
-        "  2048 train / 512 eval examples. Exit 0 when the run completes, 1 when it stops on a\n"
-        "  non-finite loss, 2 on bad input.",
+        "  2048 train / 512 eval examples. Before allocating, the estimated bytes (params, grads,\n"
+        "  optimizer state, activations) are compared with the available memory: exit 2 with both\n"
+        "  numbers when they do not fit, unless --force. Exit 0 when the run completes, 1 when it\n"
+        "  stops on a non-finite loss or cannot write its output, 2 on bad input.",
     .run = train_run,
 };
 
@@ -635,6 +639,8 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             a->progress = false;
         } else if (!strcmp(arg, "--profile")) {
             a->profile = true;
+        } else if (!strcmp(arg, "--force")) {
+            a->force = true;
         } else {
             return cli_unknown_flag(&cmd_train, arg);
         }
@@ -696,6 +702,24 @@ static void setup_schedule(Run* r) {
     r->schedule.warmup_steps = a->warmup_steps >= 0 ? a->warmup_steps
                                : a->warmup_ratio >= 0 ? lr_schedule_warmup_from_ratio(a->warmup_ratio, a->max_steps)
                                                       : 0;
+}
+
+// Before the big allocations: params + grads (fp32 table buffers), the optimizer state (its
+// closed formula, SPEC.md section 5) and the activation workspace for the larger of the train
+// and eval batches (model_workspace_estimate_bytes; the GEMM scratch is not counted) against
+// the memory available (resources.h). Exit 2 with both numbers unless --force.
+static int check_memory(Run* r, int max_b) {
+    size_t ws_bytes = 0;
+    Status s = model_workspace_estimate_bytes(&r->table, max_b, (int)r->a.seq_len, &ws_bytes);
+    if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
+    uint64_t buf = (uint64_t)r->table.alloc_numel * sizeof(float);
+    uint64_t state = model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, false);
+    uint64_t need = 2 * buf + state + ws_bytes;
+    char what[256], a[32], b[32], c[32];
+    snprintf(what, sizeof what, "params + grads %s x 2, %s optimizer state %s, activations %s",
+             format_bytes_human(a, sizeof a, buf), r->optim->name, format_bytes_human(b, sizeof b, state),
+             format_bytes_human(c, sizeof c, ws_bytes));
+    return memory_check("train", need, what, r->a.force);
 }
 
 static int setup(Run* r) {
@@ -768,6 +792,9 @@ static int setup(Run* r) {
     // model, optimizer, backend
     s = param_table_build(&r->mcfg, &r->table);
     if (!status_is_ok(s)) return user_error("model: %s", s.msg);
+    int max_b = (int)(a->batch_size > a->eval_batch_size ? a->batch_size : a->eval_batch_size);
+    int rc = check_memory(r, max_b);
+    if (rc) return rc;
     r->params = param_table_alloc_buffer(&r->table);
     r->grads = param_table_alloc_buffer(&r->table);
     if (r->init_weights_path[0]) {
@@ -776,7 +803,6 @@ static int setup(Run* r) {
     } else {
         param_table_init_weights(&r->table, r->params, (uint64_t)a->seed, 0.02f);
     }
-    int max_b = (int)(a->batch_size > a->eval_batch_size ? a->batch_size : a->eval_batch_size);
     s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
     model_optim_init(&r->mo, &r->table, r->optim, &r->ocfg, false);
@@ -849,7 +875,7 @@ static int setup(Run* r) {
         if (!status_is_ok(s)) return user_error("--resume-from-checkpoint: %s", s.msg);
         s = load_checkpoint(r, ck);
         if (!status_is_ok(s)) return user_error("--resume-from-checkpoint: %s", s.msg);
-        if (r->step >= a->max_steps)
+        if (r->step > a->max_steps)  // == max_steps: killed after its last checkpoint; results are rewritten
             return user_error("--resume-from-checkpoint: the checkpoint is at step %lld, --max-steps is %ld",
                               (long long)r->step, a->max_steps);
         printf("Resuming from %s at step %lld\n", ck, (long long)r->step);
@@ -1020,7 +1046,9 @@ static int train_run(int argc, char** argv) {
             printf("{'train_runtime': %.3f, 'train_steps_per_second': %.3f, 'tokens_per_second': %.1f, "
                    "'train_loss': %.4f, 'epoch': %.2f}\n",
                    json_number_value(json_object_get(sum, "train_runtime_s")),
-                   run.run_seconds > 0 ? (double)run.rec.n_steps / run.run_seconds : 0.0,
+                   json_number_value(json_object_get(sum, "train_runtime_s")) > 0
+                       ? (double)run.rec.n_steps / json_number_value(json_object_get(sum, "train_runtime_s"))
+                       : 0.0,
                    json_number_value(json_object_get(sum, "tokens_per_s")),
                    json_number_value(json_object_get(sum, "train_loss")), epoch_of(&run, run.step));
             json_decref(sum);
