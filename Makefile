@@ -49,7 +49,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit test-crash goldens clean bench bench-build gate run peers report contention
+.PHONY: all deps test test-unit test-crash fuzz goldens clean bench bench-build gate run peers report contention
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS)
@@ -128,6 +128,15 @@ test-unit: all
 # compared bit for bit with an uninterrupted run (`make test` runs 6 points and 1 size)
 test-crash: all
 	TRAINBENCH_CRASH_LONG=1 $(BUILD)/tests/test_crash
+
+# fuzz: libFuzzer harnesses of tests/fuzz/ (README "Safety"), each for FUZZ_SECONDS (default 60)
+# with the committed corpora, then their line coverage per loader; installs clang and
+# libclang-rt-14-dev as root (deps.sh), else skips with a message. `make test` replays every
+# corpus file and crash reproducer through the same harness functions (tests/test_fuzz_replay.c).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@sh src/deps.sh install $(WITHOUT) fuzz || echo "fuzz: clang/libFuzzer missing and not installed (see above)"
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run_fuzz.sh
 
 # goldens: regenerate reference/golden/ with the real torch/transformers/bitsandbytes from the
 # venv (outside the repo; reference/README.md says how to make it), then replay every golden
