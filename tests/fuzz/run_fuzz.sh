@@ -66,7 +66,7 @@ for h in $HARNESSES; do
         -artifact_prefix="$B/crashes/$h/" -print_final_stats=1 "$B/corpus/$h" "tests/fuzz/corpus/$h" \
         > "$B/$h.log" 2>&1
     rc=$?
-    grep -E "^stat::number_of_executed_runs|^#[0-9]+ *DONE" "$B/$h.log" | tail -2
+    grep -E "^Done [0-9]+ runs" "$B/$h.log" | sed "s/^/fuzz: $h: /"
     if [ $rc -ne 0 ]; then
         found=1
         echo "fuzz: $h FOUND A CRASH (exit $rc): see $B/$h.log and $B/crashes/$h/"
