@@ -49,7 +49,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit test-extension check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers report contention
+.PHONY: all deps test test-unit test-extension check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers report contention test-crash fuzz
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS) $(BUILD)/bench/trainbench-icount
@@ -140,6 +140,21 @@ check-instructions: all $(ICOUNT_BIN) $(BUILD)/bench/trainbench-icount-slow
 check-ci: all bench-build
 	@sh tests/check_ci.sh
 
+# test-crash: the long crash-safety test (tests/test_crash.c with TRAINBENCH_CRASH_LONG=1): `train
+# --save-steps 1` SIGKILLed at 81 points and run on 19 sizes of a full tmpfs, each resumed and
+# compared bit for bit with an uninterrupted run (`make test` runs 6 points and 1 size)
+test-crash: all
+	TRAINBENCH_CRASH_LONG=1 $(BUILD)/tests/test_crash
+
+# fuzz: libFuzzer harnesses of tests/fuzz/ (README "Safety"), each for FUZZ_SECONDS (default 60)
+# with the committed corpora, then their line coverage per loader; installs clang and
+# libclang-rt-14-dev as root (deps.sh), else skips with a message. `make test` replays every
+# corpus file and crash reproducer through the same harness functions (tests/test_fuzz_replay.c).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@sh src/deps.sh install $(WITHOUT) fuzz || echo "fuzz: clang/libFuzzer missing and not installed (see above)"
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run_fuzz.sh
+
 # goldens: regenerate reference/golden/ with the real torch/transformers/bitsandbytes from the
 # venv (outside the repo; reference/README.md says how to make it), then replay every golden
 # with the independent NumPy model of reference/OPTIM_SEMANTICS.md; last the safetensors dtype
@@ -177,6 +192,7 @@ CXXFLAGS_BENCH = -std=c++17 -O2 -g -Wall -Wextra -Ibench -MMD -MP $(CXXFLAGS)
 bench: deps bench-build
 	@mkdir -p $(dir $(BENCH_OUT))
 	$(BENCH_BIN) $(BENCH_ARGS) --benchmark_out=$(BENCH_OUT).tmp --benchmark_out_format=json
+	@test -s $(BENCH_OUT).tmp || { rm -f $(BENCH_OUT).tmp; echo "bench: $(BENCH_OUT).tmp is empty; not moved into place" >&2; exit 1; }
 	@mv $(BENCH_OUT).tmp $(BENCH_OUT) && echo "bench: wrote $(BENCH_OUT)"
 
 bench-build: deps

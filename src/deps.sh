@@ -55,6 +55,16 @@ if command -v "$CXX" >/dev/null 2>&1; then
 fi
 command -v gnuplot >/dev/null 2>&1 || need gnuplot-nox "no gnuplot program (report plots)"
 valgrind --version >/dev/null 2>&1 || need valgrind "no valgrind program (trainbench icount: instruction counts)"
+# `make fuzz` adds the word "fuzz": clang with libFuzzer (clang only recommends libclang-rt-14-dev,
+# which holds libFuzzer and the sanitizer runtimes) and llvm-profdata/llvm-cov for coverage
+case "$without" in *" fuzz "*)
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char* d, unsigned long n) { return 0; }\n' > "$tmp/f.c"
+    command -v clang >/dev/null 2>&1 || need clang "no clang (make fuzz)"
+    if command -v clang >/dev/null 2>&1 && ! clang -fsanitize=fuzzer,address "$tmp/f.c" -o "$tmp/f" >/dev/null 2>&1; then
+        need libclang-rt-14-dev "clang -fsanitize=fuzzer does not link (libFuzzer, make fuzz)"
+    fi
+    command -v llvm-profdata-14 >/dev/null 2>&1 || command -v llvm-profdata >/dev/null 2>&1 || need llvm-14 "no llvm-profdata (make fuzz coverage)";;
+esac
 
 if [ -z "$missing" ]; then
     [ "$mode" = install ] && [ -n "${TRAINBENCH_DEPS_VERBOSE:-}" ] && echo "deps: all dependencies present"

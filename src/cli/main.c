@@ -32,8 +32,7 @@ static void print_help(FILE* f) {
         fprintf(f, "  %-12s %s\n", COMMANDS[i]->name, COMMANDS[i]->summary);
 }
 
-int main(int argc, char** argv) {
-    threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
+static int run_command(int argc, char** argv) {
     if (argc < 2) {
         print_help(stderr);
         return 2;
@@ -61,4 +60,11 @@ int main(int argc, char** argv) {
     fprintf(stderr, "trainbench: unknown command '%s'\n\n", name);
     print_help(stderr);
     return 2;
+}
+
+// Every command's stdout (tables, --json) is checked once at the end: a full disk or a closed
+// pipe makes the exit status non-zero even when the command itself succeeded.
+int main(int argc, char** argv) {
+    threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
+    return close_stdout_checked(run_command(argc, argv));
 }

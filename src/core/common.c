@@ -8,6 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -195,45 +198,139 @@ Status read_file(const char* path, uint8_t** data, size_t* len) {
     return status_ok();
 }
 
-Status write_file_atomic(const char* path, const void* data, size_t len) {
-    size_t plen = strlen(path);
-    char* tmp = xmalloc(plen + 32);
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
+// ---- atomic files ----
+Status atomic_open(AtomicFile* f, const char* path) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->path = xstrdup(path);
+    size_t cap = strlen(path) + 32;
+    f->tmp = xmalloc(cap);
+    snprintf(f->tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
         Status s = status_make(STATUS_IO, "%s: cannot create temp file: %s", path, strerror(errno));
-        free(tmp);
+        free(f->tmp);
+        free(f->path);
+        memset(f, 0, sizeof *f);
+        f->fd = -1;
         return s;
     }
+    f->status = status_ok();
+    return status_ok();
+}
+
+void atomic_write(AtomicFile* f, const void* data, size_t len) {
+    if (!status_is_ok(f->status)) return;
     const uint8_t* p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
+    while (len > 0) {
+        ssize_t w = write(f->fd, p, len);
         if (w < 0) {
             if (errno == EINTR) continue;
-            Status s = status_make(STATUS_IO, "%s: write failed: %s", path, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return s;
+            f->status = status_make(STATUS_IO, "%s: write failed: %s", f->path, strerror(errno));
+            return;
         }
         p += w;
-        left -= (size_t)w;
+        len -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        Status s = status_make(STATUS_IO, "%s: flush failed: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return s;
-    }
-    if (rename(tmp, path) != 0) {
-        Status s = status_make(STATUS_IO, "%s: rename from temp failed: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return s;
-    }
-    free(tmp);
+}
+
+void atomic_abort(AtomicFile* f) {
+    if (f->fd >= 0) close(f->fd);
+    if (f->tmp) unlink(f->tmp);
+    free(f->tmp);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+}
+
+Status atomic_commit(AtomicFile* f) {
+    Status s = f->status;
+    if (status_is_ok(s) && fsync(f->fd) != 0)
+        s = status_make(STATUS_IO, "%s: flush failed: %s", f->path, strerror(errno));
+    int rc = close(f->fd);
+    f->fd = -1;
+    if (status_is_ok(s) && rc != 0) s = status_make(STATUS_IO, "%s: close failed: %s", f->path, strerror(errno));
+    if (status_is_ok(s) && rename(f->tmp, f->path) != 0)
+        s = status_make(STATUS_IO, "%s: rename from temp failed: %s", f->path, strerror(errno));
+    if (!status_is_ok(s)) unlink(f->tmp);
+    free(f->tmp);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    return s;
+}
+
+Status write_file_atomic(const char* path, const void* data, size_t len) {
+    AtomicFile f;
+    Status s = atomic_open(&f, path);
+    if (!status_is_ok(s)) return s;
+    atomic_write(&f, data, len);
+    return atomic_commit(&f);
+}
+
+void fsync_dir(const char* path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)fsync(fd);
+    close(fd);
+}
+
+// NAME.tmp.<pid> -> pid (> 0), else 0
+static long temp_name_pid(const char* name) {
+    const char* t = NULL;
+    for (const char* p = strstr(name, ".tmp."); p; p = strstr(p + 1, ".tmp.")) t = p;
+    if (!t || t == name) return 0;
+    long pid;
+    return parse_long(t + 5, 1, LONG_MAX, &pid) ? pid : 0;
+}
+
+static int remove_tree_cb(const char* path, const struct stat* sb, int flag, struct FTW* ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path) == 0 ? 0 : -1;
+}
+
+Status remove_tree(const char* path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return errno == ENOENT ? status_ok()
+                                                      : status_make(STATUS_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return unlink(path) == 0 ? status_ok()
+                                                      : status_make(STATUS_IO, "%s: cannot remove: %s", path, strerror(errno));
+    if (nftw(path, remove_tree_cb, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return status_make(STATUS_IO, "%s: cannot remove: %s", path, strerror(errno));
     return status_ok();
+}
+
+int remove_stale_temps(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent* de;
+    while ((de = readdir(d))) {
+        long pid = temp_name_pid(de->d_name);
+        if (pid <= 0 || pid == (long)getpid() || pid > INT_MAX) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+        size_t cap = strlen(dir) + strlen(de->d_name) + 2;
+        char* p = xmalloc(cap);
+        snprintf(p, cap, "%s/%s", dir, de->d_name);
+        if (status_is_ok(remove_tree(p))) n++;
+        free(p);
+    }
+    closedir(d);
+    return n;
+}
+
+int close_stdout_checked(int rc) {
+    bool earlier = ferror(stdout) != 0;  // a write failed before (its errno is gone)
+    int err = 0;
+    errno = 0;
+    if (fflush(stdout) != 0) err = errno ? errno : EIO;
+    if (fclose(stdout) != 0 && !err) err = errno ? errno : EIO;
+    if (!err && !earlier) return rc;
+    fprintf(stderr, "trainbench: cannot write standard output: %s\n",
+            err ? strerror(err) : "a write failed (full disk, closed pipe or unwritable file)");
+    return rc ? rc : 1;
 }
 
 Status make_dirs(const char* path) {
@@ -252,6 +349,7 @@ Status make_dirs(const char* path) {
         }
     }
     free(buf);
+    if (!path_is_dir(path)) return status_make(STATUS_IO, "%s: exists and is not a folder", path);
     return status_ok();
 }
 

@@ -77,7 +77,34 @@ Status read_file(const char* path, uint8_t** data, size_t* len);
 // Writes `len` bytes to `path` atomically: a temp file in the same folder, fsync, rename.
 // On failure nothing is left at `path` that was not there before.
 Status write_file_atomic(const char* path, const void* data, size_t len);
-// mkdir -p; ok if it exists already
+// A file written under a temporary name, PATH.tmp.<pid> in the same folder, and renamed to
+// PATH only when complete: atomic_open; atomic_write (any number; the first error is kept in
+// .status and later writes do nothing); atomic_commit (fsync, close, rename; on any error
+// the temp file is removed and the Status says what failed) or atomic_abort.
+typedef struct {
+    int fd;
+    char* path;
+    char* tmp;
+    Status status;
+} AtomicFile;
+Status atomic_open(AtomicFile* f, const char* path);
+void atomic_write(AtomicFile* f, const void* data, size_t len);
+Status atomic_commit(AtomicFile* f);
+void atomic_abort(AtomicFile* f);
+// fsync of a folder (makes a rename in it durable); errors are ignored
+void fsync_dir(const char* path);
+// Removes a file or a folder with everything in it (symlinks are removed, not followed);
+// ok when it does not exist.
+Status remove_tree(const char* path);
+// Removes the entries of `dir` named NAME.tmp.<pid> (files or folders: what an atomic write
+// leaves when its process is killed) whose process no longer exists; returns how many.
+// Entries of live processes (kill(pid, 0) succeeds or is not ESRCH) are left alone.
+int remove_stale_temps(const char* dir);
+// At the end of main: flushes and closes stdout; on any write error (full disk, closed pipe,
+// /dev/full) prints "trainbench: cannot write standard output: <reason>" and returns rc or 1
+// when rc was 0; else returns rc.
+int close_stdout_checked(int rc);
+// mkdir -p; ok if it exists already as a folder (STATUS_IO when it, or a parent, is a file)
 Status make_dirs(const char* path);
 // A folder of the repository (e.g. "reference/golden/optim") as this process can open it:
 // `rel` when it exists under the working directory, else the same path next to the

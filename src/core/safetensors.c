@@ -442,7 +442,8 @@ typedef struct {
     int ndim;
     int64_t shape[ST_MAX_NDIM];
     size_t nbytes;
-    uint8_t* data;  // (nbytes) bytes, NULL when nbytes is 0
+    const uint8_t* data;  // (nbytes) bytes, NULL when nbytes is 0
+    bool owned;           // data is our copy (st_writer_add), else the caller's (st_writer_add_ref)
 } StWriterEntry;
 
 struct StWriter {
@@ -462,8 +463,8 @@ static bool is_valid_utf8(const char* s) {
 
 StWriter* st_writer_new(void) { return xcalloc(1, sizeof(StWriter)); }
 
-void st_writer_add(StWriter* w, const char* name, DType dt, int ndim, const int64_t* shape,
-                   const void* data) {
+static void writer_add(StWriter* w, const char* name, DType dt, int ndim, const int64_t* shape,
+                       const void* data, bool copy) {
     CHECK(w && name);
     CHECK(is_valid_utf8(name), "tensor name is not valid UTF-8");
     CHECK(strcmp(name, "__metadata__") != 0, "'__metadata__' cannot be a tensor name");
@@ -484,9 +485,13 @@ void st_writer_add(StWriter* w, const char* name, DType dt, int ndim, const int6
     CHECK(dtype_nbytes(dt, numel, &e.nbytes), "tensor '%s': size overflow, or %zu elements of %s "
           "are not a whole number of bytes", name, numel, dtype_traits(dt)->st_name);
     CHECK(e.nbytes == 0 || data, "tensor '%s': data is NULL", name);
-    if (e.nbytes) {
-        e.data = xmalloc(e.nbytes);
-        memcpy(e.data, data, e.nbytes);
+    if (e.nbytes && copy) {
+        uint8_t* c = xmalloc(e.nbytes);
+        memcpy(c, data, e.nbytes);
+        e.data = c;
+        e.owned = true;
+    } else if (e.nbytes) {
+        e.data = data;
     }
     e.name = xstrdup(name);
     if (w->n == w->cap) {
@@ -494,6 +499,16 @@ void st_writer_add(StWriter* w, const char* name, DType dt, int ndim, const int6
         w->entries = xrealloc(w->entries, w->cap * sizeof(StWriterEntry));
     }
     w->entries[w->n++] = e;
+}
+
+void st_writer_add(StWriter* w, const char* name, DType dt, int ndim, const int64_t* shape,
+                   const void* data) {
+    writer_add(w, name, dt, ndim, shape, data, true);
+}
+
+void st_writer_add_ref(StWriter* w, const char* name, DType dt, int ndim, const int64_t* shape,
+                       const void* data) {
+    writer_add(w, name, dt, ndim, shape, data, false);
 }
 
 void st_writer_meta(StWriter* w, const char* key, const char* value) {
@@ -520,10 +535,9 @@ static void json_set_checked(json_t* obj, const char* key, json_t* value) {
     CHECK(value && json_object_set_new(obj, key, value) == 0, "jansson failed to set '%s'", key);
 }
 
-Status st_writer_serialize(const StWriter* w, uint8_t** buf, size_t* len) {
-    CHECK(w && buf && len);
-    *buf = NULL;
-    *len = 0;
+// The 8-byte length and the padded JSON header in a fresh buffer (*hdr, *hdr_len bytes);
+// *data_len: the size of the data region that follows.
+static Status writer_header(const StWriter* w, uint8_t** hdr, size_t* hdr_len, size_t* data_len) {
     if (!host_is_little_endian()) return host_endian_status("st_writer_serialize");
     json_t* root = json_object();
     CHECK(root);
@@ -558,14 +572,28 @@ Status st_writer_serialize(const StWriter* w, uint8_t** buf, size_t* len) {
     json_decref(root);
     size_t hlen = strlen(js);
     size_t padded = (hlen + 7) / 8 * 8;  // 8 + padded is a multiple of 8
-    size_t total = 0;
-    CHECK(size_add_ok(8 + padded, off, &total));
-    uint8_t* out = xmalloc(total);
+    uint8_t* out = xmalloc(8 + padded);
     for (int i = 0; i < 8; i++) out[i] = (uint8_t)((uint64_t)padded >> (8 * i));
     memcpy(out + 8, js, hlen);
     memset(out + 8 + hlen, ' ', padded - hlen);
     free(js);
-    size_t pos = 8 + padded;
+    *hdr = out;
+    *hdr_len = 8 + padded;
+    *data_len = off;
+    return status_ok();
+}
+
+Status st_writer_serialize(const StWriter* w, uint8_t** buf, size_t* len) {
+    CHECK(w && buf && len);
+    *buf = NULL;
+    *len = 0;
+    uint8_t* hdr;
+    size_t hlen, dlen, total = 0;
+    Status s = writer_header(w, &hdr, &hlen, &dlen);
+    if (!status_is_ok(s)) return s;
+    CHECK(size_add_ok(hlen, dlen, &total));
+    uint8_t* out = xrealloc(hdr, total ? total : 1);
+    size_t pos = hlen;
     for (size_t i = 0; i < w->n; i++) {
         if (w->entries[i].nbytes) memcpy(out + pos, w->entries[i].data, w->entries[i].nbytes);
         pos += w->entries[i].nbytes;
@@ -576,22 +604,32 @@ Status st_writer_serialize(const StWriter* w, uint8_t** buf, size_t* len) {
     return status_ok();
 }
 
+// Streams the header and then each tensor straight from its buffer into the temp file: no
+// copy of the whole file image is made (a distilbert-base-cased checkpoint is ~790 MB).
 Status st_writer_save(const StWriter* w, const char* path) {
     CHECK(w && path);
-    uint8_t* buf = NULL;
-    size_t len = 0;
-    Status s = st_writer_serialize(w, &buf, &len);
+    uint8_t* hdr;
+    size_t hlen, dlen;
+    Status s = writer_header(w, &hdr, &hlen, &dlen);
     if (!status_is_ok(s)) return s;
-    s = write_file_atomic(path, buf, len);
-    free(buf);
-    return s;
+    AtomicFile f;
+    s = atomic_open(&f, path);
+    if (!status_is_ok(s)) {
+        free(hdr);
+        return s;
+    }
+    atomic_write(&f, hdr, hlen);
+    free(hdr);
+    for (size_t i = 0; i < w->n; i++)
+        if (w->entries[i].nbytes) atomic_write(&f, w->entries[i].data, w->entries[i].nbytes);
+    return atomic_commit(&f);
 }
 
 void st_writer_free(StWriter* w) {
     if (!w) return;
     for (size_t i = 0; i < w->n; i++) {
         free(w->entries[i].name);
-        free(w->entries[i].data);
+        if (w->entries[i].owned) free((void*)w->entries[i].data);
     }
     free(w->entries);
     for (size_t i = 0; i < w->n_meta; i++) {

@@ -18,7 +18,7 @@
 // (copied into 64-byte aligned slots when the file's layout is not).
 // Writer: lays tensors out contiguously in the order added, writes "__metadata__" first when
 // present, pads the header with spaces so 8 + N is a multiple of 8 (as the reference does),
-// and saves atomically (temp file + rename).
+// and saves atomically (temp file + rename), tensor by tensor.
 //
 // Packed sub-byte dtypes (F4: 4 bits, F6_*: 6 bits per element) follow the format's rule: a
 // tensor is numel * bits / 8 bytes and numel * bits must be a multiple of 8; element i is bits
@@ -109,12 +109,18 @@ StWriter* st_writer_new(void);
 // overflow) are bugs and abort through CHECK.
 void st_writer_add(StWriter* w, const char* name, DType dt, int ndim, const int64_t* shape,
                    const void* data);
+// As st_writer_add, but `data` is NOT copied: it must stay valid and unchanged until the
+// writer is saved or freed (checkpoints of large models: no second copy in memory).
+void st_writer_add_ref(StWriter* w, const char* name, DType dt, int ndim, const int64_t* shape,
+                       const void* data);
 // Sets a "__metadata__" entry (both UTF-8; CHECKed); setting a key again replaces its value.
 void st_writer_meta(StWriter* w, const char* key, const char* value);
 // The complete file image in a fresh buffer (*buf, free with free(); *len bytes).
 Status st_writer_serialize(const StWriter* w, uint8_t** buf, size_t* len);
-// Writes the file atomically (temp file in the same folder, fsync, rename): on failure
-// (STATUS_IO) nothing is left at `path` that was not there before.
+// Writes the file atomically (temp file PATH.tmp.<pid> in the same folder, fsync, rename),
+// streaming each tensor from its buffer (no whole-file image in memory): on failure
+// (STATUS_IO: every write, the fsync and the close are checked) nothing is left at `path`
+// that was not there before.
 Status st_writer_save(const StWriter* w, const char* path);
 void st_writer_free(StWriter* w);
 

@@ -66,7 +66,7 @@ Status hf_weights_load(const ParamTable* t, float* buf, const char* path) {
 Status hf_weights_save(const ParamTable* t, const float* buf, const char* path) {
     StWriter* w = st_writer_new();
     for (size_t i = 0; i < t->n; i++)
-        st_writer_add(w, t->t[i].name, DTYPE_F32, t->t[i].shape.ndim, t->t[i].shape.dims, buf + t->t[i].offset);
+        st_writer_add_ref(w, t->t[i].name, DTYPE_F32, t->t[i].shape.ndim, t->t[i].shape.dims, buf + t->t[i].offset);
     st_writer_meta(w, "format", "pt");
     Status s = st_writer_save(w, path);
     st_writer_free(w);

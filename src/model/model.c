@@ -587,7 +587,9 @@ static size_t must_find(const ParamTable* t, const char* name) {
     return p->offset;
 }
 
-Status model_workspace_new(const ParamTable* t, int max_B, int max_T, ModelWorkspace** out) {
+// model_workspace_new, or with bytes_only only the size it would allocate (*bytes_only; the
+// arena and id/label buffers, not the GEMM scratch), nothing kept.
+static Status workspace_make(const ParamTable* t, int max_B, int max_T, ModelWorkspace** out, size_t* bytes_only) {
     *out = NULL;
     const ModelConfig* c = &t->cfg;
     if (max_B < 1) return status_make(STATUS_INVALID, "batch size must be >= 1 (got %d)", max_B);
@@ -679,6 +681,13 @@ Status model_workspace_new(const ParamTable* t, int max_B, int max_T, ModelWorks
         if (pass == 0) {
             size_t bytes;
             CHECK(size_mul_ok(used, sizeof(float), &bytes), "workspace size overflows");
+            if (bytes_only) {
+                *bytes_only = bytes + N * sizeof(int64_t) + B * sizeof(int32_t);
+                free(ws->lo);
+                free(ws->la);
+                free(ws);
+                return status_ok();
+            }
             ws->arena = xaligned_alloc(bytes);
             ws->arena_floats = used;
         }
@@ -687,6 +696,16 @@ Status model_workspace_new(const ParamTable* t, int max_B, int max_T, ModelWorks
     ws->labels = xmalloc(B * sizeof(int32_t));
     *out = ws;
     return status_ok();
+}
+
+Status model_workspace_new(const ParamTable* t, int max_B, int max_T, ModelWorkspace** out) {
+    return workspace_make(t, max_B, max_T, out, NULL);
+}
+
+Status model_workspace_estimate_bytes(const ParamTable* t, int max_B, int max_T, size_t* bytes) {
+    ModelWorkspace* none;
+    *bytes = 0;
+    return workspace_make(t, max_B, max_T, &none, bytes);
 }
 
 void model_workspace_free(ModelWorkspace* ws) {

@@ -193,6 +193,10 @@ typedef struct ModelWorkspace ModelWorkspace;
 // STATUS_INVALID when max_B < 1, max_T < 1 or max_T > max_position_embeddings.
 Status model_workspace_new(const ParamTable* table, int max_B, int max_T, ModelWorkspace** out);
 void model_workspace_free(ModelWorkspace* ws);  // NULL is fine
+// The bytes model_workspace_new(t, max_B, max_T) would allocate (activation arena, id and label
+// buffers; the GEMM scratch allocated on first use is not counted), allocating nothing; the
+// same errors as model_workspace_new. For up-front memory checks.
+Status model_workspace_estimate_bytes(const ParamTable* t, int max_B, int max_T, size_t* bytes);
 // Bytes held: the activation arena plus the GEMM scratch currently allocated.
 size_t model_workspace_bytes(const ModelWorkspace* ws);
 // The phase clock the forward and backward charge (phase.h); it charges only between

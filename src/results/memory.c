@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/cli.h"
+#include "core/resources.h"
 #include "core/common.h"
 #include "core/cpu.h"
 #include "model/model.h"
@@ -30,13 +31,15 @@ const Command cmd_memory = {
     .name = "memory",
     .summary = "optimizer-state memory per optimizer: estimate vs measured, RSS, step speed",
     .usage = "trainbench memory [--model NAME | --config FILE.json] [--optim NAME|all] [--json | --out FILE] [--time] "
-             "[--threads N]\n"
+             "[--threads N] [--force]\n"
              "  --model   a preset (default distilbert-base-cased); --config  a HF config.json instead\n"
              "  --optim   one registered optimizer or all (default)\n"
              "  --json    the same data as JSON on stdout (memory.json of a result folder, schema_version 1)\n"
              "  --out FILE  write that JSON to FILE atomically instead (temp + rename)\n"
              "  --time    also time one step over all tensors (after a warm-up step)\n"
-             "  exit 0; 1 if an estimate differs from its measurement; 2 on bad input",
+             "  --force   skip the up-front check of params + grads + the largest state against the\n"
+             "            available memory (without it: exit 2 with both numbers when they do not fit)\n"
+             "  exit 0; 1 if an estimate differs from its measurement or stdout cannot be written; 2 on bad input",
     .run = memory_run,
 };
 
@@ -297,7 +300,7 @@ static int memory_run(int argc, char** argv) {
     const char* model = NULL;
     const char* config_path = NULL;
     const char* optim_name = "all";
-    bool as_json = false, timed = false;
+    bool as_json = false, timed = false, force = false;
     const char* out_path = NULL;
     long threads = cpu_logical_cores();
     for (int i = 1; i < argc; i++) {
@@ -305,6 +308,8 @@ static int memory_run(int argc, char** argv) {
             as_json = true;
         } else if (!strcmp(argv[i], "--time")) {
             timed = true;
+        } else if (!strcmp(argv[i], "--force")) {
+            force = true;
         } else if (flag_matches(argv[i], "--model")) {
             if (!flag_value(&cmd_memory, argc, argv, &i, "--model", &model)) return 2;
         } else if (flag_matches(argv[i], "--config")) {
@@ -358,6 +363,25 @@ static int memory_run(int argc, char** argv) {
         free(opts);
         fprintf(stderr, "trainbench memory: %s\n", s.msg);
         return 2;
+    }
+    // up front: params + grads + the largest optimizer state (rows are measured one at a time)
+    uint64_t largest = 0;
+    for (size_t i = 0; i < k; i++) {
+        OptimConfig oc;
+        optim_defaults(opts[i], &oc);
+        for (int e32 = 0; e32 < 2; e32++) {
+            uint64_t b = model_optim_estimate_bytes(&t, opts[i], &oc, e32 != 0);
+            if (b > largest) largest = b;
+        }
+    }
+    char what[160], hb[32];
+    snprintf(what, sizeof what, "params + grads %s x 2 and the largest optimizer state",
+             format_bytes_human(hb, sizeof hb, (uint64_t)t.alloc_numel * sizeof(float)));
+    int mrc = memory_check("memory", 2 * (uint64_t)t.alloc_numel * sizeof(float) + largest, what, force);
+    if (mrc) {
+        free(opts);
+        param_table_free(&t);
+        return mrc;
     }
     omp_set_num_threads((int)threads);
     // Fixed thresholds: every large state buffer is its own mmap and goes back to the OS on

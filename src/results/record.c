@@ -16,14 +16,18 @@
 //               boot's /proc/sys/kernel/random/boot_id), hashed so the raw id is not published;
 //               --instance-id TEXT (or TRAINBENCH_INSTANCE_ID) sets it.
 //   run-id      <UTC start time YYYYmmddTHHMMSSZ>-<4 hex digits>, e.g. 20261129T221200Z-3f9a:
-//               sorts by time; the folder is created with mkdir (never mkdir -p), and on EEXIST
-//               another suffix is tried, so a run never overwrites another.
+//               sorts by time. The folder is built as <machine-id>/.<time>.tmp.<pid>/ and renamed
+//               to the run folder once machine.json is complete (renameat2 RENAME_NOREPLACE: on
+//               EEXIST another suffix is tried, so a run never overwrites another, and a killed
+//               record leaves no run folder without machine.json; the next record removes the
+//               temp folders of dead processes).
 //
 // machine.json adds to info's fields: machine_id, run_id, date (UTC ISO 8601), label, git
 // {commit, dirty} (from `git rev-parse HEAD` / `git status --porcelain` in the current folder,
 // results/ excluded; commit "unknown" and dirty null outside a git checkout) and cflags (the
 // flags this binary was compiled with; the Makefile passes them as TRAINBENCH_CFLAGS).
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -203,28 +207,23 @@ static int record_run(int argc, char** argv) {
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
     strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
 
+    (void)remove_stale_temps(machine_dir);  // run folders of killed `record`s
+    // machine.json is written into a temp folder that is renamed to the run folder only when
+    // complete: a killed record leaves no run folder without machine.json
+    char tmp_dir[4352];
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/.%s.tmp.%ld", machine_dir, stamp, (long)getpid());
+    s = remove_tree(tmp_dir);
+    if (!status_is_ok(s) || mkdir(tmp_dir, 0777) != 0) {
+        fprintf(stderr, "trainbench record: cannot create %s: %s\n", tmp_dir, status_is_ok(s) ? strerror(errno) : s.msg);
+        return 1;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint32_t seed = (uint32_t)ts.tv_nsec ^ ((uint32_t)getpid() << 16) ^ (uint32_t)getpid();
     char run_id[64], run_dir[4352];
-    bool made = false;
-    for (int attempt = 0; attempt < 1000 && !made; attempt++) {
-        seed = seed * 1664525u + 1013904223u;  // LCG step: a new suffix per attempt
-        snprintf(run_id, sizeof run_id, "%s-%04x", stamp, (unsigned)(seed >> 16) & 0xffffu);
-        snprintf(run_dir, sizeof run_dir, "%s/%s", machine_dir, run_id);
-        if (mkdir(run_dir, 0777) == 0) {
-            made = true;
-        } else if (errno != EEXIST) {
-            fprintf(stderr, "trainbench record: cannot create %s: %s\n", run_dir, strerror(errno));
-            json_decref(root);
-            return 1;
-        }
-    }
-    if (!made) {
-        fprintf(stderr, "trainbench record: cannot find a free run folder under %s\n", machine_dir);
-        json_decref(root);
-        return 1;
-    }
+    // run_id is chosen first (machine.json names it); the rename below retries on a clash
+    seed = seed * 1664525u + 1013904223u;
+    snprintf(run_id, sizeof run_id, "%s-%04x", stamp, (unsigned)(seed >> 16) & 0xffffu);
 
     json_object_set_new(root, "machine_id", json_string(mid));
     json_object_set_new(root, "machine_class", json_string(mid));
@@ -235,14 +234,37 @@ static int record_run(int argc, char** argv) {
     json_object_set_new(root, "git", git_json());
     json_object_set_new(root, "cflags", json_string(TRAINBENCH_CFLAGS));
     char path[4480];
-    snprintf(path, sizeof path, "%s/machine.json", run_dir);
-    s = result_json_write(path, RESULT_MACHINE, root);
+    snprintf(path, sizeof path, "%s/machine.json", tmp_dir);
+    bool made = false;
+    for (int attempt = 0; attempt < 1000 && !made; attempt++) {
+        if (attempt) {  // a new suffix per attempt (LCG step)
+            seed = seed * 1664525u + 1013904223u;
+            snprintf(run_id, sizeof run_id, "%s-%04x", stamp, (unsigned)(seed >> 16) & 0xffffu);
+            json_object_set_new(root, "run_id", json_string(run_id));
+        }
+        snprintf(run_dir, sizeof run_dir, "%s/%s", machine_dir, run_id);
+        if (access(run_dir, F_OK) == 0) continue;
+        s = result_json_write(path, RESULT_MACHINE, root);
+        if (!status_is_ok(s)) {
+            fprintf(stderr, "trainbench record: cannot write %s: %s\n", path, s.msg);
+            break;
+        }
+        fsync_dir(tmp_dir);
+        // never replaces a folder (RENAME_NOREPLACE): EEXIST means another run took the id
+        if (renameat2(AT_FDCWD, tmp_dir, AT_FDCWD, run_dir, RENAME_NOREPLACE) == 0) {
+            made = true;
+        } else if (errno != EEXIST) {
+            fprintf(stderr, "trainbench record: cannot rename %s to %s: %s\n", tmp_dir, run_dir, strerror(errno));
+            break;
+        }
+    }
     json_decref(root);
-    if (!status_is_ok(s)) {
-        fprintf(stderr, "trainbench record: cannot write %s: %s\n", path, s.msg);
-        rmdir(run_dir);
+    if (!made) {
+        if (status_is_ok(s)) fprintf(stderr, "trainbench record: cannot make a run folder under %s\n", machine_dir);
+        (void)remove_tree(tmp_dir);
         return 1;
     }
+    fsync_dir(machine_dir);
     printf("%s\n", run_dir);
     return 0;
 }

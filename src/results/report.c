@@ -150,6 +150,11 @@ static int load_run(Run* r, const char* dir) {
         closedir(d);
         if (r->ntr) qsort(r->tr, r->ntr, sizeof(TrainRun), cmp_str);
     }
+    if (!r->machine && !r->bf.root && !r->has_memory && !r->peers && !r->ntr) {
+        fprintf(stderr, "trainbench report: %s holds no result file (machine.json, bench.json, memory.json, "
+                        "peers.json or train/*/results.json): nothing to report\n", dir);
+        return 2;
+    }
     return 0;
 }
 
@@ -1279,7 +1284,7 @@ const Command cmd_report = {
              "  train/*/results.json; each optional: a missing one is reported as not measured).\n"
              "  --out DIR: where REPORT.md, *.png, *.svg, *.dat, *.gp go (default: the first RESULT_DIR).\n"
              "  Exit 0 when written, 1 when a file could not be written or gnuplot failed, 2 on unusable\n"
-             "  input (a folder that does not exist, malformed JSON: the file is named).",
+             "  input (a folder that does not exist or holds no result file, malformed JSON: the file is named).",
     .run = run_report,
 };
 
@@ -1319,6 +1324,7 @@ static int run_report(int argc, char** argv) {
         fprintf(stderr, "trainbench report: %s\n", st.msg);
         rc = 1;
     }
+    if (!rc) (void)remove_stale_temps(out);  // NAME.tmp.<pid> of killed reports
     Ctx c = {.out = out};
     const char* probe[] = {"gnuplot", "--version", NULL};
     c.have_gnuplot = run_program(probe, NULL, "/dev/null", "/dev/null") == 0;

@@ -5,9 +5,10 @@
 // and Trainer-like log lines. It writes OUTPUT_DIR/results.json (config, per-step records,
 // evals, summary) atomically after every log/eval and at the end, and, with --save-steps,
 // checkpoints OUTPUT_DIR/checkpoint-<step>/checkpoint.safetensors (params, optimizer state,
-// scaler, step, records so far) from which --resume-from-checkpoint continues bit for bit, plus
-// model.safetensors + config.json (transformers' view of the weights). --init-from starts from
-// transformers weights; the Trainer's schedule and clipping are in schedule.c.
+// scaler, step, records so far; written and read by checkpoint.c) from which
+// --resume-from-checkpoint continues bit for bit, plus model.safetensors + config.json
+// (transformers' view of the weights). --init-from starts from transformers weights; the
+// Trainer's schedule and clipping are in schedule.c.
 // Not here: benchmarks (bench/), comparisons with goldens (tests), reports.
 #include <errno.h>
 #include <jansson.h>
@@ -15,6 +16,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,18 +24,17 @@
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/cpu.h"
+#include "core/resources.h"
 #include "model/data.h"
 #include "gemm/gemm.h"
 #include "model/model.h"
 #include "optim/optim.h"
 #include "core/safetensors.h"
+#include "train/checkpoint.h"
 #include "train/train.h"
 #include "model/hf_weights.h"
 #include "train/schedule.h"
 #include "results/results.h"
-
-#define CHECKPOINT_FILE "checkpoint.safetensors"
-#define CHECKPOINT_FORMAT "trainbench-checkpoint-1"
 
 typedef struct {
     const char* model;          // preset name (NULL when config_path is used)
@@ -64,6 +65,7 @@ typedef struct {
     double warmup_ratio;        // < 0: not given
     double max_grad_norm;       // TrainingArguments default 1.0; 0 = no clipping
     bool profile;               // --profile: print where the step time went
+    bool force;                 // --force: skip the up-front memory check
 } TrainArgs;
 
 typedef struct {
@@ -106,7 +108,7 @@ const Command cmd_train = {
         "    [--threads N] [--output-dir DIR] [--resume-from-checkpoint DIR]\n"
         "    [--train-file F.safetensors [--eval-file F.safetensors] | --task paraphrase\n"
         "     --num-train-examples N --num-eval-examples N]\n"
-        "    [--init-scale X] [--growth-interval N] [--no-progress]\n"
+        "    [--init-scale X] [--growth-interval N] [--no-progress] [--force]\n"
         "    [--init-from DIR|FILE.safetensors] [--data-order shuffled|sequential]\n"
         "    [--lr-scheduler-type linear|constant] [--warmup-steps N | --warmup-ratio X]\n"
         "    [--max-grad-norm X] [--profile]\n"
@@ -117,8 +119,10 @@ const Command cmd_train = {
         "  --per-device-train-batch-size 8 --seq-len min(128, max positions) --eval-steps 0\n"
         "  (evaluate at the end only) --logging-steps 10 --seed 42 --output-dir\n"
         "  results/train/<model>-<precision>-<optim>-<time>; synthetic task paraphrase with\n"
-        "  2048 train / 512 eval examples. Exit 0 when the run completes, 1 when it stops on a\n"
-        "  non-finite loss, 2 on bad input.",
+        "  2048 train / 512 eval examples. Before allocating, the estimated bytes (params, grads,\n"
+        "  optimizer state, activations) are compared with the available memory: exit 2 with both\n"
+        "  numbers when they do not fit, unless --force. Exit 0 when the run completes, 1 when it\n"
+        "  stops on a non-finite loss or cannot write its output, 2 on bad input.",
     .run = train_run,
 };
 
@@ -482,181 +486,36 @@ static Status evaluate(Run* r, EvalRecord* out) {
     return s;
 }
 
-// ---- checkpoints ----
-// The transformers view of a checkpoint folder: model.safetensors (state_dict names only,
-// loadable by DistilBertForSequenceClassification.load_state_dict(strict=True)) and config.json
-// (from_pretrained(dir) loads the folder). Written beside checkpoint.safetensors, atomically.
-static Status save_checkpoint_hf_model(const Run* r, const char* dir) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, HF_WEIGHTS_FILE);
-    Status s = hf_weights_save(&r->table, r->params, path);
-    if (!status_is_ok(s)) return s;
-    snprintf(path, sizeof path, "%s/%s", dir, HF_CONFIG_FILE);
-    return hf_config_save(&r->mcfg, path);
+// ---- checkpoints (checkpoint.c) ----
+static CheckpointRun checkpoint_run_of(Run* r) {
+    CheckpointRun c = {&r->table, r->params, &r->mo, &r->scaler, r->config_json, &r->mcfg};
+    return c;
 }
 
-static Status save_checkpoint(const Run* r) {
-    char dir[4200], path[4300];
-    snprintf(dir, sizeof dir, "%s/checkpoint-%lld", r->a.output_dir, (long long)r->step);
-    Status s = make_dirs(dir);
-    if (!status_is_ok(s)) return s;
-    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
-    StWriter* w = st_writer_new();
-    for (size_t i = 0; i < r->table.n; i++) {
-        const ParamTensor* t = &r->table.t[i];
-        char name[256];
-        snprintf(name, sizeof name, "param.%s", t->name);
-        st_writer_add(w, name, DTYPE_F32, t->shape.ndim, t->shape.dims, r->params + t->offset);
-        const OptimState* os = r->mo.states[i];
-        for (int k = 0; k < os->n_tensors; k++) {
-            const StateTensor* st = &os->tensors[k];
-            snprintf(name, sizeof name, "optim.%s.%s", t->name, st->name);
-            st_writer_add(w, name, st->dtype, st->shape.ndim, st->shape.dims, st->data);
-        }
-    }
-    char buf[64];
-    st_writer_meta(w, "format", CHECKPOINT_FORMAT);
-    snprintf(buf, sizeof buf, "%lld", (long long)r->step);
-    st_writer_meta(w, "step", buf);
-    snprintf(buf, sizeof buf, "%lld", (long long)r->mo.states[0]->step);
-    st_writer_meta(w, "optimizer_step", buf);
-    snprintf(buf, sizeof buf, "%a", (double)r->scaler.scale);
-    st_writer_meta(w, "scaler_scale", buf);
-    snprintf(buf, sizeof buf, "%d", (int)r->scaler.growth_tracker);
-    st_writer_meta(w, "scaler_growth_tracker", buf);
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->scaler.n_skipped);
-    st_writer_meta(w, "scaler_skipped", buf);
-    char* cfg = json_dumps(r->config_json, JSON_COMPACT | JSON_SORT_KEYS);
-    st_writer_meta(w, "config", cfg);
-    free(cfg);
+static Status save_checkpoint(Run* r) {
+    CheckpointRun c = checkpoint_run_of(r);
     json_t* recs = json_object();
     json_object_set_new(recs, "records", records_steps_json(&r->rec));
     json_object_set_new(recs, "evals", records_evals_json(&r->rec));
-    char* rtext = json_dumps(recs, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    Status s = checkpoint_save(r->a.output_dir, r->step, &c, recs);
     json_decref(recs);
-    st_writer_meta(w, "records", rtext);
-    free(rtext);
-    s = st_writer_save(w, path);  // atomic
-    st_writer_free(w);
-    if (status_is_ok(s)) s = save_checkpoint_hf_model(r, dir);
-    if (status_is_ok(s)) printf("Saving model checkpoint to %s\n", dir);
     return s;
-}
-
-static bool parse_i64_meta(const SafeTensors* st, const char* key, long long* out) {
-    const char* v = st_meta(st, key);
-    if (!v) return false;
-    char* end;
-    errno = 0;
-    *out = strtoll(v, &end, 10);
-    return errno == 0 && end != v && *end == '\0';
 }
 
 // Restores params, optimizer state, scaler, step and records; the checkpoint must come from a
 // run with the same config (else STATUS_INVALID naming the first differing field).
 static Status load_checkpoint(Run* r, const char* dir) {
+    CheckpointRun c = checkpoint_run_of(r);
     char path[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);
-    SafeTensors st;
-    Status s = st_read(path, &st);
-    if (!status_is_ok(s)) return s;
-    const char* fmt = st_meta(&st, "format");
-    const char* cfg_text = st_meta(&st, "config");
-    const char* rec_text = st_meta(&st, "records");
-    const char* scale_text = st_meta(&st, "scaler_scale");
-    long long step, ostep, tracker, skipped;
-    if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0 || !cfg_text || !rec_text || !scale_text ||
-        !parse_i64_meta(&st, "step", &step) || !parse_i64_meta(&st, "optimizer_step", &ostep) ||
-        !parse_i64_meta(&st, "scaler_growth_tracker", &tracker) || !parse_i64_meta(&st, "scaler_skipped", &skipped)) {
-        st_free(&st);
-        return status_make(STATUS_INVALID, "%s: not a trainbench checkpoint (format %s expected)", path, CHECKPOINT_FORMAT);
-    }
-    // Every number is checked against the run it is applied to before anything is used: the
-    // step indexes the data order and the records, the scaler's fields drive every later step.
-    char* end = NULL;
-    double scale = strtod(scale_text, &end);
-    const GradScaler* sc = &r->scaler;
-    const long long max_step = (long long)INT32_MAX * 1024;
-    const long long interval = sc->cfg.enabled ? sc->cfg.growth_interval : 1;
-    s = status_ok();
-    if (step < 0 || step > max_step)
-        s = status_make(STATUS_INVALID, "%s: metadata field step must be in [0, %lld] (got %lld)", path, max_step, step);
-    else if (skipped < 0 || skipped > step)
-        s = status_make(STATUS_INVALID, "%s: metadata field scaler_skipped must be in [0, step = %lld] (got %lld)", path,
-                        step, skipped);
-    else if (ostep != step - skipped)
-        s = status_make(STATUS_INVALID, "%s: metadata field optimizer_step must be step - scaler_skipped = %lld (got %lld)",
-                        path, step - skipped, ostep);
-    else if (end == scale_text || *end || !isfinite(scale) || scale < 0 || (!sc->cfg.enabled && scale != sc->scale))
-        s = status_make(STATUS_INVALID, "%s: metadata field scaler_scale must be a finite number >= 0%s (got '%.60s')",
-                        path, sc->cfg.enabled ? "" : " equal to 1 (this run has no loss scaling)", scale_text);
-    else if (tracker < 0 || tracker >= interval)
-        s = status_make(STATUS_INVALID, "%s: metadata field scaler_growth_tracker must be in [0, %lld) (got %lld)", path,
-                        interval, tracker);
-    if (!status_is_ok(s)) {
-        st_free(&st);
-        return s;
-    }
-    json_t* saved_cfg = json_loads(cfg_text, 0, NULL);
-    const char* key;
-    json_t* val;
-    if (!saved_cfg) s = status_make(STATUS_INVALID, "%s: config metadata is not JSON", path);
-    else {
-        json_object_foreach(r->config_json, key, val) {
-            if (!strcmp(key, "max_steps") || !strcmp(key, "threads") || !strcmp(key, "eval_steps") ||
-                !strcmp(key, "logging_steps") || !strcmp(key, "save_steps") || !strcmp(key, "output_dir") ||
-                !strcmp(key, "init_from"))
-                continue;  // may change between the two parts of a run (init_from: the weights now
-                           // come from the checkpoint)
-            if (!json_equal(val, json_object_get(saved_cfg, key))) {
-                char* a = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
-                char* b = json_dumps(json_object_get(saved_cfg, key) ? json_object_get(saved_cfg, key) : json_null(),
-                                     JSON_ENCODE_ANY | JSON_COMPACT);
-                s = status_make(STATUS_INVALID, "%s: the checkpoint was made with %s=%s, this run has %s=%s", path,
-                                key, b, key, a);
-                free(a);
-                free(b);
-                break;
-            }
-        }
-    }
-    json_decref(saved_cfg);
-    for (size_t i = 0; i < r->table.n && status_is_ok(s); i++) {
-        const ParamTensor* t = &r->table.t[i];
-        char name[256];
-        snprintf(name, sizeof name, "param.%s", t->name);
-        const StTensor* pt = st_find(&st, name);
-        if (!pt || pt->dtype != DTYPE_F32 || pt->numel != t->numel) {
-            s = status_make(STATUS_INVALID, "%s: tensor %s missing or of the wrong dtype/size", path, name);
-            break;
-        }
-        memcpy(r->params + t->offset, pt->data, t->numel * sizeof(float));
-        OptimState* os = r->mo.states[i];
-        for (int k = 0; k < os->n_tensors; k++) {
-            StateTensor* stt = &os->tensors[k];
-            snprintf(name, sizeof name, "optim.%s.%s", t->name, stt->name);
-            const StTensor* ot = st_find(&st, name);
-            size_t bytes = shape_numel(&stt->shape) * dtype_traits(stt->dtype)->size;
-            if (!ot || ot->dtype != stt->dtype || ot->nbytes != bytes) {
-                s = status_make(STATUS_INVALID, "%s: optimizer state %s missing or of the wrong dtype/size", path, name);
-                break;
-            }
-            memcpy(stt->data, ot->data, bytes);
-        }
-        os->step = ostep;
-    }
+    int64_t step = 0;
+    json_t* recs = NULL;
+    Status s = checkpoint_load(dir, &c, &step, &recs, path, sizeof path);
     if (status_is_ok(s)) {
-        json_t* recs = json_loads(rec_text, 0, NULL);
-        s = recs ? records_from_json(&r->rec, json_object_get(recs, "records"), json_object_get(recs, "evals"), step)
-                 : status_make(STATUS_INVALID, "records metadata is not JSON");
-        json_decref(recs);
+        s = records_from_json(&r->rec, json_object_get(recs, "records"), json_object_get(recs, "evals"), step);
         if (!status_is_ok(s)) s = status_make(STATUS_INVALID, "%s: %s", path, s.msg);
-        r->scaler.scale = (float)scale;
-        r->scaler.growth_tracker = (int32_t)tracker;
-        r->scaler.n_skipped = (uint64_t)skipped;
         r->step = step;
     }
-    st_free(&st);
+    json_decref(recs);
     return s;
 }
 
@@ -777,6 +636,8 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             a->progress = false;
         } else if (!strcmp(arg, "--profile")) {
             a->profile = true;
+        } else if (!strcmp(arg, "--force")) {
+            a->force = true;
         } else {
             return cli_unknown_flag(&cmd_train, arg);
         }
@@ -840,9 +701,30 @@ static void setup_schedule(Run* r) {
                                                       : 0;
 }
 
+// Before the big allocations: params + grads (fp32 table buffers), the optimizer state (its
+// closed formula, SPEC.md section 5) and the activation workspace for the larger of the train
+// and eval batches (model_workspace_estimate_bytes; the GEMM scratch is not counted) against
+// the memory available (resources.h). Exit 2 with both numbers unless --force.
+static int check_memory(Run* r, int max_b) {
+    size_t ws_bytes = 0;
+    Status s = model_workspace_estimate_bytes(&r->table, max_b, (int)r->a.seq_len, &ws_bytes);
+    if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
+    uint64_t buf = (uint64_t)r->table.alloc_numel * sizeof(float);
+    uint64_t state = model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, false);
+    uint64_t need = 2 * buf + state + ws_bytes;
+    char what[256], a[32], b[32], c[32];
+    snprintf(what, sizeof what, "params + grads %s x 2, %s optimizer state %s, activations %s",
+             format_bytes_human(a, sizeof a, buf), r->optim->name, format_bytes_human(b, sizeof b, state),
+             format_bytes_human(c, sizeof c, ws_bytes));
+    return memory_check("train", need, what, r->a.force);
+}
+
 static int setup(Run* r) {
     TrainArgs* a = &r->a;
     Status s;
+    struct stat sb;
+    if (stat(a->output_dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return user_error("--output-dir %s exists and is not a folder (give a new or an existing folder)", a->output_dir);
     s = resolve_init_from(r);
     if (!status_is_ok(s)) return user_error("--init-from: %s", s.msg);
     if (a->config_path) {
@@ -907,6 +789,9 @@ static int setup(Run* r) {
     // model, optimizer, backend
     s = param_table_build(&r->mcfg, &r->table);
     if (!status_is_ok(s)) return user_error("model: %s", s.msg);
+    int max_b = (int)(a->batch_size > a->eval_batch_size ? a->batch_size : a->eval_batch_size);
+    int rc = check_memory(r, max_b);
+    if (rc) return rc;
     r->params = param_table_alloc_buffer(&r->table);
     r->grads = param_table_alloc_buffer(&r->table);
     if (r->init_weights_path[0]) {
@@ -915,7 +800,6 @@ static int setup(Run* r) {
     } else {
         param_table_init_weights(&r->table, r->params, (uint64_t)a->seed, 0.02f);
     }
-    int max_b = (int)(a->batch_size > a->eval_batch_size ? a->batch_size : a->eval_batch_size);
     s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
     model_optim_init(&r->mo, &r->table, r->optim, &r->ocfg, false);
@@ -973,13 +857,18 @@ static int setup(Run* r) {
     s = make_dirs(a->output_dir);
     if (!status_is_ok(s)) return user_error("--output-dir: %s", s.msg);
     snprintf(r->results_path, sizeof r->results_path, "%s/results.json", a->output_dir);
+    int stale = remove_stale_temps(a->output_dir);
+    if (stale) printf("Removed %d temporary file%s of killed runs from %s\n", stale, stale == 1 ? "" : "s", a->output_dir);
     if (a->resume) {
-        s = load_checkpoint(r, a->resume);
+        char ck[4400];
+        s = checkpoint_resolve(a->resume, ck, sizeof ck);
         if (!status_is_ok(s)) return user_error("--resume-from-checkpoint: %s", s.msg);
-        if (r->step >= a->max_steps)
+        s = load_checkpoint(r, ck);
+        if (!status_is_ok(s)) return user_error("--resume-from-checkpoint: %s", s.msg);
+        if (r->step > a->max_steps)  // == max_steps: killed after its last checkpoint; results are rewritten
             return user_error("--resume-from-checkpoint: the checkpoint is at step %lld, --max-steps is %ld",
                               (long long)r->step, a->max_steps);
-        printf("Resuming from %s at step %lld\n", a->resume, (long long)r->step);
+        printf("Resuming from %s at step %lld\n", ck, (long long)r->step);
     }
     return 0;
 }
@@ -1147,7 +1036,9 @@ static int train_run(int argc, char** argv) {
             printf("{'train_runtime': %.3f, 'train_steps_per_second': %.3f, 'tokens_per_second': %.1f, "
                    "'train_loss': %.4f, 'epoch': %.2f}\n",
                    json_number_value(json_object_get(sum, "train_runtime_s")),
-                   run.run_seconds > 0 ? (double)run.rec.n_steps / run.run_seconds : 0.0,
+                   json_number_value(json_object_get(sum, "train_runtime_s")) > 0
+                       ? (double)run.rec.n_steps / json_number_value(json_object_get(sum, "train_runtime_s"))
+                       : 0.0,
                    json_number_value(json_object_get(sum, "tokens_per_s")),
                    json_number_value(json_object_get(sum, "train_loss")), epoch_of(&run, run.step));
             json_decref(sum);

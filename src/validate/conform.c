@@ -878,6 +878,8 @@ typedef struct {
     } u;
 } ChildOutcome;
 
+static void outcome_sanitize(ChildOutcome* c);
+
 // Forks; the child probes the plugin (path NULL) or runs the case at path. Collects what it writes until it exits or timeout_s passes
 // (then SIGKILL).
 static void run_child(const Options* op, const char* path, long timeout_s, ChildOutcome* out) {
@@ -914,6 +916,24 @@ static void run_child(const Options* op, const char* path, long timeout_s, Child
     if (out->timed_out) kill(pid, SIGKILL);
     close(fds[0]);
     while (waitpid(pid, &out->status, 0) < 0 && errno == EINTR) {}
+    outcome_sanitize(out);
+}
+
+// The parent's side of the pipe is the plugin-result reader: the plugin ran in the child, so a
+// misbehaving one may have scribbled over what was sent. Every string is cut at its last byte
+// (the parent prints them with %s) and the numbers the table prints are clamped to sane ranges.
+static void outcome_sanitize(ChildOutcome* c) {
+    ChildResult* r = &c->u.s.r;
+    r->msg[sizeof r->msg - 1] = 0;
+    r->info.name[sizeof r->info.name - 1] = 0;
+    r->info.implements[sizeof r->info.implements - 1] = 0;
+    r->sum.worst_at[sizeof r->sum.worst_at - 1] = 0;
+    r->sum.first_fail_at[sizeof r->sum.first_fail_at - 1] = 0;
+    r->sum.bands[sizeof r->sum.bands - 1] = 0;
+    r->sum.cur[sizeof r->sum.cur - 1] = 0;
+    c->u.s.d.text[sizeof c->u.s.d.text - 1] = 0;
+    if (r->code < 0 || r->code >= STATUS_COUNT) r->code = STATUS_INVALID;
+    if (r->sum.n_failed > r->sum.n_compared) r->sum.n_failed = r->sum.n_compared ? r->sum.n_compared : 1;
 }
 
 static bool outcome_has_result(const ChildOutcome* c) {
@@ -952,6 +972,58 @@ static void case_id_of(const char* path, char* buf, size_t len) {
 // correct implementation with other fp32 roundings); PASS: bit-exact or within the tolerance.
 typedef enum { V_PASS, V_CONFORMS, V_FAIL, V_CRASH, V_TIMEOUT, V_ERROR, V_UNUSABLE, V_COUNT } Verdict;
 static const char* const VERDICT_NAMES[V_COUNT] = {"PASS", "CONFORMS", "FAIL", "CRASH", "TIMEOUT", "ERROR", "UNUSABLE"};
+
+// One table row from a case's outcome: verdict, worst comparison, tolerance used, ulp, detail.
+static Verdict verdict_of(const ChildOutcome* c, long timeout, const char* how, const char** worst, char* used,
+                          size_t used_cap, char* ulp, size_t ulp_cap, char* detail, size_t detail_cap) {
+    const ChildResult* r = &c->u.s.r;
+    Verdict v;
+    detail[0] = 0;
+    if (!outcome_has_result(c) && c->timed_out) {
+        v = V_TIMEOUT;
+        snprintf(detail, detail_cap, "no result within %ld s (killed)", timeout);
+    } else if (!outcome_has_result(c)) {
+        v = V_CRASH;
+        snprintf(detail, detail_cap, "%s%s", how,
+                 WIFSIGNALED(c->status) ? "" : " before reporting a result (exit() in the plugin, or a sanitizer's report: see stderr)");
+    } else if (r->code == STATUS_INVALID) {
+        v = V_UNUSABLE;
+        snprintf(detail, detail_cap, "%s", r->msg);
+    } else if (r->code != STATUS_OK) {
+        v = V_ERROR;
+        snprintf(detail, detail_cap, "%s", r->msg);
+    } else {
+        v = r->sum.n_failed ? V_FAIL : r->sum.n_rounding_only ? V_CONFORMS : V_PASS;
+        if (v == V_CONFORMS) snprintf(detail, detail_cap, "step%lld: %s", (long long)r->sum.bands_step, r->sum.bands);
+        *worst = r->sum.worst_at;
+        format_used(r->sum.worst_any_used, used, used_cap);
+        if (r->sum.worst_ulp_param == UINT32_MAX) snprintf(ulp, ulp_cap, "NaN");
+        else snprintf(ulp, ulp_cap, "%u", r->sum.worst_ulp_param);
+        if (v == V_FAIL) {
+            if (outcome_has_diagnosis(c)) snprintf(detail, detail_cap, "%s", c->u.s.d.text);
+            else if (c->timed_out) snprintf(detail, detail_cap, "(no diagnosis: replaying known mistakes took over %ld s)", timeout);
+            else snprintf(detail, detail_cap, "(no diagnosis: the child ended with %s while replaying known mistakes)", how);
+        }
+    }
+    return v;
+}
+
+size_t conform_child_bytes_max(void) { return sizeof(((ChildOutcome*)0)->u.bytes); }
+
+void conform_describe_child_bytes(const void* bytes, size_t n, int wait_status, char* line, size_t cap) {
+    ChildOutcome c;
+    memset(&c, 0, sizeof c);
+    c.n = n < sizeof c.u.bytes ? n : sizeof c.u.bytes;
+    memcpy(c.u.bytes, bytes, c.n);
+    c.status = wait_status;
+    outcome_sanitize(&c);
+    char how[160], used[32] = "-", ulp[16] = "-", detail[1200];
+    const char* worst = "-";
+    describe_exit(c.status, how, sizeof how);
+    Verdict v = verdict_of(&c, 60, how, &worst, used, sizeof used, ulp, sizeof ulp, detail, sizeof detail);
+    snprintf(line, cap, "%-7s %-24s %9s %10s  %s | %s %s", VERDICT_NAMES[v], worst, used, ulp, detail,
+             c.u.s.r.info.name, c.u.s.r.info.implements);
+}
 
 static void list_mistakes(void) {
     printf("%-16s %-28s %s\n", "optimizer", "mistake", "diagnosis text");
@@ -1021,7 +1093,10 @@ static int conform_cmd_run(int argc, char** argv) {
                               "-fsanitize=... can only be loaded by a trainbench built with the same flags)");
         if (probe.u.s.r.code != STATUS_OK) return user_error("conform: %s", probe.u.s.r.msg);
         info = probe.u.s.r.info;
-        if (!op.optim) op.optim = optim_find(info.implements)->name;  // the probe checked it
+        if (!op.optim && !optim_find(info.implements))
+            return user_error("conform: plugin %s implements '%s', not a registered optimizer (allowed: %s)", op.plugin,
+                              info.implements, optim_names_list());
+        if (!op.optim) op.optim = optim_find(info.implements)->name;
     }
     const Optimizer* o = optim_find(op.optim);
     char** paths;
@@ -1071,36 +1146,9 @@ static int conform_cmd_run(int argc, char** argv) {
         run_child(&op, paths[i], op.timeout, &c);
         t_case = now_seconds() - t_case;
         describe_exit(c.status, how, sizeof how);
-        const ChildResult* r = &c.u.s.r;
-        Verdict v;
-        char detail[1200] = "";
         const char* worst = "-";
-        if (!outcome_has_result(&c) && c.timed_out) {
-            v = V_TIMEOUT;
-            snprintf(detail, sizeof detail, "no result within %ld s (killed)", op.timeout);
-        } else if (!outcome_has_result(&c)) {
-            v = V_CRASH;
-            snprintf(detail, sizeof detail, "%s%s", how,
-                     WIFSIGNALED(c.status) ? "" : " before reporting a result (exit() in the plugin, or a sanitizer's report: see stderr)");
-        } else if (r->code == STATUS_INVALID) {
-            v = V_UNUSABLE;
-            snprintf(detail, sizeof detail, "%s", r->msg);
-        } else if (r->code != STATUS_OK) {
-            v = V_ERROR;
-            snprintf(detail, sizeof detail, "%s", r->msg);
-        } else {
-            v = r->sum.n_failed ? V_FAIL : r->sum.n_rounding_only ? V_CONFORMS : V_PASS;
-            if (v == V_CONFORMS) snprintf(detail, sizeof detail, "step%lld: %s", (long long)r->sum.bands_step, r->sum.bands);
-            worst = r->sum.worst_at;
-            format_used(r->sum.worst_any_used, used, sizeof used);
-            if (r->sum.worst_ulp_param == UINT32_MAX) snprintf(ulp, sizeof ulp, "NaN");
-            else snprintf(ulp, sizeof ulp, "%u", r->sum.worst_ulp_param);
-            if (v == V_FAIL) {
-                if (outcome_has_diagnosis(&c)) snprintf(detail, sizeof detail, "%s", c.u.s.d.text);
-                else if (c.timed_out) snprintf(detail, sizeof detail, "(no diagnosis: replaying known mistakes took over %ld s)", op.timeout);
-                else snprintf(detail, sizeof detail, "(no diagnosis: the child ended with %s while replaying known mistakes)", how);
-            }
-        }
+        char detail[1200];
+        Verdict v = verdict_of(&c, op.timeout, how, &worst, used, sizeof used, ulp, sizeof ulp, detail, sizeof detail);
         count[v]++;
         fprintf(table, "%-26s %-7s %-24s %9s %10s  %s\n", id, VERDICT_NAMES[v], worst, used, ulp, detail);
         char jd[1600];

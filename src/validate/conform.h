@@ -99,4 +99,11 @@ typedef struct {
 // ABI versions, unknown name). One plugin per process: the wrapper keeps it in statics.
 Status conform_plugin_load(const char* path, const char* optim_name, const Optimizer** out, ConformPluginInfo* info);
 
+// The reader of what a case's child process sends back through its pipe (the plugin ran in
+// that child, so the bytes are untrusted), exposed for tests/fuzz/fuzz_plugin_result.c: the
+// most bytes a child sends, and the table row `conform` prints for `n` bytes received and the
+// child's wait status (strings cut at their buffers, fields checked). Not a stable format.
+size_t conform_child_bytes_max(void);
+void conform_describe_child_bytes(const void* bytes, size_t n, int wait_status, char* line, size_t cap);
+
 #endif

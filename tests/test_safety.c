@@ -1,0 +1,274 @@
+// test_safety.c — the output promises of README "Safety", through the `trainbench` binary:
+// a command whose stdout cannot be written (/dev/full) exits non-zero; --output-dir naming a
+// file is refused before anything runs (exit 2); `report` of a folder without result files
+// exits 2 naming it; temp files/folders (NAME.tmp.<pid>) of dead processes are removed by the
+// next train/record/report and those of live processes are kept; --resume-from-checkpoint
+// OUTPUT_DIR picks the newest complete checkpoint (ignoring empty or temp folders); `record`
+// killed at any point leaves no run folder without machine.json. (Kills during training and
+// a full disk: test_crash.c.) The up-front memory check of train and memory refuses a huge
+// config and sees `ulimit -v`.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "cli_harness.h"
+
+static char g_out[1 << 16];
+
+static bool exists(const char* p) { return access(p, F_OK) == 0; }
+
+// a pid that is certainly dead: a child that exited and was reaped
+static long dead_pid(void) {
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) _exit(0);
+    int st;
+    waitpid(p, &st, 0);
+    return (long)p;
+}
+
+static void touch(const char* path) {
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("partial", f);
+    fclose(f);
+}
+
+static void test_stdout_errors_exit_nonzero(void** s) {
+    (void)s;
+    static const char* const CMDS[] = {"info --json", "info", "memory --json --model tiny --optim adamw_torch",
+                                       "--version"};
+    for (size_t i = 0; i < ARRAY_LEN(CMDS); i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s 2>&1 > /dev/full", CMDS[i]);  // stderr to us, stdout to a full disk
+        int rc = cli_run(args, false, g_out, sizeof g_out);
+        printf("%s", g_out);
+        assert_int_equal(rc, 1);
+        assert_non_null(strstr(g_out, "cannot write standard output"));
+    }
+    assert_int_equal(cli_run("info --json > /dev/null", true, g_out, sizeof g_out), 0);  // a writable stdout is fine
+}
+
+static void test_output_dir_that_is_a_file(void** s) {
+    (void)s;
+    char f[512], args[1024];
+    snprintf(f, sizeof f, "%s/a-file", g_tmp);
+    touch(f);
+    snprintf(args, sizeof args, "train --max-steps 2 --no-progress --output-dir %s", f);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "exists and is not a folder"));
+    assert_null(strstr(g_out, "Running training"));  // refused before anything ran
+}
+
+static void test_report_of_empty_folder(void** s) {
+    (void)s;
+    char d[512], args[1024], md[600];
+    snprintf(d, sizeof d, "%s/empty", g_tmp);
+    assert_int_equal(mkdir(d, 0755), 0);
+    snprintf(args, sizeof args, "report %s", d);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "nothing to report"));
+    snprintf(md, sizeof md, "%s/REPORT.md", d);
+    assert_false(exists(md));
+}
+
+static void test_stale_temps_removed_live_kept(void** s) {
+    (void)s;
+    char out[512], p[4][700], args[1024];
+    snprintf(out, sizeof out, "%s/stale", g_tmp);
+    assert_int_equal(mkdir(out, 0755), 0);
+    long dead = dead_pid();
+    snprintf(p[0], sizeof p[0], "%s/results.json.tmp.%ld", out, dead);
+    snprintf(p[1], sizeof p[1], "%s/checkpoint-3.tmp.%ld", out, dead);
+    snprintf(p[2], sizeof p[2], "%s/results.json.tmp.%ld", out, (long)getpid());  // alive: this test
+    snprintf(p[3], sizeof p[3], "%s/notes.tmp.txt", out);                         // not a temp name
+    touch(p[0]);
+    assert_int_equal(mkdir(p[1], 0755), 0);
+    char inner[800];
+    snprintf(inner, sizeof inner, "%s/checkpoint.safetensors.tmp.%ld", p[1], dead);
+    touch(inner);
+    touch(p[2]);
+    touch(p[3]);
+    snprintf(args, sizeof args, "train --max-steps 2 --no-progress --output-dir %s", out);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 0);
+    assert_non_null(strstr(g_out, "Removed 2 temporary files"));
+    assert_false(exists(p[0]));
+    assert_false(exists(p[1]));
+    assert_true(exists(p[2]));
+    assert_true(exists(p[3]));
+}
+
+static void test_resume_from_output_dir_picks_newest_complete(void** s) {
+    (void)s;
+    char out[512], args[2400], d[700];
+    snprintf(out, sizeof out, "%s/newest", g_tmp);
+    snprintf(args, sizeof args, "train --max-steps 6 --save-steps 2 --no-progress --output-dir %s", out);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 0);
+    snprintf(d, sizeof d, "%s/checkpoint-8", out);  // an old-style empty folder: not complete
+    assert_int_equal(mkdir(d, 0755), 0);
+    snprintf(d, sizeof d, "%s/checkpoint-10.tmp.%ld", out, dead_pid());
+    assert_int_equal(mkdir(d, 0755), 0);
+    snprintf(args, sizeof args, "train --max-steps 8 --save-steps 2 --no-progress --output-dir %s "
+             "--resume-from-checkpoint %s", out, out);
+    int rc = cli_run(args, true, g_out, sizeof g_out);
+    printf("%s", g_out);
+    assert_int_equal(rc, 0);
+    char want[800];
+    snprintf(want, sizeof want, "Resuming from %s/checkpoint-6 at step 6", out);
+    assert_non_null(strstr(g_out, want));
+    // an output dir without any complete checkpoint: exit 2 naming it
+    snprintf(d, sizeof d, "%s/none", g_tmp);
+    assert_int_equal(mkdir(d, 0755), 0);
+    snprintf(args, sizeof args, "train --max-steps 2 --no-progress --resume-from-checkpoint %s --output-dir %s/o", d,
+             g_tmp);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "nor a complete checkpoint-<step>/ folder"));
+}
+
+// Every run folder under RESULTS/<machine-id>/ has machine.json; returns how many there are.
+static int check_run_folders(const char* results) {
+    int n = 0;
+    DIR* top = opendir(results);
+    if (!top) return 0;
+    struct dirent* m;
+    while ((m = readdir(top))) {
+        if (m->d_name[0] == '.') continue;
+        char md[1024 + 256];
+        snprintf(md, sizeof md, "%s/%s", results, m->d_name);
+        DIR* d = opendir(md);
+        assert_non_null(d);
+        struct dirent* r;
+        while ((r = readdir(d))) {
+            if (r->d_name[0] == '.') continue;  // .<time>.tmp.<pid>: a temp folder
+            char mj[1400 + 256];
+            snprintf(mj, sizeof mj, "%s/%s/machine.json", md, r->d_name);
+            if (!exists(mj)) printf("run folder without machine.json: %s/%s\n", md, r->d_name);
+            assert_true(exists(mj));
+            n++;
+        }
+        closedir(d);
+    }
+    closedir(top);
+    return n;
+}
+
+static void test_record_killed_leaves_nothing_half_made(void** s) {
+    (void)s;
+    char results[512];
+    snprintf(results, sizeof results, "%s/results", g_tmp);
+    static const long DELAYS_US[] = {0, 500, 1000, 2000, 4000, 8000, 16000, 32000};
+    int finished = 0;
+    for (size_t i = 0; i < ARRAY_LEN(DELAYS_US); i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            if (!freopen("/dev/null", "w", stdout)) _exit(127);
+            execl(g_bin, g_bin, "record", "--results", results, (char*)NULL);
+            _exit(127);
+        }
+        struct timespec ts = {0, DELAYS_US[i] * 1000};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        finished += WIFEXITED(st);
+        check_run_folders(results);
+    }
+    // the next record removes the killed ones' temp folders and makes a complete one
+    assert_int_equal(cli_run_in(g_tmp, "record --results results", true, g_out, sizeof g_out), 0);
+    int n = check_run_folders(results);
+    printf("%zu records killed at 0-32 ms (%d had finished); then %d complete run folder(s)\n",
+           ARRAY_LEN(DELAYS_US), finished, n);
+    assert_true(n >= 1);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "find '%s' -name '*.tmp.*' | grep -q .", results);
+    assert_int_not_equal(system(cmd), 0);  // no temp folder left
+}
+
+// A 51.5 G-parameter DistilBERT config (~780 GB for params, grads and AdamW state): both
+// commands refuse before allocating, naming what they need and what is available.
+static void test_memory_check_refuses_huge_config(void** s) {
+    (void)s;
+    char cfg[512], out[600], args[2048];
+    snprintf(cfg, sizeof cfg, "%s/huge.json", g_tmp);
+    FILE* f = fopen(cfg, "w");
+    assert_non_null(f);
+    fputs("{\"model_type\": \"distilbert\", \"vocab_size\": 30522, \"dim\": 16384, \"n_layers\": 16, "
+          "\"n_heads\": 64, \"hidden_dim\": 65536, \"max_position_embeddings\": 512, \"num_labels\": 2}\n", f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/huge-out", g_tmp);
+    snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s", cfg, out);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    printf("%s", g_out);
+    assert_non_null(strstr(g_out, "needs about 7"));  // 779.63 GB
+    assert_non_null(strstr(g_out, "is available ("));
+    assert_non_null(strstr(g_out, "--force"));
+    assert_false(exists(out));  // nothing was written
+    snprintf(args, sizeof args, "memory --config %s --optim adamw_torch", cfg);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    printf("%s", g_out);
+    assert_non_null(strstr(g_out, "needs about"));
+    assert_non_null(strstr(g_out, "is available ("));
+}
+
+// Under `ulimit -v` the address-space limit is the binding one: a 12 GB activation workspace
+// is refused naming RLIMIT_AS, while a tiny run under the same limit trains. (Not under ASan,
+// whose shadow memory needs terabytes of address space.)
+static void test_memory_check_sees_ulimit_v(void** s) {
+    (void)s;
+#if defined(__SANITIZE_ADDRESS__)
+    printf("skipped under ASan (its shadow mapping cannot run under ulimit -v)\n");
+#else
+    char args[8192];
+    snprintf(args, sizeof args, "-c 'ulimit -v 2000000 && exec %s train --model small --per-device-train-batch-size 2048 "
+             "--max-steps 1 --no-progress --output-dir %s/ulimit-big' 2>&1", g_bin, g_tmp);
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "sh %s", args);
+    int rc = cli_capture(cmd, g_out, sizeof g_out);
+    printf("$ %s -> exit %d\n%s", cmd, rc, g_out);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(g_out, "RLIMIT_AS"));
+    snprintf(cmd, sizeof cmd, "sh -c 'ulimit -v 2000000 && exec %s train --model tiny --max-steps 2 --num-eval-examples 0 "
+             "--no-progress --output-dir %s/ulimit-tiny' 2>&1", g_bin, g_tmp);
+    rc = cli_capture(cmd, g_out, sizeof g_out);
+    printf("$ %s -> exit %d\n", cmd, rc);
+    assert_int_equal(rc, 0);
+#endif
+}
+
+static int group_teardown(void** s) {
+    (void)s;
+    cli_harness_cleanup("test_safety");
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    (void)argc;
+    if (cli_harness_setup(argv[0], "test_safety")) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stdout_errors_exit_nonzero),
+        cmocka_unit_test(test_output_dir_that_is_a_file),
+        cmocka_unit_test(test_report_of_empty_folder),
+        cmocka_unit_test(test_stale_temps_removed_live_kept),
+        cmocka_unit_test(test_resume_from_output_dir_picks_newest_complete),
+        cmocka_unit_test(test_record_killed_leaves_nothing_half_made),
+        cmocka_unit_test(test_memory_check_refuses_huge_config),
+        cmocka_unit_test(test_memory_check_sees_ulimit_v),
+    };
+    return cmocka_run_group_tests(tests, NULL, group_teardown);
+}
