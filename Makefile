@@ -115,9 +115,13 @@ $(BUILD)/tests/test_plugin: $(PLUGIN_SOS) $(BUILD)/trainbench
 
 # test: install deps, build, run every test binary normally and under ASan+UBSan;
 # ends with one line "tests: N passed, N failed". JUNIT=FILE also writes a JUnit XML report.
+# The builds use every CPU unless make was given -j already (CI runs plain `make test`);
+# run_tests.sh runs the test binaries TEST_JOBS (default: CPUs) at a time.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SUBJOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS))
 test: deps
-	@$(MAKE) --no-print-directory all bench-build
-	@$(MAKE) --no-print-directory all BUILD=build/asan OPT=-O1 \
+	@$(MAKE) $(SUBJOBS) --no-print-directory all bench-build
+	@$(MAKE) $(SUBJOBS) --no-print-directory all BUILD=build/asan OPT=-O1 \
 	    SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 	@sh tests/run_tests.sh $(if $(JUNIT),--junit $(JUNIT)) $(BUILD) build/asan
 

@@ -1,6 +1,8 @@
 #!/bin/sh
 # run_tests.sh [--junit FILE] BUILD_DIR... — runs every test binary of each build folder, shows
 # its output, adds up cmocka's per-binary summaries and ends with one line CI can read:
+# Binaries run TEST_JOBS at a time (default: the number of CPUs; each uses its own temp folder),
+# and their outputs are shown whole, in order, once all have run.
 #   "tests: N passed, N failed"
 # A binary that crashes or exits non-zero without a cmocka FAILED line counts as one failure.
 # --junit FILE also writes JUnit XML (one <testcase> per cmocka test, classname = the build
@@ -23,14 +25,26 @@ failed_names=""
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+logs=$(mktemp -d)
+i=0
 for build in "$@"; do
     for t in "$build"/tests/test_*; do
         case "$t" in *.d) continue;; esac
         [ -x "$t" ] || continue
-        log=$(mktemp)
+        i=$((i + 1))
+        printf '%s\n' "$t" >"$logs/$(printf '%04d' $i).name"
+    done
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+# one job: run NNNN.name's binary from the repository root, output to NNNN.log, status to NNNN.rc
+ls "$logs" | sed -n 's/\.name$//p' | xargs -P "$jobs" -I{} sh -c \
+    't=$(cat "$1/$2.name"); (cd "$3" && "$t") >"$1/$2.log" 2>&1; echo $? >"$1/$2.rc"' sh "$logs" {} "$root"
+for n in $(ls "$logs" | sed -n 's/\.name$//p'); do
+        t=$(cat "$logs/$n.name")
+        log="$logs/$n.log"
         echo "=== $t"
-        (cd "$(dirname "$0")/.." && "$t") >"$log" 2>&1
-        rc=$?
+        rc=$(cat "$logs/$n.rc" 2>/dev/null || echo 1)
         cat "$log"
         p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | awk '{s+=$1} END {print s+0}')
         f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s).*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
@@ -45,7 +59,6 @@ for build in "$@"; do
             open && /^\[  (ERROR|LINE)  *\]/ { detail = detail $0 "\n" }
             END { if (open) printf "    <testcase classname=\"%s\" name=\"%s\">\n      <error message=\"died during this test\"/>\n    </testcase>\n", cls, esc(name) }
         ' "$log" >>"$cases"
-        rm -f "$log"
         if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
             f=1
             echo "!!! $t exited with status $rc"
@@ -54,8 +67,8 @@ for build in "$@"; do
         passed=$((passed + p))
         failed=$((failed + f))
         [ "$f" -gt 0 ] && failed_names="$failed_names $t"
-    done
 done
+rm -rf "$logs"
 [ -n "$failed_names" ] && echo "failing binaries:$failed_names"
 if [ -n "$junit" ]; then
     n=$(grep -c '<testcase ' "$cases")
