@@ -114,6 +114,11 @@ MODES = ["fp32", "bf16", "fp16", "fp16-noscale"]
 TRAINER_MODES = ["fp32", "fp16"]
 TRAINER_WARMUP = 4                  # warmup steps of get_linear_schedule_with_warmup (of 20)
 TRAINER_MAX_GRAD_NORM = 0.3         # below the tiny model's gradient norms (~0.3-0.6): clips
+ACCUM_MODES = ["fp32", "fp16"]
+ACCUM_N = 4                         # gradient_accumulation_steps of the accum_* cases
+ACCUM_STEPS = 10                    # optimizer steps: 40 micro-batches (the first 20 = train_*'s)
+ACCUM_WARMUP = 2                    # of 10 optimizer steps
+ACCUM_MAX_GRAD_NORM = 0.15          # the accumulated (mean) gradient is smaller: clips about half
 
 
 def import_libraries():
@@ -210,11 +215,13 @@ def grads_batch(torch, num_labels, nopad=False):
     return make_batch(torch, g, [SEQ] * BATCH if nopad else GRADS_LENGTHS, num_labels)
 
 
-def train_batches(torch):
+def train_batches(torch, n=None):
+    """The first n (default TRAIN_STEPS) batches of the train_* stream (seed TRAIN_DATA_SEED):
+    a longer stream starts with the same batches."""
     g = torch.Generator(device="cpu")
     g.manual_seed(TRAIN_DATA_SEED)
     ids, masks, labels = [], [], []
-    for s in range(1, TRAIN_STEPS + 1):
+    for s in range(1, (n or TRAIN_STEPS) + 1):
         lens = torch.randint(TRAIN_LENGTHS[0], TRAIN_LENGTHS[1] + 1, (BATCH,), generator=g).tolist()
         if s == TRAIN_NOPAD_STEP:
             lens = [SEQ] * BATCH
@@ -474,8 +481,25 @@ def cfg2_case_list():
     return cs
 
 
+def accum_case_list():
+    cs = []
+    for mode in ACCUM_MODES:
+        flags = ["padding", "no_padding_batch", "adamw_torch", "trajectory", "gradient_accumulation",
+                 "weight_decay_groups", "linear_schedule", "warmup", "grad_clipping"]
+        if mode == "fp16":
+            flags += ["autocast", "grad_scaler", "overflow_skip", "clip_after_unscale"]
+        cs.append(dict(name=f"accum_{mode}", kind="accum", mode=mode, labels=2, nopad=False, flags=flags,
+                       comment=f"{ACCUM_STEPS} AdamW steps of {ACCUM_N} accumulated micro-batches each "
+                               f"(loss / {ACCUM_N}), {mode}, with HF Trainer's decay groups, linear schedule "
+                               f"({ACCUM_WARMUP} warmup steps) and clip_grad_norm_({ACCUM_MAX_GRAD_NORM}) of the "
+                               "accumulated gradient"
+                               + (" after GradScaler.unscale_ (init 2^24, interval 4; skipped steps)"
+                                  if mode == "fp16" else "")))
+    return cs
+
+
 def all_cases():
-    return grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list()
+    return grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
 
 
 def forward(torch, model, mode, ids, mask, labels, **kw):
@@ -833,6 +857,134 @@ def run_train(torch, transformers, c, base_meta):
     return tensors, meta
 
 
+def run_accum(torch, transformers, c, base_meta):
+    """Gradient accumulation as a plain PyTorch loop (what HF Trainer does when it divides the
+    loss by gradient_accumulation_steps; STEP_PROTOCOL_ACCUM): optimizer step s consumes the
+    micro-batches s*N .. s*N+N-1 of the train_* stream, each backward of (loss / N) (times the
+    scale) accumulates into .grad, then unscale_, clip_grad_norm_, optimizer and scaler step once,
+    and the scheduler steps unless the scaler skipped."""
+    mode = c["mode"]
+    N, S = ACCUM_N, ACCUM_STEPS
+    model = build_model(torch, transformers, c["labels"])
+    names = param_names(model)
+    params = [p for _, p in model.named_parameters()]
+    init = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids, masks, labels = train_batches(torch, S * N)
+    hp = dict(ADAMW)
+    hp["betas"] = tuple(hp["betas"])
+    decay = set(decay_parameter_names(transformers, model))
+    groups = [{"params": [p for n, p in model.named_parameters() if n in decay], "weight_decay": hp["weight_decay"]},
+              {"params": [p for n, p in model.named_parameters() if n not in decay], "weight_decay": 0.0}]
+    no_decay = [n for n in names if n not in decay]
+    opt = torch.optim.AdamW(groups, **hp)
+    sched = transformers.get_linear_schedule_with_warmup(opt, ACCUM_WARMUP, S)
+    scaler = torch.amp.GradScaler("cpu", **SCALER) if mode == "fp16" else None
+    loss_v, micro_v, scale_v, skipped_v, lr_v, clip_norm_v, clip_coef_v, nonfinite_v = [], [], [], [], [], [], [], []
+    opt.zero_grad(set_to_none=True)
+    for s in range(S):
+        scale = scaler.get_scale() if scaler is not None else 1.0
+        tr_loss = torch.zeros((), dtype=torch.float32)   # the Trainer's tr_loss over this step
+        for k in range(N):
+            i = s * N + k
+            out = forward(torch, model, mode, ids[i], masks[i], labels[i])
+            if out.loss.dtype != torch.float32:
+                die(f"{c['name']}: loss dtype {out.loss.dtype}", 1)
+            micro_v.append(float(out.loss.detach()))
+            loss = out.loss / N
+            tr_loss += loss.detach()
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+        loss_v.append(float(tr_loss))
+        nonfinite_v.append(sum(int((~torch.isfinite(p.grad)).sum()) for p in params))
+        steps_before = [float(opt.state[p]["step"]) if p in opt.state else 0.0 for p in params]
+        if scaler is not None:
+            scaler.unscale_(opt)
+        pre = [p.grad.detach().clone() for p in params]
+        total = torch.nn.utils.clip_grad_norm_(params, ACCUM_MAX_GRAD_NORM)
+        coef = clip_model(torch, pre, ACCUM_MAX_GRAD_NORM, total)
+        if bool(torch.isfinite(total)) and not all(torch.equal(p.grad, g * coef) for p, g in zip(params, pre)):
+            die(f"{c['name']}: step {s + 1}: clip_grad_norm_ differs from clip_model", 1)
+        clip_norm_v.append(float(total))
+        clip_coef_v.append(float(coef))
+        lr_v.append(opt.param_groups[0]["lr"])
+        scale_v.append(scale)
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        steps_after = [float(opt.state[p]["step"]) if p in opt.state else 0.0 for p in params]
+        advanced = [a != b for a, b in zip(steps_after, steps_before)]
+        if any(advanced) != all(advanced):
+            die(f"{c['name']}: step {s + 1}: some parameters stepped and some did not", 1)
+        skipped = not advanced[0]
+        if scaler is not None:
+            if skipped != (nonfinite_v[-1] > 0) or (skipped and not scaler.get_scale() < scale):
+                die(f"{c['name']}: step {s + 1}: skip bookkeeping disagrees with GradScaler", 1)
+        elif skipped:
+            die(f"{c['name']}: step {s + 1} skipped without a scaler", 1)
+        skipped_v.append(1 if skipped else 0)
+        if not skipped:
+            sched.step()
+        opt.zero_grad(set_to_none=True)                  # Trainer: model.zero_grad()
+    if scaler is not None and not any(skipped_v):
+        die(f"{c['name']}: no step skipped; the case must show a skip", 1)
+    clipped = sum(1 for x in clip_coef_v if x < 1.0)
+    if not 0 < clipped < S:
+        die(f"{c['name']}: {clipped} of {S} steps clipped; the case must clip some steps and not others", 1)
+
+    tensors = {f"param.{n}": init[n] for n in names}
+    for n, p in model.named_parameters():
+        tensors[f"expect.final.param.{n}"] = p.detach().clone()
+    tensors["input.input_ids"] = ids
+    tensors["input.attention_mask"] = masks
+    tensors["input.labels"] = labels
+    tensors["expect.loss"] = torch.tensor(loss_v, dtype=torch.float32)
+    tensors["expect.micro_loss"] = torch.tensor(micro_v, dtype=torch.float32)
+    tensors["expect.scale"] = torch.tensor(scale_v, dtype=torch.float32)
+    tensors["expect.skipped"] = torch.tensor(skipped_v, dtype=torch.uint8)
+    tensors["expect.nonfinite"] = torch.tensor(nonfinite_v, dtype=torch.int64)
+    tensors["expect.lr"] = torch.tensor(lr_v, dtype=torch.float64)
+    tensors["expect.clip_total_norm"] = torch.tensor(clip_norm_v, dtype=torch.float32)
+    tensors["expect.clip_coef"] = torch.tensor(clip_coef_v, dtype=torch.float32)
+    meta = dict(base_meta)
+    meta.update(model_meta(model, c["labels"]))
+    meta.update({
+        "case": c["name"], "comment": c["comment"], "flags": ",".join(c["flags"]),
+        "seed": str(MODEL_SEED), "data_seed": str(TRAIN_DATA_SEED),
+        "mode": mode, "autocast": autocast_string(mode),
+        "steps": str(S), "gradient_accumulation_steps": str(N),
+        "nopad_step": f"micro-batch {TRAIN_NOPAD_STEP}" if TRAIN_NOPAD_STEP else "none",
+        "optimizer": "adamw_torch",
+        "hparams": json.dumps(ADAMW, separators=(",", ":"), sort_keys=True),
+        "param_groups": "hf_trainer: weight_decay on every parameter except these (Trainer."
+                        "get_decay_parameter_names): " + ",".join(no_decay),
+        "grad_scaler": json.dumps(SCALER, separators=(",", ":"), sort_keys=True) if scaler is not None else "none",
+        "step_protocol": STEP_PROTOCOL_ACCUM,
+        "final_scale": repr(scaler.get_scale()) if scaler is not None else "none",
+        "skipped_steps": ",".join(str(i + 1) for i, k in enumerate(skipped_v) if k) or "none",
+        "lr_schedule": json.dumps({"type": "linear", "warmup_steps": ACCUM_WARMUP, "training_steps": S},
+                                  separators=(",", ":"), sort_keys=True),
+        "max_grad_norm": repr(ACCUM_MAX_GRAD_NORM),
+        "clipped_steps": ",".join(str(i + 1) for i, x in enumerate(clip_coef_v) if x < 1.0),
+        "lengths": ";".join(",".join(str(int(x)) for x in masks[i].sum(1)) for i in range(S * N)),
+        "tensors": "input.* (S*N, B, T): micro-batch k of optimizer step s is row s*N+k; expect.micro_loss "
+                   "(S*N) each micro-batch's loss; expect.loss (S) the float32 sum of loss_k / N in order "
+                   "(the Trainer's tr_loss of the step: the mean it logs); expect.nonfinite: inf/NaN values "
+                   "in the accumulated .grad before unscale_ (found_inf); expect.lr, expect.clip_total_norm, "
+                   "expect.clip_coef as in trainer_*",
+    })
+    return tensors, meta
+
+
+STEP_PROTOCOL_ACCUM = (
+    "plain PyTorch gradient accumulation (HF Trainer with loss / gradient_accumulation_steps): "
+    "opt.zero_grad(set_to_none=True); for s in 1..S: [fp16: scale[s] = scaler.get_scale()]; tr = 0 (float32); "
+    "for k in 0..N-1: i = (s-1)*N + k; with autocast: out = model(input_ids[i], attention_mask[i], "
+    "labels=labels[i]); loss = out.loss / N; tr += loss; (scaler.scale(loss) | loss).backward() "
+    "(AccumulateGrad: .grad = g_0, then .grad += g_k); expect.loss[s] = tr; [fp16: scaler.unscale_(opt)]; "
+    "expect.clip_total_norm[s] = clip_grad_norm_(params, max_grad_norm); expect.lr[s] = "
+    "opt.param_groups[0]['lr']; (scaler.step(opt); scaler.update() | opt.step()); if the step was not "
+    "skipped: scheduler.step(); opt.zero_grad(set_to_none=True)")
 STEP_PROTOCOL = ("for s in 1..20: opt.zero_grad(set_to_none=True); with autocast: out = "
                  "model(input_ids[s-1], attention_mask[s-1], labels=labels[s-1]); out.loss.backward(); "
                  "opt.step()")
@@ -1088,8 +1240,8 @@ def main():
     if only:
         known = {c["name"] for c in cases}
         for s in only:
-            if s not in known and s not in ("grads", "train", "trainer", "cfg2"):
-                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, "
+            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum"):
+                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, "
                     f"{', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]
 
@@ -1098,9 +1250,9 @@ def main():
     base_meta = dict(lib_meta(torch, transformers), generator=goldens.generator)
     for c in cases:
         use_shape(c.get("shape", "tiny"))
-        run = run_grads if c["kind"] == "grads" else run_train
+        run = run_grads if c["kind"] == "grads" else run_accum if c["kind"] == "accum" else run_train
         tensors, meta = run(torch, transformers, c, base_meta)
-        if c["kind"] in ("train", "trainer"):
+        if c["kind"] in ("train", "trainer", "accum"):
             t = tensors
             print(f"  {c['name']}: loss {t['expect.loss'][0]:.6f} -> {t['expect.loss'][-1]:.6f}; "
                   f"skipped {meta['skipped_steps']}; scale {[float(x) for x in t['expect.scale']]}")

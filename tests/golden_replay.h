@@ -5,7 +5,8 @@
 // precision mode (mode), the model's shape (config: any DistilBertConfig, not only tiny) and,
 // for trainer_* goldens, HF Trainer's policies: param_groups "hf_trainer: ..." (decay groups;
 // the golden's list of no-decay names must be exactly param_gets_weight_decay's complement),
-// lr_schedule and max_grad_norm. Shared by test_trajectory.c and test_fingerprint.c; include
+// lr_schedule and max_grad_norm; accum_* goldens: metadata gradient_accumulation_steps N, input.*
+// holding N micro-batches per optimizer step (step k = micro-batches k*N .. k*N+N-1). Shared by test_trajectory.c and test_fingerprint.c; include
 // after cmocka.h.
 #ifndef TRAINBENCH_TESTS_GOLDEN_REPLAY_H
 #define TRAINBENCH_TESTS_GOLDEN_REPLAY_H
@@ -20,6 +21,7 @@
 #include "train/train.h"
 
 #define GOLDEN_REPLAY_MAX_BATCH 64
+#define GOLDEN_REPLAY_MAX_ACCUM 16
 
 typedef struct {
     SafeTensors st;                     // the golden (its expect.* tensors stay readable)
@@ -31,8 +33,10 @@ typedef struct {
     Gemm gemm;
     ModelWorkspace* ws;
     const StTensor *ids, *mask, *labels;
-    int S, B, T;                        // steps, batch, sequence length
-    int32_t lab[GOLDEN_REPLAY_MAX_BATCH];
+    int S, B, T;                        // optimizer steps, batch, sequence length
+    int N;                              // micro-batches per optimizer step (1 unless accum_*)
+    float* micro_grads;                 // N > 1: train_accumulate_gradients' scratch buffer
+    int32_t lab[GOLDEN_REPLAY_MAX_ACCUM][GOLDEN_REPLAY_MAX_BATCH];
     LrSchedule schedule;                // trainer_* goldens (metadata lr_schedule)
     bool has_schedule;
     TrainStep ts;
@@ -152,23 +156,32 @@ static bool golden_replay_open(GoldenReplay* r, const char* path, const char* ba
     r->mask = st_find(&r->st, "input.attention_mask");
     r->labels = st_find(&r->st, "input.labels");
     assert_true(r->ids && r->mask && r->labels);
-    r->S = (int)r->ids->shape[0];
+    const char* ga = st_meta(&r->st, "gradient_accumulation_steps");
+    r->N = ga ? atoi(ga) : 1;
+    assert_true(r->N >= 1 && r->N <= GOLDEN_REPLAY_MAX_ACCUM);
+    assert_true(r->ids->shape[0] % r->N == 0);
+    r->S = (int)r->ids->shape[0] / r->N;
     r->B = (int)r->ids->shape[1];
     r->T = (int)r->ids->shape[2];
     assert_true(r->B <= GOLDEN_REPLAY_MAX_BATCH);
+    if (r->N > 1) r->micro_grads = param_table_alloc_buffer(&r->table);
     assert_true(status_is_ok(model_workspace_new(&r->table, r->B, r->T, &r->ws)));
     r->ts = (TrainStep){&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
-                        r->has_schedule ? &r->schedule : NULL, max_grad_norm};
+                        r->has_schedule ? &r->schedule : NULL, max_grad_norm, r->N, r->micro_grads};
     return true;
 }
 
-// Step k (0-based) of the golden's S steps.
+// Optimizer step k (0-based) of the golden's S steps: its N micro-batches k*N .. k*N+N-1.
 static void golden_replay_step(GoldenReplay* r, int k, TrainStepResult* out) {
     const int B = r->B, T = r->T;
-    for (int b = 0; b < B; b++) r->lab[b] = (int32_t)((const int64_t*)r->labels->data)[k * B + b];
-    ModelBatch mb = {(const int64_t*)r->ids->data + (size_t)k * B * T,
-                     (const int64_t*)r->mask->data + (size_t)k * B * T, r->lab, B, T};
-    assert_true(status_is_ok(train_step(&r->ts, &mb, out)));
+    ModelBatch mb[GOLDEN_REPLAY_MAX_ACCUM];
+    for (int m = 0; m < r->N; m++) {
+        const size_t i = (size_t)k * r->N + m;
+        for (int b = 0; b < B; b++) r->lab[m][b] = (int32_t)((const int64_t*)r->labels->data)[i * B + b];
+        mb[m] = (ModelBatch){(const int64_t*)r->ids->data + i * B * T, (const int64_t*)r->mask->data + i * B * T,
+                             r->lab[m], B, T};
+    }
+    assert_true(status_is_ok(train_step(&r->ts, mb, out)));
 }
 
 static void golden_replay_close(GoldenReplay* r) {
@@ -177,6 +190,7 @@ static void golden_replay_close(GoldenReplay* r) {
     model_optim_free(&r->mo);
     free(r->params);
     free(r->grads);
+    free(r->micro_grads);
     param_table_free(&r->table);
     st_free(&r->st);
 }

@@ -47,6 +47,11 @@ static const ModeTol TOLS[] = {
     // the same mode tolerances, for the same reasons
     {"trainer_fp32", "fp32", 1e-6, 2e-5},
     {"trainer_fp16", "fp16", 1e-4, 2e-3},
+    // gradient accumulation (4 micro-batches per optimizer step, loss / 4) with the Trainer's
+    // policies (clipping of the accumulated gradient after unscale): the same mode tolerances;
+    // the loss compared is the step's mean over its micro-batches (the Trainer's tr_loss)
+    {"accum_fp32", "fp32", 1e-6, 2e-5},
+    {"accum_fp16", "fp16", 1e-4, 2e-3},
 };
 
 // trainer_* goldens: the lr of every step must be torch's exactly (both are the same double
@@ -74,7 +79,8 @@ static void run_case(const ModeTol* tol) {
     assert_true(e_loss && e_scale && e_skip);
     const StTensor* e_lr = st_find(&g.st, "expect.lr");
     const StTensor* e_norm = st_find(&g.st, "expect.clip_total_norm");
-    const bool trainer = !strncmp(tol->golden, "trainer_", 8);
+    const bool trainer = !strncmp(tol->golden, "trainer_", 8) || !strncmp(tol->golden, "accum_", 6);
+    if (!strncmp(tol->golden, "accum_", 6)) assert_true(g.N > 1 && e_loss->numel == (size_t)g.S);
     if (trainer) assert_true(e_lr && e_norm && e_lr->dtype == DTYPE_F64 && g.ts.schedule && g.ts.max_grad_norm > 0);
     const double norm_rtol = !strcmp(tol->mode, "fp32") ? CLIP_NORM_RTOL_FP32 : CLIP_NORM_RTOL_LOW;
     double max_loss_err = 0, max_norm_rel = 0;
@@ -141,6 +147,8 @@ static void test_fp16_grad_scaler(void** s) { (void)s; run_case(&TOLS[2]); }
 static void test_fp16_noscale(void** s) { (void)s; run_case(&TOLS[3]); }
 static void test_trainer_fp32(void** s) { (void)s; run_case(&TOLS[4]); }
 static void test_trainer_fp16(void** s) { (void)s; run_case(&TOLS[5]); }
+static void test_accum_fp32(void** s) { (void)s; run_case(&TOLS[6]); }
+static void test_accum_fp16_grad_scaler(void** s) { (void)s; run_case(&TOLS[7]); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -150,6 +158,8 @@ int main(void) {
         cmocka_unit_test(test_fp16_noscale),
         cmocka_unit_test(test_trainer_fp32),
         cmocka_unit_test(test_trainer_fp16),
+        cmocka_unit_test(test_accum_fp32),
+        cmocka_unit_test(test_accum_fp16_grad_scaler),
     };
     return cmocka_run_group_tests_name("trajectory", tests, NULL, NULL);
 }

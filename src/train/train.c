@@ -251,17 +251,8 @@ static Status records_from_json(Records* r, json_t* steps, json_t* evals, int64_
 
 // ---- one step (train.h) ----
 static Status train_step_timed(TrainStep* t, const ModelBatch* batch, TrainStepResult* out, PhaseClock* pc) {
-    model_zero_grad(t->table, t->grads);
-    Status s = model_forward(t->ws, t->params, batch, t->mode, t->gemm, &out->loss, NULL);
-    if (!status_is_ok(s)) return s;
-    out->scale = grad_scaler_loss_scale(t->scaler);
-    if (!isfinite(out->loss) && !t->mode->loss_scaling) {
-        out->loss_nonfinite = true;
-        out->skipped = true;
-        return status_ok();
-    }
-    s = model_backward(t->ws, t->params, out->scale, t->gemm, t->grads, &out->counters);
-    if (!status_is_ok(s)) return s;
+    Status s = train_accumulate_gradients(t, batch, out);  // accum.c: 1 or N micro-batches
+    if (!status_is_ok(s) || out->loss_nonfinite) return s;
     phase_enter(pc, PHASE_SCALER);
     bool found_inf = grad_scaler_unscale(t->scaler, t->grads, t->table->alloc_numel);
     phase_enter(pc, PHASE_OPTIMIZER);

@@ -21,14 +21,20 @@ typedef struct {
     // HF Trainer policies (schedule.h); zero-initialised = off (constant lr, no clipping):
     const LrSchedule* schedule;  // NULL: mo->cfg.lr every step; else mo->cfg.lr is set per step
     double max_grad_norm;        // > 0: clip_grad_norm_(max_grad_norm) after unscale; 0: none
+    // Gradient accumulation (accum.c): one optimizer step over accum_steps micro-batches.
+    // 0 or 1: one batch per step. > 1: `batch` points to accum_steps micro-batches and
+    // micro_grads is a second table buffer (scratch for each later micro-batch's gradient).
+    int accum_steps;
+    float* micro_grads;
 } TrainStep;
 
 typedef struct {
-    float loss;           // the forward's loss (before scaling)
+    float loss;           // the forward's loss (before scaling); with accumulation the mean over
+                          // the micro-batches as the Trainer logs it: float32 sum of loss_k / N
     float scale;          // loss scale used for this step's backward
     bool skipped;         // GradScaler found inf/NaN: the optimizer did not step
     bool loss_nonfinite;  // loss was inf/NaN and the mode has no scaler: nothing was done
-    AmpCounters counters; // rounding-point counters of this backward (amp.h)
+    AmpCounters counters; // rounding-point counters of this backward (amp.h), summed over micro-batches
     double lr;            // the learning rate of this step (the schedule's, or mo->cfg.lr)
     float grad_norm;      // total gradient norm before clipping (after unscale); NaN when
                           // max_grad_norm is 0 (not computed, as the Trainer)
@@ -40,6 +46,21 @@ typedef struct {
 // max_grad_norm > 0 clip the unscaled gradients (clip_grad_norm_); lr from the schedule
 // (scheduler steps = optimizer steps taken); step the optimizer unless found_inf; scaler update. Errors from the model (unsupported backend,
 // invalid batch) are returned with params untouched.
+// The zero_grad/forward/backward part is train_accumulate_gradients (below), for one batch too;
+// with accum_steps N > 1 unscale (found_inf over the accumulated gradient), clipping, the
+// schedule, the optimizer and the GradScaler act once per N micro-batches.
 Status train_step(TrainStep* t, const ModelBatch* batch, TrainStepResult* out);
+
+// accum.c — the gradients of one optimizer step, into t->grads (zeroed first): for micro-batch
+// k = 0 .. N-1 (N = accum_steps, at least 1) forward batch[k]; if its loss is non-finite and the
+// mode has no loss scaling, stop there (out->loss_nonfinite, out->loss that loss); else backward
+// of loss_k * (scale / N) (the seed torch's backward of scaler.scale(loss / N) gives; scale / 1 =
+// scale). Micro-batch 0's gradient is computed into the zeroed accumulator t->grads, each later
+// one into the zeroed scratch t->micro_grads and then added element by element (float32), in
+// micro-batch order: acc = ((g0 + g1) + g2) + ..., what torch's AccumulateGrad does (.grad = g0,
+// then .grad += g_k). No gradient is ever accumulated in place by a backward, so a data-parallel
+// run that computes each micro-batch on another rank and adds them in the same order gets the
+// same bits. Sets out->loss (mean as documented above), out->scale, out->counters.
+Status train_accumulate_gradients(TrainStep* t, const ModelBatch* batch, TrainStepResult* out);
 
 #endif
