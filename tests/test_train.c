@@ -6,7 +6,9 @@
 // a non-finite fp32 loss stops the run with exit 1 and valid results; bad input exits 2;
 // `--init-from` a save_pretrained-style folder + `--train-file` + `--data-order sequential`
 // with the Trainer's policies reproduces PyTorch's trajectory (trainer_fp32 golden) through the
-// CLI, and the checkpoint's model.safetensors holds torch's final parameters under their names.
+// CLI, and the checkpoint's model.safetensors holds torch's final parameters under their names;
+// `--gradient-accumulation-steps 4` follows the accum_fp32/accum_fp16 goldens the same way and
+// resumes bit for bit at an optimizer-step boundary.
 // Runs BUILD/trainbench (the binary next to this test's build folder).
 #include <setjmp.h>
 #include <stdarg.h>
@@ -406,6 +408,112 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
     st_free(&g);
 }
 
+// --gradient-accumulation-steps 4 through the CLI against the accum_<mode> goldens (the plain
+// PyTorch loop, 40 micro-batches of 4, loss / 4, the Trainer's policies): the golden's weights
+// as a save_pretrained folder and its 40 batches as one train file read in order, so optimizer
+// step s takes rows (4s+k)*4 .. of micro-batch k. Per optimizer step: the logged loss (mean over
+// the 4 micro-batches), the lr (identical), grad_norm of the accumulated gradient, loss scale and
+// skipped flag; final parameters from checkpoint-10/model.safetensors. Tolerances are
+// test_trajectory's for the mode. Then resuming from checkpoint-5 ends bit-identical, and a
+// resume with another accumulation setting is refused naming it.
+static void check_accum_golden(const char* mode, double loss_tol, double norm_rtol, double param_tol) {
+    char gpath[256], dir[512], path[700], data[600], out[600], args[4096];
+    snprintf(gpath, sizeof gpath, "reference/golden/model/accum_%s.safetensors", mode);
+    SafeTensors g;
+    assert_true(status_is_ok(st_read(gpath, &g)));
+    assert_string_equal(st_meta(&g, "gradient_accumulation_steps"), "4");
+    snprintf(dir, sizeof dir, "%s/accum-init-%s", g_tmp, mode);
+    assert_true(status_is_ok(make_dirs(dir)));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_renamed(&g, "param.", path, false);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, TINY_CONFIG_JSON);
+    snprintf(data, sizeof data, "%s/accum-data-%s.safetensors", g_tmp, mode);
+    write_renamed(&g, "input.", data, true);
+    const bool fp16 = !strcmp(mode, "fp16");
+    char common[2048];
+    snprintf(common, sizeof common,
+             "--config %s/config.json --train-file %s --data-order sequential --per-device-train-batch-size 4 "
+             "--gradient-accumulation-steps 4 --max-steps 10 --learning-rate 1e-3 --weight-decay 0.01 "
+             "--warmup-steps 2 --max-grad-norm 0.15 --logging-steps 1 --save-steps 5 --backend naive --threads 1 %s",
+             dir, data, fp16 ? "--fp16 --init-scale 16777216 --growth-interval 4" : "");
+    snprintf(out, sizeof out, "%s/accum-%s", g_tmp, mode);
+    snprintf(args, sizeof args, "%s --init-from %s --output-dir %s", common, dir, out);
+    int rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(g_out, "gradient accumulation steps = 4 (16 examples per optimizer step)"));
+    json_t* j = load_results(out);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "config"), "gradient_accumulation_steps")), 4);
+    json_t* recs = json_object_get(j, "records");
+    assert_int_equal(json_array_size(recs), 10);
+    const StTensor* e_loss = st_find(&g, "expect.loss");
+    const StTensor* e_lr = st_find(&g, "expect.lr");
+    const StTensor* e_norm = st_find(&g, "expect.clip_total_norm");
+    const StTensor* e_scale = st_find(&g, "expect.scale");
+    const StTensor* e_skip = st_find(&g, "expect.skipped");
+    assert_true(e_loss && e_lr && e_norm && e_scale && e_skip && e_loss->numel == 10);
+    double worst_loss = 0, worst_norm = 0;
+    int n_skipped = 0;
+    for (size_t i = 0; i < 10; i++) {
+        json_t* r = json_array_get(recs, i);
+        double loss = json_number_value(json_object_get(r, "loss"));
+        double want_norm = ((const float*)e_norm->data)[i];
+        bool skipped = json_is_true(json_object_get(r, "skipped"));
+        worst_loss = fmax(worst_loss, fabs(loss - ((const float*)e_loss->data)[i]));
+        if (isfinite(want_norm))
+            worst_norm = fmax(worst_norm, fabs(json_number_value(json_object_get(r, "grad_norm")) - want_norm) / want_norm);
+        else
+            assert_true(json_is_null(json_object_get(r, "grad_norm")));  // inf/NaN: not a finite number
+        assert_true(json_number_value(json_object_get(r, "learning_rate")) == ((const double*)e_lr->data)[i]);
+        assert_true(json_number_value(json_object_get(r, "loss_scale")) == ((const float*)e_scale->data)[i]);
+        assert_int_equal(skipped, ((const uint8_t*)e_skip->data)[i] != 0);
+        assert_int_equal(json_integer_value(json_object_get(r, "tokens")), 4 * 4 * 16);  // 4 micro-batches of 4x16
+        n_skipped += skipped;
+    }
+    json_decref(j);
+    snprintf(path, sizeof path, "%s/checkpoint-10/model.safetensors", out);
+    SafeTensors m;
+    assert_true(status_is_ok(st_read(path, &m)));
+    double worst_param = 0;
+    for (size_t i = 0; i < g.n_tensors; i++) {
+        const StTensor* e = &g.tensors[i];
+        if (strncmp(e->name, "expect.final.param.", 19) != 0) continue;
+        const StTensor* t = st_find(&m, e->name + 19);
+        assert_non_null(t);
+        for (size_t k = 0; k < e->numel; k++)
+            worst_param = fmax(worst_param, fabs((double)((const float*)t->data)[k] - ((const float*)e->data)[k]));
+    }
+    st_free(&m);
+    printf("--gradient-accumulation-steps 4 vs torch (accum_%s): max |loss diff| %.3g (tol %.3g), grad_norm max rel "
+           "diff %.3g (tol %.3g), final params max |diff| %.3g (tol %.3g), lr and loss scale identical 10/10, "
+           "%d skipped as torch\n", mode, worst_loss, loss_tol, worst_norm, norm_rtol, worst_param, param_tol, n_skipped);
+    assert_true(worst_loss <= loss_tol);
+    assert_true(worst_norm <= norm_rtol);
+    assert_true(worst_param <= param_tol);
+    // resume at the optimizer-step boundary 5: the whole checkpoint-10 bit for bit
+    char out2[700], ca[800], cb[800];
+    snprintf(out2, sizeof out2, "%s-resumed", out);
+    snprintf(args, sizeof args, "%s --output-dir %s --resume-from-checkpoint %s/checkpoint-5", common, out2, out);
+    rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    snprintf(ca, sizeof ca, "%s/checkpoint-10/checkpoint.safetensors", out);
+    snprintf(cb, sizeof cb, "%s/checkpoint-10/checkpoint.safetensors", out2);
+    assert_checkpoints_equal(ca, cb);
+    // the accumulation setting is part of what a checkpoint must match
+    snprintf(args, sizeof args, "%s --gradient-accumulation-steps 2 --output-dir %s-2 --resume-from-checkpoint "
+             "%s/checkpoint-5", common, out, out);
+    expect_exit2(args, "gradient_accumulation_steps=4, this run has gradient_accumulation_steps=2");
+    st_free(&g);
+}
+
+static void test_gradient_accumulation_matches_torch(void** s) {
+    (void)s;
+    check_accum_golden("fp32", 1e-6, 1e-5, 2e-5);
+    check_accum_golden("fp16", 1e-4, 2e-3, 2e-3);
+}
+
 static void expect_exit2(const char* args, const char* needle) {
     int rc = run(args, g_out, sizeof g_out);
     if (rc != 2 || !strstr(g_out, needle)) printf("output:\n%s\n", g_out);
@@ -432,6 +540,7 @@ static void test_bad_input(void** s) {
     expect_exit2("--warmup-ratio 1.5", "--warmup-ratio must be in [0, 1)");
     expect_exit2("--lr-scheduler-type constant --warmup-steps 3", "constant has no warmup");
     expect_exit2("--max-grad-norm -1", "--max-grad-norm must be >= 0");
+    expect_exit2("--gradient-accumulation-steps 0", "--gradient-accumulation-steps must be an integer in [1, 4096]");
     snprintf(args, sizeof args, "--output-dir %s/x --resume-from-checkpoint %s/does-not-exist", g_tmp, g_tmp);
     expect_exit2(args, "--resume-from-checkpoint");
     // a checkpoint of another run's configuration is refused, naming the field
@@ -506,6 +615,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_crafted_checkpoints_refused),
         cmocka_unit_test(test_init_from_reproduces_torch_trajectory),
+        cmocka_unit_test(test_gradient_accumulation_matches_torch),
     };
     int rc = cmocka_run_group_tests_name("train", tests, NULL, NULL);
     cli_harness_cleanup("train");

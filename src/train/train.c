@@ -66,6 +66,7 @@ typedef struct {
     double max_grad_norm;       // TrainingArguments default 1.0; 0 = no clipping
     bool profile;               // --profile: print where the step time went
     bool force;                 // --force: skip the up-front memory check
+    long grad_accum;            // --gradient-accumulation-steps (default 1)
 } TrainArgs;
 
 typedef struct {
@@ -111,10 +112,12 @@ const Command cmd_train = {
         "    [--init-scale X] [--growth-interval N] [--no-progress] [--force]\n"
         "    [--init-from DIR|FILE.safetensors] [--data-order shuffled|sequential]\n"
         "    [--lr-scheduler-type linear|constant] [--warmup-steps N | --warmup-ratio X]\n"
-        "    [--max-grad-norm X] [--profile]\n"
+        "    [--max-grad-norm X] [--gradient-accumulation-steps N] [--profile]\n"
         "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments)\n"
+        "  --gradient-accumulation-steps 1 (N: each optimizer step takes N micro-batches, loss / N;\n"
+        "  --max-steps, --eval-steps, --logging-steps and --save-steps count optimizer steps)\n"
         "  --data-order shuffled --max-steps 100\n"
         "  --per-device-train-batch-size 8 --seq-len min(128, max positions) --eval-steps 0\n"
         "  (evaluate at the end only) --logging-steps 10 --seed 42 --output-dir\n"
@@ -293,7 +296,9 @@ typedef struct {
     GradScaler scaler;
     float* params;
     float* grads;
-    Batch batch;
+    Batch* micro;           // (grad_accum) the micro-batches of the current optimizer step
+    ModelBatch* micro_mb;   // (grad_accum) views of them, as train_step takes them
+    float* micro_grads;     // grad_accum > 1: train_accumulate_gradients' scratch table buffer
     size_t* order;          // (N train) the current epoch's order
     int64_t order_epoch;    // epoch `order` belongs to (-1: none)
     int64_t step;           // optimizer-loop steps taken (skipped ones included)
@@ -311,16 +316,17 @@ typedef struct {
     int64_t phases_steps;
 } Run;
 
+// Epochs done after `step` optimizer steps: micro-batches consumed / batches per epoch.
 static double epoch_of(const Run* r, int64_t step) {
     size_t nb = dataset_n_batches(&r->ds, SPLIT_TRAIN, (int)r->a.batch_size);
-    return nb ? (double)step / (double)nb : 0.0;
+    return nb ? (double)step * (double)r->a.grad_accum / (double)nb : 0.0;
 }
 
-// The training batch of step s (0-based): epoch = s / nb, batch b = s % nb of that epoch's
+// Global training batch s (0-based) into dst: epoch = s / nb, batch b = s % nb of that epoch's
 // order, so resuming at any step reads the same batches. --data-order sequential: rows
 // b*B .. b*B+B-1 of the file in every epoch (the last batch may be short); shuffled: the
 // permutation dataset_epoch_order(N, seed, epoch) (data.h documents it step by step).
-static void load_train_batch(Run* r, int64_t s) {
+static void load_train_batch(Run* r, int64_t s, Batch* dst) {
     const size_t N = r->ds.split[SPLIT_TRAIN].n;
     const size_t B = (size_t)r->a.batch_size;
     const size_t nb = dataset_n_batches(&r->ds, SPLIT_TRAIN, (int)B);
@@ -335,7 +341,7 @@ static void load_train_batch(Run* r, int64_t s) {
     }
     size_t first = b * B;
     int n = (int)(N - first < B ? N - first : B);
-    dataset_gather(&r->ds, SPLIT_TRAIN, r->order + first, n, &r->batch);
+    dataset_gather(&r->ds, SPLIT_TRAIN, r->order + first, n, dst);
 }
 
 static ModelBatch model_batch_of(const Batch* b) {
@@ -358,6 +364,7 @@ static json_t* phases_json(const Run* r) {
     json_object_set_new(o, "phase_sum_s", json_real(phase_times_total(&r->phases)));
     json_object_set_new(o, "step_time_sum_s", json_real(r->phases_step_time_s));
     ModelStepCost cost = model_step_cost(&r->mcfg, (int)r->a.batch_size, (int)r->a.seq_len);
+    cost.gemm_flop *= (double)r->a.grad_accum;  // an optimizer step runs N micro-batches
     json_object_set_new(o, "gemm_flop_per_step", json_real(cost.gemm_flop));
     json_object_set_new(o, "min_bytes_per_step", json_real(cost.min_bytes));
     return o;
@@ -382,10 +389,43 @@ static void print_profile(const Run* r) {
     printf("  %-12s %32.3f\n", "sum", 1e3 * sum / n);
     printf("  %-12s %32.3f\n", "step time", 1e3 * r->phases_step_time_s / n);
     ModelStepCost cost = model_step_cost(&r->mcfg, (int)r->a.batch_size, (int)r->a.seq_len);
+    cost.gemm_flop *= (double)r->a.grad_accum;  // an optimizer step runs N micro-batches
     printf("GEMM work %.3f GFLOP per step; in the GEMM phases (q/k/v, out, FFN, attention, classifier: %.1f%% "
            "of the step) that is %.1f GFLOP/s. Minimum bytes per step %.1f MB.\n",
            cost.gemm_flop * 1e-9, sum > 0 ? 100.0 * gemm / sum : 0.0, gemm > 0 ? cost.gemm_flop * n / gemm * 1e-9 : 0.0,
            cost.min_bytes / 1e6);
+}
+
+// ---- gradient accumulation: the micro-batches of one optimizer step ----
+// Optimizer step s (0-based) consumes --gradient-accumulation-steps N micro-batches of
+// --per-device-train-batch-size: micro-batch k is global batch s*N + k of the order above
+// (an optimizer step may span two epochs; the Trainer instead ends each epoch with a shorter
+// step, README). train_step (accum.c) computes and adds their gradients.
+static void accum_alloc(Run* r) {
+    const int n = (int)r->a.grad_accum;
+    r->micro = xcalloc((size_t)n, sizeof *r->micro);
+    r->micro_mb = xcalloc((size_t)n, sizeof *r->micro_mb);
+    for (int k = 0; k < n; k++) batch_alloc(&r->micro[k], (int)r->a.batch_size, (int)r->a.seq_len);
+    if (n > 1) r->micro_grads = param_table_alloc_buffer(&r->table);
+}
+
+static void accum_free(Run* r) {
+    for (int k = 0; r->micro && k < (int)r->a.grad_accum; k++) batch_free(&r->micro[k]);
+    free(r->micro);
+    free(r->micro_mb);
+    free(r->micro_grads);
+}
+
+// Loads the micro-batches of optimizer step r->step into r->micro / r->micro_mb; adds their
+// positions (B x T, padding included) and real tokens to rec.
+static void load_step_batches(Run* r, StepRecord* rec) {
+    for (int k = 0; k < (int)r->a.grad_accum; k++) {
+        load_train_batch(r, r->step * r->a.grad_accum + k, &r->micro[k]);
+        const ModelBatch mb = r->micro_mb[k] = model_batch_of(&r->micro[k]);
+        rec->tokens += (int64_t)mb.B * mb.T;
+        for (int b = 0; b < mb.B; b++)
+            for (int t = 0; t < mb.T; t++) rec->real_tokens += mb.attention_mask ? mb.attention_mask[b * mb.T + t] : 1;
+    }
 }
 
 static json_t* summary_json(const Run* r) {
@@ -560,6 +600,7 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     a->warmup_steps = -1;
     a->warmup_ratio = -1;
     a->max_grad_norm = 1.0;
+    a->grad_accum = 1;
     const char* precision = NULL;
     for (int i = 1; i < argc; i++) {
         const char* arg = argv[i];
@@ -585,6 +626,7 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         INT_FLAG("--max-steps", max_steps, 1, 100000000)
         INT_FLAG("--per-device-train-batch-size", batch_size, 1, 65536)
         INT_FLAG("--per-device-eval-batch-size", eval_batch_size, 1, 65536)
+        INT_FLAG("--gradient-accumulation-steps", grad_accum, 1, 4096)
         INT_FLAG("--seq-len", seq_len, 1, 1 << 20)
         INT_FLAG("--eval-steps", eval_steps, 0, 100000000)
         INT_FLAG("--logging-steps", logging_steps, 1, 100000000)
@@ -801,7 +843,7 @@ static int setup(Run* r) {
     omp_set_num_threads(threads);
     s = gemm_open(&r->gemm, r->backend, threads);
     if (!status_is_ok(s)) return user_error("--backend %s: %s", a->backend, s.msg);
-    batch_alloc(&r->batch, (int)a->batch_size, (int)a->seq_len);
+    accum_alloc(r);
     r->order = xmalloc(r->ds.split[SPLIT_TRAIN].n * sizeof(size_t));
     r->order_epoch = -1;
 
@@ -826,6 +868,7 @@ static int setup(Run* r) {
     json_object_set_new(c, "threads", json_integer(threads));
     json_object_set_new(c, "seed", json_integer(a->seed));
     json_object_set_new(c, "per_device_train_batch_size", json_integer(a->batch_size));
+    json_object_set_new(c, "gradient_accumulation_steps", json_integer(a->grad_accum));
     json_object_set_new(c, "per_device_eval_batch_size", json_integer(a->eval_batch_size));
     json_object_set_new(c, "seq_len", json_integer(a->seq_len));
     json_object_set_new(c, "max_steps", json_integer(a->max_steps));
@@ -866,7 +909,7 @@ static int setup(Run* r) {
 
 static void teardown(Run* r) {
     free(r->order);
-    batch_free(&r->batch);
+    accum_free(r);
     gemm_close(&r->gemm);
     if (r->mo.states) model_optim_free(&r->mo);
     model_workspace_free(r->ws);
@@ -902,12 +945,13 @@ static int train_loop(Run* r) {
     Status s;
     while (r->step < a->max_steps) {
         double t0 = now_seconds();
-        load_train_batch(r, r->step);
-        ModelBatch mb = model_batch_of(&r->batch);
+        StepRecord rec;
+        memset(&rec, 0, sizeof rec);
+        load_step_batches(r, &rec);
         TrainStep ts = {&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
-                        &r->schedule, r->a.max_grad_norm};
+                        &r->schedule, r->a.max_grad_norm, (int)r->a.grad_accum, r->micro_grads};
         TrainStepResult res;
-        s = train_step(&ts, &mb, &res);
+        s = train_step(&ts, r->micro_mb, &res);
         if (!status_is_ok(s)) {
             clear_progress(r);
             fprintf(stderr, "trainbench train: step %lld failed: %s\n", (long long)r->step + 1, s.msg);
@@ -915,8 +959,6 @@ static int train_loop(Run* r) {
             return 1;
         }
         float loss = res.loss;
-        StepRecord rec;
-        memset(&rec, 0, sizeof rec);
         rec.step = r->step + 1;
         rec.loss = loss;
         rec.scale = res.scale;
@@ -934,9 +976,6 @@ static int train_loop(Run* r) {
             r->stop_reason = "non-finite loss";
             return 1;
         }
-        rec.tokens = (int64_t)mb.B * mb.T;
-        for (int b = 0; b < mb.B; b++)
-            for (int t = 0; t < mb.T; t++) rec.real_tokens += mb.attention_mask ? mb.attention_mask[b * mb.T + t] : 1;
         rec.step_time_s = now_seconds() - t0;
         records_add_step(&r->rec, &rec);
         phase_times_add(&r->phases, &res.phases);
@@ -1005,12 +1044,14 @@ static int train_run(int argc, char** argv) {
     rc = setup(&run);
     if (rc == 0) {
         printf("***** Running training *****\n  model = %s (%zu parameters), optim = %s, precision = %s, backend = %s\n"
-               "  examples = %zu, batch size = %ld, seq len = %ld, max steps = %ld, output = %s\n"
+               "  examples = %zu, batch size = %ld, gradient accumulation steps = %ld (%ld examples per optimizer "
+               "step), seq len = %ld, max steps = %ld, output = %s\n"
                "  learning rate = %g, lr scheduler = %s (warmup %lld steps), weight decay = %g (not on biases and "
                "LayerNorm weights), max grad norm = %g%s\n"
                "  data order = %s (seed %ld), initial weights = %s\n",
                run.a.model ? run.a.model : run.a.config_path, run.table.numel, run.optim->name, run.mode->name,
-               run.backend->name, run.ds.split[SPLIT_TRAIN].n, run.a.batch_size, run.a.seq_len, run.a.max_steps,
+               run.backend->name, run.ds.split[SPLIT_TRAIN].n, run.a.batch_size, run.a.grad_accum,
+               run.a.batch_size * run.a.grad_accum, run.a.seq_len, run.a.max_steps,
                run.a.output_dir, run.ocfg.lr, lr_schedule_name(run.schedule.type), (long long)run.schedule.warmup_steps,
                run.ocfg.weight_decay, run.a.max_grad_norm, run.a.max_grad_norm > 0 ? "" : " (no clipping)",
                run.a.data_order, run.a.seed,
