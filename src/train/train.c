@@ -8,7 +8,8 @@
 // scaler, step, records so far; written and read by checkpoint.c) from which
 // --resume-from-checkpoint continues bit for bit, plus model.safetensors + config.json
 // (transformers' view of the weights). --init-from starts from transformers weights; the
-// Trainer's schedule and clipping are in schedule.c.
+// Trainer's schedule and clipping are in schedule.c, gradient accumulation
+// (--gradient-accumulation-steps: one optimizer step over N micro-batches) in accum.c.
 // Not here: benchmarks (bench/), comparisons with goldens (tests), reports.
 #include <errno.h>
 #include <jansson.h>
