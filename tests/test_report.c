@@ -503,6 +503,43 @@ static void test_hostile_names_run_nothing(void** s) {
     }
 }
 
+// gnuplot exits 0 even when the disk filled up under it: a cut-off image must not be renamed
+// into place. A stand-in gnuplot (first on PATH) writes a PNG without its IEND chunk and an SVG
+// without </svg> and exits 0: report exits 1, says the plot was not drawn, and leaves neither the
+// images nor their temp files.
+static void test_truncated_plot_not_renamed(void** s) {
+    (void)s;
+    char a[512], fake[512], out[1024], cmd[8192], path[1024];
+    snprintf(a, sizeof a, "%s/results/truncated/run1", g_tmp);
+    make_full_run(a, 1.0, "null", "4444444dddd");
+    snprintf(fake, sizeof fake, "%s/fakebin", g_tmp);
+    mkdir_p(fake);
+    write_text(fake, "gnuplot",
+               "#!/bin/sh\n"
+               "[ \"$1\" = --version ] && { echo 'gnuplot 5.4 (stand-in)'; exit 0; }\n"
+               "for o in $(sed -n \"s/^set output '\\(.*\\)'$/\\1/p\" \"$1\"); do\n"
+               "  case \"$o\" in *.png.tmp) printf '\\211PNG\\r\\n\\032\\n0000000000000000000000' > \"$o\";;\n"
+               "  *) printf '<?xml version=\"1.0\"?>\\n<svg width=\"10\">' > \"$o\";; esac\n"
+               "done\nexit 0\n");
+    snprintf(path, sizeof path, "%s/gnuplot", fake);
+    assert_int_equal(chmod(path, 0755), 0);
+    snprintf(cmd, sizeof cmd, "PATH='%s':\"$PATH\" %s report %s >/dev/null 2>&1", fake, g_bin, a);
+    int rc = cli_capture(cmd, out, sizeof out);
+    printf("$ (stand-in gnuplot) trainbench report %s -> exit %d\n", a, rc);
+    assert_int_equal(rc, 1);
+    snprintf(path, sizeof path, "%s/REPORT.md", a);
+    char* md = slurp(path);
+    assert_non_null(md);
+    expect_in(md, "_Plot not drawn: gnuplot failed on `loss.gp`._");
+    free(md);
+    static const char* const FILES[] = {"loss.png", "loss.svg", "loss.png.tmp", "loss.svg.tmp", "gemm.png"};
+    for (size_t i = 0; i < sizeof FILES / sizeof FILES[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", a, FILES[i]);
+        if (access(path, F_OK) == 0) printf("left behind: %s\n", path);
+        assert_int_not_equal(access(path, F_OK), 0);
+    }
+}
+
 int main(int argc, char** argv) {
     (void)argc;
     if (cli_harness_setup(argv[0], "report") != 0) return 1;
@@ -513,6 +550,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_peers_ratios),
         cmocka_unit_test(test_optim_without_traffic_counter),
         cmocka_unit_test(test_hostile_names_run_nothing),
+        cmocka_unit_test(test_truncated_plot_not_renamed),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     cli_harness_cleanup("report");
