@@ -3,6 +3,9 @@
 // the closed-formula estimate equals the bytes the optimizer really allocated after a real
 // step, exactly; the distilbert-base-cased AdamW figures are the seed's (SPEC.md section 5);
 // and `trainbench memory` prints them, emits valid JSON and refuses bad input with exit 2.
+// The training step's activation estimate (model/activation_memory.c): its per-layer figure for
+// tiny worked out by hand, and against the workspace a real step leaves (tiny, every precision
+// mode, naive backend) within the tolerance activation_memory.h states.
 // Runs the binary next to this test's build folder (BUILD/trainbench), like test_cli.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/rng.h"
+#include "model/activation_memory.h"
+#include "model/amp.h"
 #include "model/model.h"
 #include "cli_harness.h"
 
@@ -198,6 +204,77 @@ static void test_cli_json_every_optimizer(void** s) {
     json_decref(root);
 }
 
+
+// tiny: D 32, F 64, 2 heads, 2 layers; b8 x 32: N = 256. Saved per layer, by hand:
+// 4 * (8*256*32 + 2*256*64 + 8*2*32*32 + 4*256) = 4 * (65536 + 32768 + 16384 + 1024) = 462,848.
+static void test_activation_estimate_vs_workspace_tiny(void** s) {
+    (void)s;
+    const ModelConfig* mc = model_config_find("tiny");
+    assert_non_null(mc);
+    const int B = 8, T = 32;
+    ActivationEstimate e32 = activation_memory_estimate(mc, B, T, DTYPE_F32);
+    assert_int_equal(e32.saved_layer_bytes, 462848);
+    assert_int_equal(e32.batch_bytes, 8 * 256 + 4 * 8 + 4 * 256);
+    ParamTable t;
+    assert_true(status_is_ok(param_table_build(mc, &t)));
+    float* params = param_table_alloc_buffer(&t);
+    float* grads = param_table_alloc_buffer(&t);
+    param_table_init_weights(&t, params, 7, 0.02f);
+    int64_t ids[8 * 32];
+    int32_t labels[8];
+    Rng r;
+    rng_init(&r, 5, 0);
+    for (int i = 0; i < B * T; i++) ids[i] = 1 + rng_below(&r, (uint32_t)(mc->vocab_size - 1));
+    for (int b = 0; b < B; b++) labels[b] = (int32_t)rng_below(&r, 2);
+    ModelBatch batch = {.input_ids = ids, .attention_mask = NULL, .labels = labels, .B = B, .T = T};
+    for (size_t m = 0; m < amp_mode_count(); m++) {
+        const PrecisionMode* mode = amp_mode_at(m);
+        Gemm gemm;
+        assert_true(status_is_ok(gemm_open(&gemm, &gemm_backend_naive, 1)));
+        ModelWorkspace* ws;
+        assert_true(status_is_ok(model_workspace_new(&t, B, T, &ws)));
+        float loss;
+        model_zero_grad(&t, grads);
+        assert_true(status_is_ok(model_forward(ws, params, &batch, mode, &gemm, &loss, NULL)));
+        assert_true(status_is_ok(model_backward(ws, params, 1.0f, &gemm, grads, NULL)));
+        const size_t measured = model_workspace_bytes(ws);
+        ActivationEstimate e = activation_memory_estimate(mc, B, T, mode->low);
+        printf("tiny b%d x %d %-12s estimate %zu bytes, workspace after a step %zu (ratio %.4f)\n", B, T, mode->name,
+               e.total_bytes, measured, (double)measured / (double)e.total_bytes);
+        assert_true(activation_memory_within(&e, mc, measured));
+        // the tolerance can fail: one saved (N, D) activation fewer or one (N, F) buffer more is out
+        assert_false(activation_memory_within(&e, mc, measured - 4 * 256 * 32));
+        assert_false(activation_memory_within(&e, mc, measured + 4 * 256 * 64));
+        model_workspace_free(ws);
+        gemm_close(&gemm);
+    }
+    free(params);
+    free(grads);
+    param_table_free(&t);
+}
+
+static void test_cli_training_step_json(void** s) {
+    (void)s;
+    RunResult* r = &g_run;
+    run_cmd(r, "memory --model tiny --optim adamw_torch --batch 4 --seq-len 16 --precision bf16 --json", false);
+    assert_int_equal(r->exit_code, 0);
+    json_error_t err;
+    json_t* root = json_loads(r->out, 0, &err);
+    if (!root) printf("not JSON: %s\n%s\n", err.text, r->out);
+    assert_non_null(root);
+    json_t* st = json_object_get(root, "training_step");
+    assert_non_null(st);
+    assert_int_equal(json_integer_value(json_object_get(st, "batch")), 4);
+    assert_int_equal(json_integer_value(json_object_get(st, "seq_len")), 16);
+    assert_string_equal(json_string_value(json_object_get(st, "precision")), "bf16");
+    assert_true(json_is_true(json_object_get(st, "within_tolerance")));
+    ActivationEstimate e = activation_memory_estimate(model_config_find("tiny"), 4, 16, DTYPE_BF16);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "estimate"), "total_bytes")), e.total_bytes);
+    assert_true(json_integer_value(json_object_get(st, "measured_workspace_bytes")) > 0);
+    assert_true(json_integer_value(json_object_get(st, "peak_rss_bytes")) > 0);
+    json_decref(root);
+}
+
 static void expect_exit2(const char* args, const char* needle) {
     RunResult* r = &g_run;
     run_cmd(r, args, true);
@@ -218,6 +295,10 @@ static void test_cli_bad_input_exits_2(void** s) {
     expect_exit2("memory --optim=", "non-empty value");
     expect_exit2("memory --threads 0", "--threads must be an integer");
     expect_exit2("memory --model tiny --config x.json", "not both");
+    expect_exit2("memory --model tiny --seq-len 33", "exceeds the model's max_position_embeddings (32)");
+    expect_exit2("memory --model tiny --precision fp8", "unknown precision 'fp8' (allowed: fp32, bf16");
+    expect_exit2("memory --model tiny --backend mkl", "unknown backend 'mkl' (allowed: naive");
+    expect_exit2("memory --model tiny --batch 0", "--batch must be an integer");
     snprintf(path, sizeof path, "%s/nope.json", g_tmp);
     snprintf(args, sizeof args, "memory --config %s", path);
     expect_exit2(args, "nope.json");
@@ -265,6 +346,8 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_distilbert_base_cased_adamw_seed_figures),
         cmocka_unit_test(test_cli_distilbert_adamw_report),
         cmocka_unit_test(test_cli_json_every_optimizer),
+        cmocka_unit_test(test_activation_estimate_vs_workspace_tiny),
+        cmocka_unit_test(test_cli_training_step_json),
         cmocka_unit_test(test_cli_bad_input_exits_2),
     };
     int rc = cmocka_run_group_tests_name("memory", tests, NULL, NULL);

@@ -5,8 +5,12 @@
 // grads, optimizer state) next to Accelerate's `estimate-memory` "Training using Adam".
 // With --time it also times one step over all tensors (after the measured step, which is the
 // warm-up) and reports parameters/s and effective GB/s (traffic model below).
-// Not here: activations (the trainer measures them), mixed-precision copies.
+// With --batch/--seq-len/--precision (or --step) it also takes one real training step (forward,
+// backward, AdamW) and reports the activation + workspace estimate (model/activation_memory.c)
+// against the workspace allocator's high-water mark and the process peak RSS.
+// Not here: the activation formula itself (model/activation_memory.c).
 #include <jansson.h>
+#include <sys/resource.h>
 #include <malloc.h>
 #include <math.h>
 #include <omp.h>
@@ -18,6 +22,9 @@
 #include "core/resources.h"
 #include "core/common.h"
 #include "core/cpu.h"
+#include "core/rng.h"
+#include "model/activation_memory.h"
+#include "model/amp.h"
 #include "model/model.h"
 #include "results/results.h"
 
@@ -32,6 +39,7 @@ const Command cmd_memory = {
     .summary = "optimizer-state memory per optimizer: estimate vs measured, RSS, step speed",
     .usage = "trainbench memory [--model NAME | --config FILE.json] [--optim NAME|all] [--json | --out FILE] [--time] "
              "[--threads N] [--force]\n"
+             "                         [--step] [--batch B] [--seq-len T] [--precision P] [--backend NAME]\n"
              "  --model   a preset (default distilbert-base-cased); --config  a HF config.json instead\n"
              "  --optim   one registered optimizer or all (default)\n"
              "  --json    the same data as JSON on stdout (memory.json of a result folder, schema_version 1)\n"
@@ -39,7 +47,12 @@ const Command cmd_memory = {
              "  --time    also time one step over all tensors (after a warm-up step)\n"
              "  --force   skip the up-front check of params + grads + the largest state against the\n"
              "            available memory (without it: exit 2 with both numbers when they do not fit)\n"
-             "  exit 0; 1 if an estimate differs from its measurement or stdout cannot be written; 2 on bad input",
+             "  --step    also one real training step (AdamW): activation + workspace estimate vs the\n"
+             "            workspace's high-water mark, and the process peak RSS; implied by --batch (default 8),\n"
+             "            --seq-len (default 128), --precision (default fp32), --backend (default: the first of\n"
+             "            onednn, openblas, naive that runs the precision)\n"
+             "  exit 0; 1 if an estimate differs from its measurement (state: exact; step: beyond the\n"
+             "  stated tolerance) or stdout cannot be written; 2 on bad input",
     .run = memory_run,
 };
 
@@ -169,6 +182,137 @@ static size_t rows_for(const Optimizer* o, MemRow* out) {
     return 2;
 }
 
+// ---- one training step: activation + workspace estimate vs measured ----
+// Tolerance: ACTIVATION_TOL_BELOW / _ABOVE, with their reason, in model/activation_memory.h.
+#define STEP_TOL_BELOW ACTIVATION_TOL_BELOW
+#define STEP_TOL_ABOVE ACTIVATION_TOL_ABOVE
+
+typedef struct {
+    bool wanted;
+    long B, T;
+    const PrecisionMode* mode;
+    const GemmBackend* backend;  // NULL: the default order
+    ActivationEstimate est;
+    size_t workspace_bytes;      // model_workspace_bytes after the step (arena + kept scratch)
+    size_t param_grad_bytes;     // params + grads buffers (alloc_numel floats each)
+    size_t optim_bytes;          // AdamW state, measured
+    long long rss_before;        // current RSS before the workspace exists (bytes; -1 n/a)
+    long long peak_rss;          // getrusage ru_maxrss after the step (bytes)
+    float loss;
+    bool ok;
+} StepMem;
+
+
+// Builds a workspace for B x T, takes one step (forward, backward, AdamW) on synthetic tokens.
+static Status measure_step(StepMem* m, const ParamTable* t, float* params, float* grads) {
+    const GemmBackend* order[3] = {gemm_find("onednn"), gemm_find("openblas"), gemm_find("naive")};
+    Gemm gemm = {0};
+    Status s = status_make(STATUS_UNSUPPORTED, "no backend runs %s", m->mode->name);
+    for (int i = 0; i < 3; i++) {
+        const GemmBackend* b = m->backend ? m->backend : order[i];
+        if (!b) continue;
+        s = amp_check_backend(m->mode, b);
+        if (status_is_ok(s)) s = gemm_open(&gemm, b, 0);
+        if (status_is_ok(s) || m->backend) break;
+    }
+    if (!status_is_ok(s)) return s;
+    m->backend = gemm.backend;
+    m->est = activation_memory_estimate(&t->cfg, (int)m->B, (int)m->T, m->mode->low);
+    m->param_grad_bytes = 2 * t->alloc_numel * sizeof(float);
+    m->rss_before = rss_bytes();
+    ModelWorkspace* ws = NULL;
+    s = model_workspace_new(t, (int)m->B, (int)m->T, &ws);
+    if (!status_is_ok(s)) {
+        gemm_close(&gemm);
+        return s;
+    }
+    const size_t N = (size_t)m->B * (size_t)m->T;
+    int64_t* ids = xmalloc(N * sizeof(int64_t));
+    int32_t* labels = xmalloc((size_t)m->B * sizeof(int32_t));
+    Rng r;
+    rng_init(&r, 0x7EA1ull, 0);
+    for (size_t i = 0; i < N; i++) ids[i] = 1 + rng_below(&r, (uint32_t)(t->cfg.vocab_size - 1));
+    for (long b = 0; b < m->B; b++) labels[b] = (int32_t)rng_below(&r, (uint32_t)t->cfg.n_labels);
+    ModelBatch batch = {.input_ids = ids, .attention_mask = NULL, .labels = labels, .B = (int)m->B, .T = (int)m->T};
+    OptimConfig ocfg;
+    optim_defaults(&optim_adamw_torch, &ocfg);
+    ModelOptim mo;
+    model_optim_init(&mo, t, &optim_adamw_torch, &ocfg, false);
+    model_zero_grad(t, grads);
+    s = model_forward(ws, params, &batch, m->mode, &gemm, &m->loss, NULL);
+    if (status_is_ok(s)) s = model_backward(ws, params, 1.0f, &gemm, grads, NULL);
+    if (status_is_ok(s)) {
+        model_optim_step(&mo, t, params, grads);
+        m->workspace_bytes = model_workspace_bytes(ws);
+        m->optim_bytes = model_optim_measured_bytes(&mo);
+        struct rusage ru;
+        m->peak_rss = getrusage(RUSAGE_SELF, &ru) == 0 ? (long long)ru.ru_maxrss * 1024 : -1;
+        m->ok = activation_memory_within(&m->est, &t->cfg, m->workspace_bytes);
+    }
+    model_optim_free(&mo);
+    model_workspace_free(ws);
+    free(ids);
+    free(labels);
+    gemm_close(&gemm);
+    return s;
+}
+
+static json_t* step_json(const StepMem* m) {
+    json_t* o = json_object();
+    json_object_set_new(o, "batch", json_integer(m->B));
+    json_object_set_new(o, "seq_len", json_integer(m->T));
+    json_object_set_new(o, "precision", json_string(m->mode->name));
+    json_object_set_new(o, "backend", json_string(m->backend->name));
+    json_object_set_new(o, "optimizer", json_string(optim_adamw_torch.name));
+    json_object_set_new(o, "loss", json_real(m->loss));
+    json_t* e = json_object();
+    json_object_set_new(e, "saved_activations_bytes", json_integer((json_int_t)m->est.saved_bytes));
+    json_object_set_new(e, "saved_per_layer_bytes", json_integer((json_int_t)m->est.saved_layer_bytes));
+    json_object_set_new(e, "activation_gradient_bytes", json_integer((json_int_t)m->est.grad_bytes));
+    json_object_set_new(e, "batch_bytes", json_integer((json_int_t)m->est.batch_bytes));
+    json_object_set_new(e, "transient_bytes", json_integer((json_int_t)m->est.transient_bytes));
+    json_object_set_new(e, "total_bytes", json_integer((json_int_t)m->est.total_bytes));
+    json_object_set_new(o, "estimate", e);
+    json_object_set_new(o, "measured_workspace_bytes", json_integer((json_int_t)m->workspace_bytes));
+    json_object_set_new(o, "tolerance", json_pack("{s:f, s:f}", "below", STEP_TOL_BELOW, "above", STEP_TOL_ABOVE));
+    json_object_set_new(o, "within_tolerance", json_boolean(m->ok));
+    json_object_set_new(o, "params_grads_bytes", json_integer((json_int_t)m->param_grad_bytes));
+    json_object_set_new(o, "optimizer_state_bytes", json_integer((json_int_t)m->optim_bytes));
+    json_object_set_new(o, "rss_before_workspace_bytes", m->rss_before >= 0 ? json_integer(m->rss_before) : json_null());
+    json_object_set_new(o, "peak_rss_bytes", m->peak_rss >= 0 ? json_integer(m->peak_rss) : json_null());
+    return o;
+}
+
+static void step_print(const StepMem* m) {
+    char a[32], line[160];
+    const ActivationEstimate* e = &m->est;
+    printf("\ntraining step memory: batch %ld x seq %ld, %s, %s backend, AdamW (one real step: forward, backward, "
+           "optimizer; loss %.4f)\n", m->B, m->T, m->mode->name, m->backend->name, (double)m->loss);
+    printf("  estimate (model/activation_memory.c, README \"Training step memory\"):\n");
+    printf("    saved activations      %s\n", fmt_bytes(line, sizeof line, e->saved_bytes));
+    printf("      of which per layer   %s\n", fmt_bytes(line, sizeof line, e->saved_layer_bytes));
+    printf("    activation gradients   %s\n", fmt_bytes(line, sizeof line, e->grad_bytes));
+    printf("    batch                  %s\n", fmt_bytes(line, sizeof line, e->batch_bytes));
+    printf("    transient              %s\n", fmt_bytes(line, sizeof line, e->transient_bytes));
+    printf("    total                  %s\n", fmt_bytes(line, sizeof line, e->total_bytes));
+    printf("  measured: workspace high-water (activation arena + GEMM scratch kept after the step)\n");
+    printf("                           %s\n", fmt_bytes(line, sizeof line, m->workspace_bytes));
+    printf("  verdict:  measured / estimate = %.4f: %s (tolerance -%.0f%% / +%.0f%% and 64 bytes of padding per "
+           "buffer; model/activation_memory.h says why)\n",
+           e->total_bytes ? (double)m->workspace_bytes / (double)e->total_bytes : 0.0,
+           m->ok ? "within tolerance" : "OUTSIDE TOLERANCE", 100 * STEP_TOL_BELOW, 100 * STEP_TOL_ABOVE);
+    if (m->peak_rss >= 0) {
+        const long long known = (long long)(m->param_grad_bytes + m->optim_bytes + m->workspace_bytes);
+        printf("  process peak RSS after the step: %s MB = params + grads %s MB + AdamW state %s MB + workspace %s MB\n",
+               fmt_count(a, sizeof a, mb_rounded((size_t)m->peak_rss)),
+               fmt_count(line, 40, mb_rounded(m->param_grad_bytes)), fmt_count(line + 40, 40, mb_rounded(m->optim_bytes)),
+               fmt_count(line + 80, 40, mb_rounded(m->workspace_bytes)));
+        printf("                                   + the rest %s MB (code and shared libraries, their own buffers,\n"
+               "                                   thread stacks, allocator slack)\n",
+               fmt_signed(a, sizeof a, (m->peak_rss - known + (1 << 19)) >> 20));
+    }
+}
+
 // ---- output ----
 typedef struct {
     const char* model;   // preset name or config path
@@ -177,6 +321,7 @@ typedef struct {
     bool timed;
     MemRow* rows;
     size_t n_rows;
+    const StepMem* step;  // NULL without --step
 } Report;
 
 static size_t training_total(const Report* rep, const MemRow* r) {
@@ -194,7 +339,7 @@ static json_t* report_json(const Report* rep) {
     json_object_set_new(root, "parameters", json_integer((json_int_t)t->numel));
     json_object_set_new(root, "parameter_bytes", json_integer((json_int_t)(4 * t->numel)));
     json_object_set_new(root, "gradient_bytes", json_integer((json_int_t)(4 * t->numel)));
-    json_object_set_new(root, "activations", json_string("not counted here; see the trainer"));
+    json_object_set_new(root, "activations", json_string("not counted here; training_step (--step) has them"));
     json_object_set_new(root, "accelerate_training_adam_bytes", json_integer((json_int_t)(16 * t->numel)));
     json_object_set_new(root, "threads", json_integer(rep->threads));
     json_t* arr = json_array();
@@ -226,6 +371,7 @@ static json_t* report_json(const Report* rep) {
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "optimizers", arr);
+    if (rep->step) json_object_set_new(root, "training_step", step_json(rep->step));
     return root;
 }
 
@@ -275,7 +421,7 @@ static void report_print(const Report* rep) {
         }
     }
     size_t acc = 16 * t->numel;
-    printf("\ntraining memory, fp32, itemized (activations: not counted here; see the trainer)\n");
+    printf("\ntraining memory, fp32, itemized (activations: not counted here; --step adds them)\n");
     printf("  %-26s %10s %10s %16s %12s   %s\n", "optimizer", "params", "grads", "optimizer state", "total",
            "total - Accelerate");
     for (size_t i = 0; i < rep->n_rows; i++) {
@@ -293,6 +439,7 @@ static void report_print(const Report* rep) {
     printf("Accelerate `accelerate estimate-memory` \"Training using Adam\" (fp32) = 4 x model size = 16 bytes/param\n"
            "(params + grads + 2 Adam states, no activations): %s\n",
            fmt_bytes(line, sizeof line, acc));
+    if (rep->step) step_print(rep->step);
 }
 
 // ---- command ----
@@ -303,8 +450,25 @@ static int memory_run(int argc, char** argv) {
     bool as_json = false, timed = false, force = false;
     const char* out_path = NULL;
     long threads = cpu_logical_cores();
+    StepMem step = {.B = 8, .T = 128};
+    const char* precision = "fp32";
+    const char* backend = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
+        if (!strcmp(argv[i], "--step")) {
+            step.wanted = true;
+        } else if (flag_matches(argv[i], "--batch")) {
+            if (!flag_int(&cmd_memory, argc, argv, &i, "--batch", 1, 1 << 16, &step.B)) return 2;
+            step.wanted = true;
+        } else if (flag_matches(argv[i], "--seq-len")) {
+            if (!flag_int(&cmd_memory, argc, argv, &i, "--seq-len", 1, 1 << 20, &step.T)) return 2;
+            step.wanted = true;
+        } else if (flag_matches(argv[i], "--precision")) {
+            if (!flag_value(&cmd_memory, argc, argv, &i, "--precision", &precision)) return 2;
+            step.wanted = true;
+        } else if (flag_matches(argv[i], "--backend")) {
+            if (!flag_value(&cmd_memory, argc, argv, &i, "--backend", &backend)) return 2;
+            step.wanted = true;
+        } else if (!strcmp(argv[i], "--json")) {
             as_json = true;
         } else if (!strcmp(argv[i], "--time")) {
             timed = true;
@@ -341,6 +505,16 @@ static int memory_run(int argc, char** argv) {
             return cli_usage_error(&cmd_memory, "unknown model '%s' (allowed: %s; or --config FILE.json)", model,
                                    model_preset_names_list());
         cfg = *found;
+    }
+    if (step.wanted) {
+        step.mode = amp_mode_find(precision);
+        if (!step.mode)
+            return cli_usage_error(&cmd_memory, "unknown precision '%s' (allowed: %s)", precision, amp_mode_names_list());
+        if (backend && !(step.backend = gemm_find(backend)))
+            return cli_usage_error(&cmd_memory, "unknown backend '%s' (allowed: %s)", backend, gemm_backend_names_list());
+        if (step.T > cfg.max_positions)
+            return cli_usage_error(&cmd_memory, "--seq-len %ld exceeds the model's max_position_embeddings (%lld)",
+                                   step.T, (long long)cfg.max_positions);
     }
     size_t n_opt = optim_count();
     const Optimizer** opts = xcalloc(n_opt, sizeof *opts);
@@ -395,15 +569,31 @@ static int memory_run(int argc, char** argv) {
     param_table_init_weights(&t, params, PARAM_SEED, 0.02f);
     param_table_fill_normal(&t, grads, GRAD_SEED, 0.0f, 1e-3f);
 
+    int rc = 0;
+    // The step first, so that the process peak RSS it reports is this step's (params, grads,
+    // AdamW state, workspace), not an earlier optimizer row's.
+    if (step.wanted) {
+        s = measure_step(&step, &t, params, grads);
+        if (!status_is_ok(s)) {
+            fprintf(stderr, "trainbench memory: --step: %s\n", s.msg);
+            free(opts);
+            free(params);
+            free(grads);
+            param_table_free(&t);
+            return s.code == STATUS_INVALID ? 2 : 1;
+        }
+        if (!step.ok) rc = 1;
+        param_table_init_weights(&t, params, PARAM_SEED, 0.02f);  // the optimizer rows start as without --step
+        param_table_fill_normal(&t, grads, GRAD_SEED, 0.0f, 1e-3f);
+    }
     MemRow* rows = xcalloc(2 * k, sizeof *rows);
     size_t n_rows = 0;
     for (size_t i = 0; i < k; i++) n_rows += rows_for(opts[i], rows + n_rows);
-    int rc = 0;
     for (size_t i = 0; i < n_rows; i++) {
         measure_row(&rows[i], &t, params, grads, timed);
         if (rows[i].estimate_bytes != rows[i].measured_bytes) rc = 1;
     }
-    Report rep = {model, &t, (int)threads, timed, rows, n_rows};
+    Report rep = {model, &t, (int)threads, timed, rows, n_rows, step.wanted ? &step : NULL};
     if (as_json) {
         json_t* root = report_json(&rep);
         if (out_path) {
@@ -425,6 +615,10 @@ static int memory_run(int argc, char** argv) {
             fprintf(stderr, "trainbench memory: %s (%s): estimate %zu != measured %zu bytes — a bug in that optimizer's "
                             "state_bytes() or init()\n",
                     rows[i].optim->name, rows[i].variant, rows[i].estimate_bytes, rows[i].measured_bytes);
+    if (step.wanted && !step.ok)
+        fprintf(stderr, "trainbench memory: training step: workspace %zu bytes is outside -%.0f%%/+%.0f%% of the "
+                        "estimate %zu bytes — model/activation_memory.c and the workspace disagree\n",
+                step.workspace_bytes, 100 * STEP_TOL_BELOW, 100 * STEP_TOL_ABOVE, step.est.total_bytes);
     free(rows);
     free(opts);
     free(params);

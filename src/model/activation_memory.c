@@ -1,0 +1,71 @@
+// activation_memory.c — the activation and workspace estimate of one training step (see
+// activation_memory.h), as a closed formula over the model's tensors. With N = B*T tokens,
+// D = dim, F = hidden_dim (FFN), H = heads, L = labels, f = 4 bytes (fp32) and l = the low
+// dtype's size (2 for bf16/fp16; in fp32 mode there are no low copies):
+//
+// Every activation is held as fp32 in every precision mode: the mixed modes round values to
+// the low dtype where autocast does but keep them in fp32 arrays (amp.h), so the saved
+// activations do not shrink in bf16/fp16 (PyTorch's autocast keeps bf16 tensors instead).
+//
+// saved, per layer (what backward needs of the forward), f bytes each:
+//   q, k, v (N*D each)          the score and context products' backward reads them
+//   P (B*H*T*T)                 softmax backward and dV = P^T dctx read the probabilities
+//   ctx (N*D)                   out_lin's weight gradient dWo = dy^T ctx reads it
+//   r1, h1 (N*D each)           LayerNorm 1's input (its backward) and output (lin1's input,
+//                               the FFN residual)
+//   mean1, rstd1 (N each)       LayerNorm 1's statistics
+//   f1, g (N*F each)            lin1's output (GELU backward) and GELU's output (lin2's dW)
+//   r2, h2 (N*D each), mean2, rstd2 (N each)   LayerNorm 2, as LayerNorm 1; h2 is the next
+//                               layer's input (its q/k/v weight gradients read it)
+//   = f * (8*N*D + 2*N*F + B*H*T*T + 4*N)
+// saved, outside the layers: embeddings sum (N*D, the LayerNorm's input) and its LayerNorm
+//   output (N*D) with statistics (2*N); classifier: pooled [CLS] row, pre_classifier output,
+//   ReLU output (3*B*D), logits and log-probabilities (2*B*L)
+//   = f * (2*N*D + 2*N + 3*B*D + 2*B*L)
+// backward activation gradients (fp32, one set reused layer after layer):
+//   the hidden-state gradient, the gradient at a LayerNorm's input, the residual branch's
+//   gradient and its copy rounded to the low dtype (the rounding point of a mixed add, amp.h),
+//   kept apart from the fp32 residual path (4*N*D); the FFN gradients after and before GELU
+//   (2*N*F); attention's dq, dk, dv and dctx (4*N*D); the classifier's two (B*D) gradients and
+//   dlogits (B*L)
+//   = f * (8*N*D + 2*N*F + 2*B*D + B*L)
+// batch: ids int64 (8*N), labels int32 (4*B), additive key-padding mask fp32 (4*N)
+// transient (the largest temporaries a step needs at once):
+//   fp32: per attention head the score gradient before and after the softmax backward
+//   (2*T*T*f); a bias gradient's column sums (F * (8 + f)), double-accumulated as torch's sum
+//   mixed modes, in addition: the low-dtype GEMM operands autocast casts, i.e. the layer input
+//   x once for q/k/v (N*D), q, k, v, P and dctx for the attention products (4*N*D + B*H*T*T),
+//   the score gradient (T*T), a linear's activation input (N*F), its weight (F*D), its output
+//   before widening (N*F) and the input x again for lin1's weight gradient (N*F at most), all
+//   times l; and one fp32 weight-gradient temporary (F*D*f: a weight gradient is rounded to
+//   the low dtype before it is added to the accumulated gradient, amp.h)
+//
+// The workspace (model.c) and the layers' scratch (layers.c) are one way to hold these; the
+// trainer's measured figure is compared with this estimate in `trainbench memory` and in
+// tests/test_memory.c with the tolerance stated there.
+#include "model/activation_memory.h"
+
+ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, int T_, DType low) {
+    CHECK(B_ >= 1 && T_ >= 1, "batch %d x seq %d", B_, T_);
+    const size_t B = (size_t)B_, T = (size_t)T_, N = B * T, D = (size_t)cfg->dim, F = (size_t)cfg->hidden_dim,
+                 H = (size_t)cfg->n_heads, L = (size_t)cfg->n_labels, Ly = (size_t)cfg->n_layers;
+    const size_t f = sizeof(float), P = B * H * T * T;
+    const size_t FF = F > D ? F : D;  // the widest linear side (hidden_dim in DistilBERT)
+    ActivationEstimate e = {0};
+    e.saved_layer_bytes = f * (8 * N * D + 2 * N * F + P + 4 * N);
+    e.saved_bytes = Ly * e.saved_layer_bytes + f * (2 * N * D + 2 * N + 3 * B * D + 2 * B * L);
+    e.grad_bytes = f * (8 * N * D + 2 * N * F + 2 * B * D + B * L);
+    e.batch_bytes = 8 * N + 4 * B + 4 * N;
+    e.transient_bytes = 2 * T * T * f + FF * (8 + f);
+    if (low != DTYPE_F32) {
+        const size_t l = dtype_traits(low)->size;
+        e.transient_bytes += l * (N * D + 4 * N * D + P + T * T + N * FF + FF * D + N * FF + N * FF) + FF * D * f;
+    }
+    e.total_bytes = e.saved_bytes + e.grad_bytes + e.batch_bytes + e.transient_bytes;
+    return e;
+}
+
+bool activation_memory_within(const ActivationEstimate* e, const ModelConfig* cfg, size_t measured) {
+    const double pad = 64.0 * (16.0 * (double)cfg->n_layers + 40.0), t = (double)e->total_bytes, m = (double)measured;
+    return m >= t * (1 - ACTIVATION_TOL_BELOW) - pad && m <= t * (1 + ACTIVATION_TOL_ABOVE) + pad;
+}
