@@ -49,7 +49,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit test-extension check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers report contention test-crash fuzz
+.PHONY: all deps test test-unit test-extension check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers peers-venv report contention test-crash fuzz
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS) $(BUILD)/bench/trainbench-icount
@@ -249,22 +249,40 @@ gate: all
 # $(RESULTS)/<machine-id>/<run-id>/ (run-ids begin with the UTC start time, so newest = last by name)
 RESULT_DIR ?= $(shell ls $(RESULTS)/*/*/machine.json 2>/dev/null | awk -F/ '{ d = $$0; sub("/machine.json$$", "", d); print $$(NF-1), d }' | sort | tail -1 | cut -d' ' -f2-)
 
-# peers: time PyTorch, transformers and bitsandbytes on our benchmark problems with the same
-# thread count (reference/bench_peers.py, README "Benchmarks"; needs the venv of `make goldens`)
-# into $(RESULT_DIR)/peers.json, or $(BUILD)/peers.json without a result folder. PEERS_ARGS=--quick: smaller.
-PEERS_ARGS ?=
 # contention: small-model step time alone and next to one busy process, for the passive wait
 # policy and libgomp's spinning default (bench/contention.sh; ~2-4 minutes; not part of run)
 contention: all
 	sh bench/contention.sh $(BUILD)/trainbench $(or $(ROUNDS),5)
 
-peers:
-	@test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
-	  echo '  python3 -m venv $(VENV) && $(VENV)/bin/pip install "torch>=2.5" transformers "bitsandbytes>=0.50" safetensors numpy' >&2; \
-	  echo '  (or pass VENV=/path/to/venv)' >&2; exit 2; }
+# peers: time PyTorch, transformers and bitsandbytes on our benchmark problems with the same
+# thread count (reference/bench_peers.py, README "PyTorch side by side"); training steps run
+# interleaved with our benchmark binary. Writes $(RESULT_DIR)/peers.json, or $(BUILD)/peers.json
+# without a result folder. PEERS_ARGS=--quick: smaller. Creates the venv $(VENV) when it is
+# missing, with the pinned versions below (PEERS_PIN). Download size measured with
+# `pip install --dry-run --report` of PEERS_PIN (59 wheels from PyPI, Python 3.11, 2026-12-01) and
+# the wheels' Content-Length: 3.13 GB (torch 0.54 GB; the NVIDIA CUDA libraries PyPI's torch
+# wheel depends on ~2.2 GB, unused on a CPU); 5.9 GB installed.
+PEERS_PIN  = torch==2.15.0 transformers==5.24.0 bitsandbytes==0.50.2 safetensors==0.8.0 numpy==2.4.6 scipy==1.17.1
+PEERS_SIZE = about 3.1 GB to download (59 wheels; 5.9 GB installed)
+PEERS_ARGS ?=
+peers: deps bench-build
+	@$(MAKE) --no-print-directory peers-venv
 	@out='$(if $(RESULT_DIR),$(RESULT_DIR)/peers.json,$(BUILD)/peers.json)'; mkdir -p "$$(dirname "$$out")"; \
 	echo "peers: writing $$out"; \
-	$(VENV)/bin/python reference/bench_peers.py --out "$$out" $(if $(filter-out 0,$(FULL)),--full) $(PEERS_ARGS)
+	$(VENV)/bin/python reference/bench_peers.py --out "$$out" --bench-bin $(BENCH_BIN) \
+	  $(if $(filter-out 0,$(FULL)),--full) $(PEERS_ARGS)
+
+# peers-venv: the venv of `make peers` and `make goldens` when missing: python3 -m venv, then
+# pip install $(PEERS_PIN) into $(VENV).tmp, renamed to $(VENV) only when pip succeeded.
+peers-venv:
+	@if [ ! -x $(VENV)/bin/python ]; then \
+	  echo "peers: no venv at $(VENV): creating it with $(PEERS_PIN)"; \
+	  echo "peers: $(PEERS_SIZE); VENV=/path/to/venv to use another one"; \
+	  rm -rf '$(VENV).tmp' && python3 -m venv '$(VENV).tmp' && \
+	  '$(VENV).tmp/bin/python' -m pip install --disable-pip-version-check $(PEERS_PIN) && \
+	  mv '$(VENV).tmp' '$(VENV)' || { rm -rf '$(VENV).tmp'; \
+	    echo "trainbench: creating the venv failed (above); nothing was left at $(VENV)" >&2; exit 1; }; \
+	fi
 
 # report: `trainbench report` of $(RESULT_DIR) (README "trainbench report"): REPORT.md and plots in it
 report: deps $(BUILD)/trainbench

@@ -1,9 +1,12 @@
 // bench_train.c — train_step/<model>/<backend>/<precision>/<optim>: one full training step
 // (train.h train_step: zero_grad, forward, backward of loss*scale, GradScaler, optimizer) on a
 // model preset with synthetic tokens: tiny at batch 8 x seq 32 and small at 8 x 128, for every
-// backend x precision mode, with adamw_torch. Counter: tokens/s (B*T per step).
+// backend x precision mode, with adamw_torch; FULL=1 adds distilbert-base-cased at 8 x 128 in
+// fp32 and bf16 on the library backends (openblas, onednn: a naive step of that model takes
+// minutes), the shapes `make peers` compares with PyTorch. Counter: tokens/s (B*T per step).
 // Checked once before timing: the first step's loss must be finite and agree with the naive
-// backend's first step from the same parameters and batch within a sanity bound (1e-4
+// backend's first step (distilbert-base-cased: the other library backend's, openblas <->
+// onednn) from the same parameters and batch within a sanity bound (1e-4
 // relative for fp32, 2e-2 for 16-bit modes: different GEMM summation orders, rounded to
 // 8- or 11-bit mantissas; the conformance tests, not this, pin the numerics).
 // amp_check_backend() says no (onednn + fp16) -> "unsupported: <reason>".
@@ -21,6 +24,7 @@ typedef struct {
     const PrecisionMode* mode;
     const Optimizer* optim;
     int B, T;
+    const GemmBackend* check_ref;  // the check's reference backend; NULL = naive
     bool checked, ok;
     char why[384];
 } TrainCase;
@@ -88,17 +92,18 @@ static bool train_check(const TrainCase* c, float loss, char* why, size_t len) {
         return false;
     }
     Trainer ref;
-    Status s = trainer_open(&ref, c, &gemm_backend_naive);
+    const GemmBackend* rb = c->check_ref ? c->check_ref : &gemm_backend_naive;
+    Status s = trainer_open(&ref, c, rb);
     TrainStepResult res;
     if (status_is_ok(s)) s = train_step(&ref.ts, &ref.batch, &res);
     trainer_close(&ref);
     if (!status_is_ok(s)) {
-        snprintf(why, len, "naive reference step: %.300s", s.msg);
+        snprintf(why, len, "%s reference step: %.300s", rb->name, s.msg);
         return false;
     }
     const double rtol = c->mode->low == DTYPE_F32 ? 1e-4 : 2e-2;
     if (!(fabs((double)loss - res.loss) <= rtol * fabs(res.loss))) {
-        snprintf(why, len, "first step loss %.9g, naive %.9g (rtol %g)", (double)loss, (double)res.loss, rtol);
+        snprintf(why, len, "first step loss %.9g, %s %.9g (rtol %g)", (double)loss, rb->name, (double)res.loss, rtol);
         return false;
     }
     return true;
@@ -145,7 +150,23 @@ static void add(const char* model, int B, int T) {
         }
 }
 
+// distilbert-base-cased (FULL=1): fp32 and bf16 on openblas and onednn, each checked against the other.
+static void add_large(const char* model, int B, int T) {
+    const GemmBackend* libs[2] = {&gemm_backend_openblas, &gemm_backend_onednn};
+    const char* modes[2] = {"fp32", "bf16"};
+    for (int b = 0; b < 2; b++)
+        for (int m = 0; m < 2; m++) {
+            TrainCase* c = xcalloc(1, sizeof *c);  // lives until exit (registered)
+            *c = (TrainCase){.model = model, .backend = libs[b], .mode = amp_mode_find(modes[m]),
+                             .optim = &optim_adamw_torch, .B = B, .T = T, .check_ref = libs[1 - b]};
+            CHECK(c->mode != NULL, "no precision mode %s", modes[m]);
+            bench_registerf(bm_train, c, "train_step/%s/%s/%s/%s", model, c->backend->name, c->mode->name,
+                            c->optim->name);
+        }
+}
+
 void bench_register_train(void) {
     add("tiny", 8, 32);
     add("small", 8, 128);
+    if (bench_full) add_large("distilbert-base-cased", 8, 128);
 }

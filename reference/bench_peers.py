@@ -66,6 +66,7 @@ import platform
 import re
 import socket
 import statistics
+import subprocess
 import sys
 import time
 
@@ -80,7 +81,19 @@ FULL_SHAPE = (10000, 10000)
 MODELS = {
     "tiny": ((64, 32, 2, 2, 64, 32, 2), 8, 32),
     "small": ((1024, 128, 4, 4, 512, 128, 2), 8, 128),
+    "distilbert-base-cased": ((28996, 768, 6, 12, 3072, 512, 2), 8, 128),
 }
+# our benchmark registers distilbert-base-cased only under FULL=1 (bench/bench_train.c)
+OURS_NEEDS_FULL = {"distilbert-base-cased"}
+# our backends that may be "our fastest" for a training step (naive is the reference, never fastest)
+OURS_BACKENDS = ["onednn", "openblas"]
+# PyTorch training-step configurations; "best PyTorch" = the fastest of them. torch.compile is
+# excluded: its compile time and graph breaks are a different question than a step's speed.
+TRAIN_VARIANTS = [
+    ("torch", "eager", "loop", "eager attention, AdamW foreach=False (the for-loop path; our goldens' configuration)"),
+    ("torch_sdpa_fused", "sdpa", "fused", "sdpa attention, AdamW fused=True"),
+    ("torch_foreach", "sdpa", "foreach", "sdpa attention, AdamW foreach=True"),
+]
 PRECISIONS = ["fp32", "bf16"]
 WARMUP_STEPS = 3
 die = functools.partial(golden_io.die, "bench_peers")
@@ -156,9 +169,8 @@ def make_optim_problem(torch, factory, rows, cols):
     return step, check
 
 
-def make_train_problem(torch, transformers, model_name, precision, variant):
+def make_train_problem(torch, transformers, model_name, precision, attn, opt_kind):
     (vocab, dim, layers, heads, hidden, positions, labels), B, T = MODELS[model_name]
-    attn = "eager" if variant == "torch" else "sdpa"
     cfg = transformers.DistilBertConfig(vocab_size=vocab, dim=dim, n_layers=layers, n_heads=heads,
                                         hidden_dim=hidden, max_position_embeddings=positions,
                                         num_labels=labels, dropout=0.0, attention_dropout=0.0,
@@ -168,8 +180,10 @@ def make_train_problem(torch, transformers, model_name, precision, variant):
     model = transformers.DistilBertForSequenceClassification(cfg)
     model.train()
     adamw = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
-    if variant == "torch":
+    if opt_kind == "loop":
         opt = torch.optim.AdamW(model.parameters(), foreach=False, fused=False, **adamw)
+    elif opt_kind == "foreach":
+        opt = torch.optim.AdamW(model.parameters(), foreach=True, fused=False, **adamw)
     else:
         opt = torch.optim.AdamW(model.parameters(), fused=True, **adamw)
     g = torch.Generator().manual_seed(0x7EA1)
@@ -254,6 +268,132 @@ def error_entry(name, family, reps, msg):
             "error_occurred": True, "error_message": msg}
 
 
+
+# ---------------------------------------------------------------------------------------------- training steps, interleaved
+
+def run_ours(a, model, backend, precision):
+    """One repetition of our train_step benchmark in a fresh process of build/bench/trainbench-bench
+    (its own setup and sanity check untimed). Returns (iterations, real s/step, cpu s/step) or
+    raises RuntimeError with the benchmark's error."""
+    name = f"train_step/{model}/{backend}/{precision}/adamw_torch/real_time"
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    if model in OURS_NEEDS_FULL:
+        env["FULL"] = "1"
+    cmd = [a.bench_bin, f"--benchmark_filter=^{re.escape(name)}$", "--benchmark_repetitions=1",
+           f"--benchmark_min_time={a.min_time}", "--benchmark_format=json"]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise RuntimeError(f"{a.bench_bin} exited {p.returncode}: {p.stderr.strip()[-300:]}")
+    try:
+        rows = [b for b in json.loads(p.stdout)["benchmarks"] if b.get("name") == name]
+    except (ValueError, KeyError) as e:
+        raise RuntimeError(f"{a.bench_bin} wrote no benchmark JSON ({e})") from None
+    if not rows:
+        raise RuntimeError(f"{a.bench_bin} has no benchmark {name}")
+    b = rows[0]
+    if b.get("error_occurred"):
+        raise RuntimeError(b.get("error_message", "error"))
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+    return (int(b["iterations"]), float(b["real_time"]) * scale, float(b["cpu_time"]) * scale)
+
+
+def interleaved_train(a, torch, transformers, model, precision, benchmarks, family, choices):
+    """Our fastest backend and every PyTorch variant on one (model, precision), in alternating
+    rounds: even rounds ours then PyTorch, odd rounds PyTorch then ours (so drift on a shared
+    machine and any order effect hit both sides). Round 0 runs every backend of OURS_BACKENDS and
+    keeps the fastest for the later rounds. Appends Google Benchmark entries; returns family."""
+    _, B, T = MODELS[model]
+    problem = f"train_step/{model}/{precision}/adamw_torch"
+    tokens = B * T
+    steps, labels, rows = {}, {}, {}
+    for variant, attn, opt_kind, what in TRAIN_VARIANTS:
+        name = f"peer/{variant}/{problem}/real_time"
+        labels[variant] = (f"DistilBertForSequenceClassification {model} ({what}), {precision}"
+                           f"{' autocast' if precision == 'bf16' else ''}, {B}x{T} tokens, dropout 0; "
+                           f"interleaved with ours, {a.rounds} rounds")
+        try:
+            step, check = make_train_problem(torch, transformers, model, precision, attn, opt_kind)
+            step()
+            why = check()
+            msg = "failed: " + why if why else None
+        except Exception as e:  # noqa: BLE001 - any library error is reported as it is
+            msg = f"unsupported: {type(e).__name__}: {e}".replace("\n", " ")
+        if msg:
+            benchmarks.append(error_entry(name, family, a.rounds, msg))
+            family += 1
+            print(f"{name:64s} ERROR OCCURRED: '{msg}'", flush=True)
+            continue
+        # warm-up beyond the checked step, then a fixed iteration count per round
+        t0, k = time.perf_counter(), 0
+        while k < 1 or time.perf_counter() - t0 < 0.2 * a.min_time:
+            step()
+            k += 1
+        per = (time.perf_counter() - t0) / k
+        steps[variant] = (step, max(1, math.ceil(a.min_time / max(per, 1e-9))))
+        rows[variant] = []
+
+    def theirs():
+        for variant, (step, iters) in steps.items():
+            c0, w0 = time.thread_time(), time.perf_counter()
+            for _ in range(iters):
+                step()
+            w1, c1 = time.perf_counter(), time.thread_time()
+            rows[variant].append((iters, (w1 - w0) / iters, (c1 - c0) / iters))
+
+    ours_rows, ours_backend, ours_err, first = [], None, {}, {}
+
+    def ours(r):
+        nonlocal ours_backend
+        if r == 0:
+            for be in OURS_BACKENDS:
+                try:
+                    first[be] = run_ours(a, model, be, precision)
+                except RuntimeError as e:
+                    ours_err[be] = str(e)
+            if first:
+                ours_backend = min(first, key=lambda be: first[be][1])
+                ours_rows.append(first[ours_backend])
+        elif ours_backend:
+            ours_rows.append(run_ours(a, model, ours_backend, precision))
+
+    for r in range(a.rounds):
+        if r % 2 == 0:
+            ours(r)
+            theirs()
+        else:
+            theirs()
+            ours(r)
+    choices[problem] = {"backend": ours_backend, "first_round_ms": {be: v[1] * 1e3 for be, v in first.items()},
+                        "errors": ours_err}
+    if ours_backend:
+        name = f"ours/train_step/{model}/{ours_backend}/{precision}/adamw_torch/real_time"
+        lab = (f"trainbench-bench train_step, {ours_backend} (our fastest of {', '.join(sorted(first))} in round 0), "
+               f"interleaved with PyTorch, {a.rounds} rounds")
+        benchmarks.extend(entries(name, family, a.rounds, "tokens/s", tokens, lab, ours_rows))
+        family += 1
+        med = statistics.median(x[1] for x in ours_rows)
+        print(f"{name + '_median':64s} {med * 1e3:10.4g} ms  tokens/s={tokens / med:.4g}", flush=True)
+    else:
+        name = f"ours/train_step/{model}/<backend>/{precision}/adamw_torch/real_time"
+        benchmarks.append(error_entry(name, family, a.rounds, "failed: " + "; ".join(
+            f"{be}: {m}" for be, m in ours_err.items())))
+        family += 1
+        print(f"{name:64s} ERROR OCCURRED: {ours_err}", flush=True)
+    for variant, rr in rows.items():
+        name = f"peer/{variant}/{problem}/real_time"
+        benchmarks.extend(entries(name, family, a.rounds, "tokens/s", tokens, labels[variant], rr))
+        family += 1
+        med = statistics.median(x[1] for x in rr)
+        print(f"{name + '_median':64s} {med * 1e3:10.4g} ms  tokens/s={tokens / med:.4g}", flush=True)
+    if rows:
+        best = min(rows, key=lambda v: statistics.median(x[1] for x in rows[v]))
+        name = f"peer/torch_best/{problem}/real_time"
+        lab = (f"best PyTorch = the fastest median of {', '.join(rows)} (torch.compile excluded) here: {best}; "
+               "its samples")
+        benchmarks.extend(entries(name, family, a.rounds, "tokens/s", tokens, lab, rows[best]))
+        family += 1
+    return family
+
 # ---------------------------------------------------------------------------------------------- main
 
 def default_threads():
@@ -279,6 +419,14 @@ def parse_args(argv):
                     help="smaller: n = 1e4 and 1e6 only, the tiny model only, 3 repetitions of >= 0.05 s")
     ap.add_argument("--full", action="store_true", help="add n = 1e8 (FULL=1 of our bench)")
     ap.add_argument("--filter", default=None, help="regular expression: run only peers whose name matches")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds (ours, PyTorch) per training-step problem (default 3)")
+    ap.add_argument("--bench-bin", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                         "build", "bench", "trainbench-bench"),
+                    help="our benchmark binary for the training-step side (default build/bench/trainbench-bench)")
+    ap.add_argument("--models", default=None,
+                    help="comma-separated training-step models (default: tiny, small, distilbert-base-cased; "
+                         "--quick: tiny)")
     a = ap.parse_args(argv)
     if a.threads is None:
         a.threads = default_threads()
@@ -290,6 +438,13 @@ def parse_args(argv):
         die(f"--repetitions must be an integer in 1..1000 (got {a.repetitions})")
     if not (math.isfinite(a.min_time) and a.min_time > 0):
         die(f"--min-time must be a finite number of seconds > 0 (got {a.min_time})")
+    if not 1 <= a.rounds <= 100:
+        die(f"--rounds must be an integer in 1..100 (got {a.rounds})")
+    if a.models is not None:
+        a.models = [m.strip() for m in a.models.split(",") if m.strip()]
+        bad = [m for m in a.models if m not in MODELS]
+        if bad or not a.models:
+            die(f"--models: unknown model {', '.join(bad) or '(none given)'} (allowed: {', '.join(MODELS)})")
     if a.quick and a.full:
         die("--quick and --full exclude each other")
     if a.filter is not None:
@@ -310,7 +465,7 @@ def main(argv):
     torch, transformers, bnb, bnb_error = import_libraries()
     torch.set_num_threads(a.threads)
     shapes = OPTIM_SHAPES[:2] if a.quick else OPTIM_SHAPES + ([FULL_SHAPE] if a.full else [])
-    models = ["tiny"] if a.quick else list(MODELS)
+    models = a.models or (["tiny"] if a.quick else list(MODELS))
 
     # (name, label, counter, units per step, builder() -> (step, check)); built lazily so that only
     # one problem's tensors live at a time
@@ -320,24 +475,23 @@ def main(argv):
             n = rows * cols
             todo.append((f"peer/{variant}/optim/{prob}/{n}/real_time", f"{label}, ({rows}, {cols})", "params/s", n,
                          lambda f=factory, r=rows, c=cols: make_optim_problem(torch, f, r, c)))
-    for m in models:
-        for prec in PRECISIONS:
-            for variant in ["torch", "torch_sdpa_fused"]:
-                def build(m=m, prec=prec, variant=variant):
-                    return make_train_problem(torch, transformers, m, prec, variant)
-                _, B, T = MODELS[m]
-                label = (f"DistilBertForSequenceClassification {m} ({'eager attention, AdamW foreach=False' if variant == 'torch' else 'sdpa attention, AdamW fused=True'}), "
-                         f"{prec}{' autocast' if prec == 'bf16' else ''}, {B}x{T} tokens")
-                todo.append((f"peer/{variant}/train_step/{m}/{prec}/adamw_torch/real_time", label, "tokens/s", B * T,
-                             build))
+    # training steps: (model, precision) problems, each run interleaved with ours
+    train = [(m, prec) for m in models for prec in PRECISIONS]
     if a.filter_re:
         todo = [t for t in todo if a.filter_re.search(t[0])]
-        if not todo:
+        train = [(m, prec) for m, prec in train
+                 if any(a.filter_re.search(f"{pre}/train_step/{m}/{prec}/adamw_torch/real_time")
+                        for pre in [f"peer/{v[0]}" for v in TRAIN_VARIANTS] + ["peer/torch_best", "ours"])]
+        if not todo and not train:
             die(f"--filter {a.filter!r} matches no peer")
+    if train and not os.access(a.bench_bin, os.X_OK):
+        die(f"--bench-bin: {a.bench_bin} is not an executable (the training steps run ours interleaved with "
+            "PyTorch; build it with `make bench-build`)")
 
     benchmarks = []
     print(f"bench_peers: torch {torch.__version__}, {a.threads} threads, {a.repetitions} repetitions of >= "
-          f"{a.min_time} s; {len(todo)} peers", flush=True)
+          f"{a.min_time} s; {len(todo)} optimizer peers; {len(train)} training-step problems interleaved with ours "
+          f"({a.rounds} rounds)", flush=True)
     for family, (name, label, counter, units, build) in enumerate(todo):
         # The library raising while constructing or taking the first step = it cannot run this
         # problem here ("unsupported: <its error>"); a step that runs but leaves non-finite or
@@ -359,6 +513,10 @@ def main(argv):
         print(f"{name + '_median':64s} {med * 1e3:10.4g} ms  {counter}={units / med:.4g}  ({rows[0][0]} iterations)",
               flush=True)
         del step, check
+    family = len(todo)
+    choices = {}
+    for m, prec in train:
+        family = interleaved_train(a, torch, transformers, m, prec, benchmarks, family, choices)
 
     try:
         cap = torch.backends.cpu.get_cpu_capability()
@@ -392,7 +550,17 @@ def main(argv):
                                                        "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY")
                             if k in os.environ},
             "name_mapping": "peer/<variant>/<problem>/real_time; optim problem = our benchmark name "
-                            "optim/<name>/<n>; train_step problem = our name without the backend part",
+                            "optim/<name>/<n>; train_step problem = our name without the backend part; "
+                            "ours/<our benchmark name>: our samples taken interleaved with the peers'",
+            "train_step_method": f"interleaved: {a.rounds} rounds per (model, precision); even rounds ours then "
+                                 "PyTorch, odd rounds PyTorch then ours; ours = one repetition of "
+                                 "trainbench-bench's train_step benchmark in a fresh process (setup and its "
+                                 "sanity check untimed), our fastest backend chosen in round 0; PyTorch = "
+                                 "each variant's fixed iteration count per round in this process; "
+                                 "peer/torch_best = the variant with the fastest median; torch.compile excluded",
+            "train_step_rounds": a.rounds,
+            "train_step_ours": choices,
+            "bench_bin": a.bench_bin,
         },
     }
     text = json.dumps({"context": context, "benchmarks": benchmarks}, indent=2) + "\n"
@@ -408,7 +576,7 @@ def main(argv):
             pass
         die(f"cannot write {a.out}: {e}", 1)
     nerr = sum(1 for b in benchmarks if b.get("error_occurred"))
-    print(f"bench_peers: wrote {a.out} ({len(todo)} peers, {nerr} unsupported/failed)")
+    print(f"bench_peers: wrote {a.out} ({len(benchmarks)} entries, {nerr} unsupported/failed)")
     return 0
 
 

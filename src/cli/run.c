@@ -216,8 +216,14 @@ static void phase_bench(Job* j) {
 static void phase_peers(Job* j) {
     char py[4200];
     snprintf(py, sizeof py, "%s/bin/python", j->venv);
-    if (!j->peers || access(py, X_OK) != 0) {
-        printf("run: peers skipped (no venv at %s, or --no-peers; see make peers)\n", j->venv);
+    if (!j->peers) {
+        printf("run: peers skipped (--no-peers)\n");
+        return;
+    }
+    if (access(py, X_OK) != 0) {
+        printf("run: peers NOT measured: no Python venv at %s. For the PyTorch comparison run\n"
+               "run:   make peers RESULT_DIR=%s   (creates the venv: about 3.1 GB to download), then make report "
+               "RESULT_DIR=%s\n", j->venv, j->dir, j->dir);
         return;
     }
     phase(j, "peers (PyTorch on the same problems: reference/bench_peers.py)");
@@ -227,7 +233,9 @@ static void phase_peers(Job* j) {
     snprintf(script + n, sizeof script - n, "/bench_peers.py");
     snprintf(out, sizeof out, "%s/peers.json", j->dir);
     snprintf(log, sizeof log, "%s/peers.log", j->dir);
-    const char* argv[] = {py, script, "--out", out, j->full ? "--full" : NULL, NULL};
+    char bench[4200];  // the training steps run ours interleaved with PyTorch
+    snprintf(bench, sizeof bench, "%s/bench/trainbench-bench", j->build);
+    const char* argv[] = {py, script, "--out", out, "--bench-bin", bench, j->full ? "--full" : NULL, NULL};
     if (run_program(argv, NULL, log, log) != 0) {
         fail(j, "peers");
         tail(log, 5);

@@ -27,6 +27,8 @@
 
 #include "core/cli.h"
 #include "core/common.h"
+#include "core/dtype.h"
+#include "model/amp.h"
 #include "results/bench_compare.h"
 #include "results/results.h"
 #include "results/stats.h"
@@ -972,7 +974,8 @@ typedef struct {
     const char* counter;  // "params/s", "tokens/s" (else real_time inverted into runs/s)
     const BEnt* ours;     // NULL: not measured in this run
     char ours_name[256];
-    int backends;  // train_step: our backends that ran this problem
+    int backends;      // train_step: our backends that ran this problem
+    bool interleaved;  // ours from peers.json's ours/... samples (taken alternately with the peer's)
 } PeerMatch;
 
 static void peer_match(const Run* r, const char* problem, PeerMatch* m) {
@@ -985,6 +988,18 @@ static void peer_match(const Run* r, const char* problem, PeerMatch* m) {
         snprintf(m->ours_name, sizeof m->ours_name, "%s", problem);
     } else if (np == 4 && !strcmp(p[0], "train_step")) {
         m->counter = "tokens/s";
+        // preferred: our samples interleaved with the peer's (bench_peers.py, ours/<our name>)
+        for (size_t i = 0; r->peers && i < r->peers->nb; i++) {
+            char b2[512], *q[7];
+            const BEnt* e = &r->peers->b[i];
+            if (split(e->name, b2, sizeof b2, q, 7) != 6 || strcmp(q[0], "ours") || strcmp(q[1], "train_step") ||
+                strcmp(q[2], p[1]) || strcmp(q[4], p[2]) || strcmp(q[5], p[3]) || !e->n)
+                continue;
+            m->ours = e;
+            m->interleaved = true;
+            snprintf(m->ours_name, sizeof m->ours_name, "%s", e->name + 5);
+            return;
+        }
         double best = -1;
         for (size_t i = 0; i < r->nb; i++) {
             char b2[512], *q[6];
@@ -1016,6 +1031,45 @@ static const char* peer_problem(const char* name, char* v, size_t n) {
     return s + 1;
 }
 
+
+// Per precision mode, how each library backend runs its GEMMs on the machine of this folder
+// (machine.json's backends[].dtypes: the (low -> low) row the model's activations use), so a slow
+// row of the peers or speedup tables is explained: native, emulated (widened to fp32) or
+// unsupported, with the library's reason.
+static void section_precision_support(FILE* md, const Run* r) {
+    json_t* backends = r->machine ? json_object_get(r->machine, "backends") : NULL;
+    if (!json_is_array(backends)) return;
+    fprintf(md, "\nPrecision modes on this machine (`machine.json`, from `trainbench info`): how each backend runs "
+                "the mode's GEMMs (activations: low dtype in, low dtype out).\n\n| precision | GEMM dtype |");
+    size_t i;
+    json_t* b;
+    json_array_foreach(backends, i, b) fprintf(md, " %s |", json_string_value(json_object_get(b, "name")));
+    fprintf(md, "\n|---|---|");
+    json_array_foreach(backends, i, b) fprintf(md, "---|");
+    fprintf(md, "\n");
+    for (size_t m = 0; m < amp_mode_count(); m++) {
+        const PrecisionMode* mode = amp_mode_at(m);
+        const char* dt = dtype_name(mode->low);
+        fprintf(md, "| %s | %s |", mode->name, dt);
+        json_array_foreach(backends, i, b) {
+            const char* sup = "not recorded";
+            const char* why = "";
+            size_t k;
+            json_t* d;
+            json_array_foreach(json_object_get(b, "dtypes"), k, d) {
+                const char* ab = json_string_value(json_object_get(d, "ab_dtype"));
+                const char* c = json_string_value(json_object_get(d, "c_dtype"));
+                if (ab && c && !strcmp(ab, dt) && !strcmp(c, dt)) {
+                    sup = json_string_value(json_object_get(d, "support")) ? json_string_value(json_object_get(d, "support")) : sup;
+                    why = json_string_value(json_object_get(d, "why")) ? json_string_value(json_object_get(d, "why")) : "";
+                }
+            }
+            fprintf(md, " %s%s%.200s |", sup, *why ? ": " : "", why);
+        }
+        fprintf(md, "\n");
+    }
+}
+
 static void section_peers(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "## Speed relative to PyTorch (same machine, same thread count)\n\n");
     const Run* pr = r->peers;
@@ -1025,8 +1079,11 @@ static void section_peers(Ctx* c, FILE* md, const Run* r) {
                     "PyTorch's AdamW "
                     "(for-loop, foreach, fused) and Adafactor, transformers' Adafactor, bitsandbytes' AdamW8bit and "
                     "a training step of the same models on the same problems into it (it needs the reference venv, "
-                    "see README \"Benchmarks\"); then run `trainbench report` again.\n\n",
+                    "see README \"Benchmarks\"; `make peers` creates it when missing); then run `trainbench "
+                    "report` again.\n",
                 r->dir);
+        section_precision_support(md, r);
+        fprintf(md, "\n");
         return;
     }
     json_t* ctx = json_object_get(pr->bf.root, "context");
@@ -1050,8 +1107,14 @@ static void section_peers(Ctx* c, FILE* md, const Run* r) {
                 "per step / ours). **Above 1: trainbench is faster; below 1: the peer is faster.** Optimizer "
                 "problems are `optim/<name>/<n>` with the same hyperparameters, shape and data as ours; a training "
                 "step (`train_step/<model>/<precision>/<optim>`, forward + backward + AdamW) is compared with our "
-                "fastest backend for it. Both sides are medians over repetitions taken on this machine, but not at "
-                "the same moment: on a shared machine they can differ by noise.\n\n"
+                "fastest backend for it. Optimizer problems: both sides are medians over repetitions taken on this "
+                "machine, but not at the same moment: on a shared machine they can differ by noise. Training steps "
+                "whose ours column says *interleaved*: ours (one repetition of our benchmark per round, fastest "
+                "backend chosen in round 0) and every PyTorch variant were timed in alternating rounds (even rounds "
+                "ours first, odd rounds PyTorch first; peers.json `train_step_method`), medians of the rounds, "
+                "dropout 0 on both sides; `torch_best` is the fastest of eager attention + for-loop AdamW, SDPA + "
+                "fused AdamW and SDPA + foreach AdamW (torch.compile excluded: compile time and graph breaks are "
+                "another question).\n\n"
                 "| problem | ours: benchmark | ours (median) | peer | peer (median) | ratio ours / peer |\n"
                 "|---|---|---:|---|---:|---:|\n");
     Buf d;
@@ -1094,7 +1157,9 @@ static void section_peers(Ctx* c, FILE* md, const Run* r) {
         } else {
             snprintf(ours_cell, sizeof ours_cell, "not measured in this run");
         }
-        if (m.backends > 1)
+        if (m.interleaved)
+            snprintf(name_cell, sizeof name_cell, "`%s` (interleaved with PyTorch, peers.json)", m.ours_name);
+        else if (m.backends > 1)
             snprintf(name_cell, sizeof name_cell, "`%s` (fastest of %d backends)", m.ours_name, m.backends);
         else snprintf(name_cell, sizeof name_cell, "`%s`", m.ours_name);
         if (pb->n) {
@@ -1144,6 +1209,7 @@ static void section_peers(Ctx* c, FILE* md, const Run* r) {
              "'' using 1:3:(sprintf('%%.2fx', $3)) with labels offset 0,0.8 font ',8' notitle\n",
              lo / 2, hi * 2, np - 1);
     plot(c, md, "peers", "Speed relative to PyTorch, transformers and bitsandbytes (same machine, same threads)", body);
+    section_precision_support(md, r);
     fprintf(md, "\n");
 }
 
