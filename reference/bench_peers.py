@@ -35,14 +35,23 @@ Name mapping (how report.c pairs a peer with our benchmark):
     peer/torch/train_step/tiny/fp32/adamw_torch      transformers DistilBertForSequenceClassification,
                                                      eager attention, AdamW(foreach=False): the
                                                      configuration of our conformance goldens
-    peer/torch_sdpa_fused/train_step/tiny/bf16/...   the same model with attn_implementation="sdpa"
-                                                     and AdamW(fused=True): stock PyTorch's fastest
-  models: our presets tiny (vocab 64, dim 32, 2 layers, 2 heads, hidden 64) at batch 8 x seq 32 and
-  small (vocab 1024, dim 128, 4 layers, 4 heads, hidden 512) at 8 x 128, dropout 0 (our model has
-  none), HF init; precision fp32 (no autocast) and bf16 = torch.autocast("cpu", dtype=torch.bfloat16).
-  One step = zero_grad(set_to_none=True); forward with labels (no attention mask: every token is
-  real, as in our bench); loss.backward(); opt.step(). Random token ids 1..vocab-1, labels 0..1.
-  Counter: tokens/s (B*T per step).
+    peer/torch_sdpa_fused/train_step/...             attn_implementation="sdpa", AdamW(fused=True)
+    peer/torch_foreach/train_step/...                attn_implementation="sdpa", AdamW(foreach=True)
+    peer/torch_best/train_step/...                   the samples of the variant above with the
+                                                     fastest median ("best PyTorch"; torch.compile
+                                                     is excluded)
+    ours/train_step/<model>/<backend>/<precision>/adamw_torch
+                                                     OUR samples, taken interleaved with the peers'
+  models: our presets tiny (vocab 64, dim 32, 2 layers, 2 heads, hidden 64) at batch 8 x seq 32,
+  small (vocab 1024, dim 128, 4 layers, 4 heads, hidden 512) and distilbert-base-cased at 8 x 128,
+  dropout 0 (our model has none), HF init; precision fp32 (no autocast) and bf16 =
+  torch.autocast("cpu", dtype=torch.bfloat16). One step = zero_grad(set_to_none=True); forward
+  with labels (no attention mask: every token is real, as in our bench); loss.backward();
+  opt.step(). Random token ids 1..vocab-1, labels 0..1. Counter: tokens/s (B*T per step).
+  Interleaved (interleaved_train): --rounds rounds per (model, precision); even rounds ours then
+  PyTorch, odd rounds PyTorch then ours. Ours = one repetition of --bench-bin's train_step
+  benchmark in a fresh process (FULL=1 for distilbert-base-cased, OMP_NUM_THREADS = --threads);
+  round 0 runs onednn and openblas and keeps the faster for the later rounds.
 
 Timing, as Google Benchmark does it for our benchmarks: warm-up steps (at least 3 and 0.2 x
 --min-time; state allocated, threads started), then the iteration count is fixed so one repetition takes >= --min-time seconds, and

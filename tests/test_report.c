@@ -335,7 +335,7 @@ static void test_bad_input_exits_2(void** s) {
 // peers.json (reference/bench_peers.py, `make peers`): each peer/<variant>/<problem> is paired
 // with our benchmark and shown as ours / peer; a train_step problem has no backend part and is
 // paired with our fastest backend. Without peers.json the section says how to make it.
-static void write_peers(const char* dir, int threads) {
+static void write_peers_ex(const char* dir, int threads, bool interleaved) {
     char path[4096];
     snprintf(path, sizeof path, "%s/peers.json", dir);
     FILE* f = fopen(path, "w");
@@ -347,6 +347,8 @@ static void write_peers(const char* dir, int threads) {
     bench_entry(f, &first, "peer/torch/optim/adamw_torch/1000000", "params/s", 5e8, 2);
     bench_entry(f, &first, "peer/torch_fused/optim/adamw_torch/1000000", "params/s", 4e9, 0.25);
     bench_entry(f, &first, "peer/torch/train_step/tiny/fp32/adamw_torch", "tokens/s", 300, 800);
+    // bench_peers.py's own samples of our step, taken alternately with the peer's
+    if (interleaved) bench_entry(f, &first, "ours/train_step/tiny/openblas/fp32/adamw_torch", "tokens/s", 450, 569);
     bench_entry(f, &first, "peer/transformers/optim/adafactor/1000000", "params/s", 1e8, 10);
     fprintf(f, ",{\"name\": \"peer/bitsandbytes/optim/adamw_bnb_8bit/10000/real_time\", \"run_name\": "
                "\"peer/bitsandbytes/optim/adamw_bnb_8bit/10000/real_time\", \"run_type\": \"iteration\", "
@@ -354,6 +356,8 @@ static void write_peers(const char* dir, int threads) {
     fprintf(f, "]}\n");
     fclose(f);
 }
+
+static void write_peers(const char* dir, int threads) { write_peers_ex(dir, threads, false); }
 
 // An optimizer benchmark as ours writes it: params/s and GB/s (28 bytes/param) per repetition.
 static void optim_entry(FILE* f, bool* first, const char* name, double params_per_s) {
@@ -447,6 +451,18 @@ static void test_peers_ratios(void** s) {
     assert_non_null(dat);
     expect_in(dat, "\"torch_fused: optim/adamw_torch/1000000\" 0.5");
     free(dat);
+
+    // the per-precision GEMM support table (machine.json's backends; this one records no dtypes)
+    md = report_md(args, a);
+    expect_in(md, "Precision modes on this machine");
+    expect_in(md, "| fp32 | f32 | not recorded |");
+    free(md);
+    // interleaved samples of ours in peers.json win over bench.json's (the ratio uses them)
+    write_peers_ex(a, 4, true);
+    md = report_md(args, a);
+    expect_in(md, "| train_step/tiny/fp32/adamw_torch | `train_step/tiny/openblas/fp32/adamw_torch` (interleaved with "
+                  "PyTorch, peers.json) | 450 tokens/s | torch | 300 tokens/s | 1.50× |");
+    free(md);
 
     // a different thread count is called out
     write_peers(a, 2);
