@@ -35,10 +35,11 @@
 //   (2*T*T*f); a bias gradient's column sums (F * (8 + f)), double-accumulated as torch's sum
 //   mixed modes, in addition: the low-dtype GEMM operands autocast casts, i.e. the layer input
 //   x once for q/k/v (N*D), q, k, v, P and dctx for the attention products (4*N*D + B*H*T*T),
-//   the score gradient (T*T), a linear's activation input (N*F), its weight (F*D), its output
-//   before widening (N*F) and the input x again for lin1's weight gradient (N*F at most), all
-//   times l; and one fp32 weight-gradient temporary (F*D*f: a weight gradient is rounded to
-//   the low dtype before it is added to the accumulated gradient, amp.h)
+//   the score gradient (T*T), a linear's activation operand (its input x, or in the backward its
+//   output gradient dy: N*F at most), its second operand (the weight, F*D, for y and dx; or the
+//   input x, N*F at most, for dW: not both at once, so the larger of the two) and its output
+//   before widening (N*F), all times l; and one fp32 weight-gradient temporary (F*D*f: a weight
+//   gradient is rounded to the low dtype before it is added to the accumulated gradient, amp.h)
 //
 // The workspace (model.c) and the layers' scratch (layers.c) are one way to hold these; the
 // trainer's measured figure is compared with this estimate in `trainbench memory` and in
@@ -59,7 +60,8 @@ ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, in
     e.transient_bytes = 2 * T * T * f + FF * (8 + f);
     if (low != DTYPE_F32) {
         const size_t l = dtype_traits(low)->size;
-        e.transient_bytes += l * (N * D + 4 * N * D + P + T * T + N * FF + FF * D + N * FF + N * FF) + FF * D * f;
+        const size_t second = FF * D > N * FF ? FF * D : N * FF;  // weight (y, dx) or input x (dW)
+        e.transient_bytes += l * (N * D + 4 * N * D + P + T * T + N * FF + second + N * FF) + FF * D * f;
     }
     e.total_bytes = e.saved_bytes + e.grad_bytes + e.batch_bytes + e.transient_bytes;
     return e;
