@@ -30,12 +30,14 @@
 //   dlogits (B*L)
 //   = f * (8*N*D + 2*N*F + 2*B*D + B*L)
 // batch: ids int64 (8*N), labels int32 (4*B), additive key-padding mask fp32 (4*N)
-// transient (the largest temporaries a step needs at once):
-//   fp32: per attention head the score gradient before and after the softmax backward
-//   (2*T*T*f); a bias gradient's column sums (F * (8 + f)), double-accumulated as torch's sum
-//   mixed modes, in addition: the low-dtype GEMM operands autocast casts, i.e. the layer input
-//   x once for q/k/v (N*D), q, k, v, P and dctx for the attention products (4*N*D + B*H*T*T),
-//   the score gradient (T*T), a linear's activation operand (its input x, or in the backward its
+// transient (the largest temporaries a step needs at once), with W = the threads the step runs
+// on (attention's heads run in parallel, each thread on one head at a time):
+//   fp32: per thread, the score gradient before and after the softmax backward (2*T*T*f); a
+//   bias gradient's column sums (F * (8 + f)), double-accumulated as torch's sum
+//   mixed modes, in addition: per thread, one head's product in the low dtype before widening
+//   (T * max(T, D/H) * l) and the score gradient as a GEMM operand (T*T*l); the low-dtype GEMM
+//   operands autocast casts, i.e. the layer input x once for q/k/v (N*D), q, k, v, P and dctx
+//   for the attention products (4*N*D + B*H*T*T), a linear's activation operand (its input x, or in the backward its
 //   output gradient dy: N*F at most), its second operand (the weight, F*D, for y and dx; or the
 //   input x, N*F at most, for dW: not both at once, so the larger of the two) and its output
 //   before widening (N*F), all times l; and one fp32 weight-gradient temporary (F*D*f: a weight
@@ -46,8 +48,8 @@
 // tests/test_memory.c with the tolerance stated there.
 #include "model/activation_memory.h"
 
-ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, int T_, DType low) {
-    CHECK(B_ >= 1 && T_ >= 1, "batch %d x seq %d", B_, T_);
+ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, int T_, DType low, int threads) {
+    CHECK(B_ >= 1 && T_ >= 1 && threads >= 1, "batch %d x seq %d, %d threads", B_, T_, threads);
     const size_t B = (size_t)B_, T = (size_t)T_, N = B * T, D = (size_t)cfg->dim, F = (size_t)cfg->hidden_dim,
                  H = (size_t)cfg->n_heads, L = (size_t)cfg->n_labels, Ly = (size_t)cfg->n_layers;
     const size_t f = sizeof(float), P = B * H * T * T;
@@ -57,11 +59,13 @@ ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, in
     e.saved_bytes = Ly * e.saved_layer_bytes + f * (2 * N * D + 2 * N + 3 * B * D + 2 * B * L);
     e.grad_bytes = f * (8 * N * D + 2 * N * F + 2 * B * D + B * L);
     e.batch_bytes = 8 * N + 4 * B + 4 * N;
-    e.transient_bytes = 2 * T * T * f + FF * (8 + f);
+    const size_t W = (size_t)threads, dh = D / H, TD = T > dh ? T : dh;
+    e.transient_bytes = W * 2 * T * T * f + FF * (8 + f);
     if (low != DTYPE_F32) {
         const size_t l = dtype_traits(low)->size;
         const size_t second = FF * D > N * FF ? FF * D : N * FF;  // weight (y, dx) or input x (dW)
-        e.transient_bytes += l * (N * D + 4 * N * D + P + T * T + N * FF + second + N * FF) + FF * D * f;
+        e.transient_bytes += W * l * (T * TD + T * T) + l * (N * D + 4 * N * D + P + N * FF + second + N * FF) +
+                             FF * D * f;
     }
     e.total_bytes = e.saved_bytes + e.grad_bytes + e.batch_bytes + e.transient_bytes;
     return e;

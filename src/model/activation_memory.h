@@ -26,14 +26,17 @@ typedef struct {
 // step) may lie from total_bytes: within [total * (1 - BELOW) - pad, total * (1 + ABOVE) + pad],
 // pad = 64 * (16 * n_layers + 40) bytes. Why not exact: a workspace pads each buffer to 64
 // bytes (fewer than 16 buffers per layer and 40 others) and sizes each scratch slot for its
-// largest use (a slot may serve operands of different sizes); measured on tiny, small and
-// distilbert-base-cased it lands exactly on the formula in every mode. Why this tight: on the tiny preset (b8 x 32) one N*D buffer
+// largest use (a slot may serve operands of different sizes), and attention's heads are
+// handed to threads dynamically, so a thread that got no head holds no head temporaries (the
+// estimate counts every thread: on tiny one thread's are 0.2-0.8%); measured on tiny, small and
+// distilbert-base-cased with every thread busy it lands exactly on the formula. Why this tight: on the tiny preset (b8 x 32) one N*D buffer
 // missing is -2.3% and one N*F buffer too many is +4.7%, both outside.
 #define ACTIVATION_TOL_BELOW 0.01
 #define ACTIVATION_TOL_ABOVE 0.03
 
-// B x T tokens per step, low = the precision mode's GEMM dtype (DTYPE_F32, BF16 or F16).
-// Sizes are exact products (no alignment padding). CHECKs B, T >= 1.
-ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B, int T, DType low);
+// B x T tokens per step, low = the precision mode's GEMM dtype (DTYPE_F32, BF16 or F16),
+// threads = the OpenMP threads the step runs on (each may hold one attention head's
+// temporaries). Sizes are exact products (no alignment padding). CHECKs B, T, threads >= 1.
+ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B, int T, DType low, int threads);
 // The tolerance above: true when `measured` bytes lie within it.
 bool activation_memory_within(const ActivationEstimate* e, const ModelConfig* cfg, size_t measured);

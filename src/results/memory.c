@@ -217,7 +217,7 @@ static Status measure_step(StepMem* m, const ParamTable* t, float* params, float
     }
     if (!status_is_ok(s)) return s;
     m->backend = gemm.backend;
-    m->est = activation_memory_estimate(&t->cfg, (int)m->B, (int)m->T, m->mode->low);
+    m->est = activation_memory_estimate(&t->cfg, (int)m->B, (int)m->T, m->mode->low, omp_get_max_threads());
     m->param_grad_bytes = 2 * t->alloc_numel * sizeof(float);
     m->rss_before = rss_bytes();
     ModelWorkspace* ws = NULL;
