@@ -556,6 +556,24 @@ static void test_truncated_plot_not_renamed(void** s) {
     }
 }
 
+// Result and output folders given as relative paths (as `make run` passes them): gnuplot runs
+// in the output folder, and its log path is still opened relative to ours (every plot used to
+// fail when the folder was relative).
+static void test_relative_folders(void** s) {
+    (void)s;
+    char a[512], path[1024];
+    static char out[65536];
+    snprintf(a, sizeof a, "%s/rel/results/m/run1", g_tmp);
+    make_full_run(a, 1.0, "null", "5555555eeee");
+    snprintf(path, sizeof path, "%s/rel", g_tmp);
+    int rc = cli_run_in(path, "report results/m/run1 --out rel-out", true, out, sizeof out);
+    if (rc) printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    snprintf(path, sizeof path, "%s/rel/rel-out", g_tmp);
+    expect_plot(path, "loss");
+    expect_plot(path, "gemm");
+}
+
 int main(int argc, char** argv) {
     (void)argc;
     if (cli_harness_setup(argv[0], "report") != 0) return 1;
@@ -567,6 +585,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_optim_without_traffic_counter),
         cmocka_unit_test(test_hostile_names_run_nothing),
         cmocka_unit_test(test_truncated_plot_not_renamed),
+        cmocka_unit_test(test_relative_folders),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     cli_harness_cleanup("report");

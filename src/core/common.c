@@ -383,13 +383,14 @@ int run_program(const char* const* argv, const char* cwd, const char* stdout_pat
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
-        if (cwd && chdir(cwd) != 0) _exit(127);
+        // redirect before chdir: relative paths are the caller's, not cwd's
         child_redirect(STDOUT_FILENO, stdout_path);
         if (stderr_path && stdout_path && !strcmp(stderr_path, stdout_path)) {
             if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(127);  // one file, one offset
         } else {
             child_redirect(STDERR_FILENO, stderr_path);
         }
+        if (cwd && chdir(cwd) != 0) _exit(127);
         execvp(argv[0], (char* const*)argv);
         _exit(127);
     }

@@ -119,7 +119,7 @@ bool path_is_dir(const char* path);
 // ---- Child processes, without a shell: argv[0] is looked up in PATH, nothing is
 // interpreted (quotes, spaces, newlines in arguments are passed as they are). ----
 // Runs argv in folder `cwd` (NULL: ours), stdout to `stdout_path` and stderr to
-// `stderr_path` (NULL: inherited; "/dev/null" discards; the same path as stdout_path: both
+// `stderr_path` (NULL: inherited; "/dev/null" discards; relative paths are ours, not cwd's; the same path as stdout_path: both
 // into that one file, in order), waits, and returns its exit status
 // (0-255), or -1 when it could not be started or died from a signal.
 int run_program(const char* const* argv, const char* cwd, const char* stdout_path, const char* stderr_path);
