@@ -60,31 +60,38 @@ static Status db_open(const char* path, bool create, sqlite3** out) {
         return s;
     }
     sqlite3_busy_timeout(db, 30000);
+    // A writer checks (and, on an empty file, creates) the schema holding the write lock, so
+    // two first writers cannot both see an empty file: the second waits and sees the schema.
+    bool in_tx = create && sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
     int app = 0, version = 0, tables = 0;
-    if (scalar_int(db, "PRAGMA application_id", &app) != SQLITE_OK ||
+    if ((create && !in_tx) || scalar_int(db, "PRAGMA application_id", &app) != SQLITE_OK ||
         scalar_int(db, "PRAGMA user_version", &version) != SQLITE_OK ||
         scalar_int(db, "SELECT count(*) FROM sqlite_master", &tables) != SQLITE_OK) {
         Status s = status_make(STATUS_INVALID, "%s: not a readable SQLite database (%s): refusing it", path,
                                sqlite3_errmsg(db));
+        if (in_tx) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close(db);
         return s;
     }
-    if (tables == 0 && app == 0 && create) {  // a new file: make the schema
+    if (tables == 0 && app == 0 && create) {  // a new file: make the schema and set the ids
         char* err = NULL;
-        char sql[256];  // the ids are set in the same transaction as the tables: a concurrent
-        // opener sees either an empty file (and waits for this transaction) or a complete schema
+        char sql[256];
         snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d;", HISTORY_APP_ID,
                  HISTORY_SCHEMA_VERSION);
-        if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &err) != SQLITE_OK ||
-            sqlite3_exec(db, SCHEMA, NULL, NULL, &err) != SQLITE_OK ||
-            sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK ||
-            sqlite3_exec(db, "COMMIT", NULL, NULL, &err) != SQLITE_OK) {
-            // another writer may have created it meanwhile: then the checks below decide
+        if (sqlite3_exec(db, SCHEMA, NULL, NULL, &err) != SQLITE_OK || sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+            Status s = status_make(STATUS_IO, "%s: cannot create the history schema: %s", path, err ? err : "?");
             sqlite3_free(err);
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            sqlite3_close(db);
+            return s;
         }
-        scalar_int(db, "PRAGMA application_id", &app);
-        scalar_int(db, "PRAGMA user_version", &version);
+        app = HISTORY_APP_ID;
+        version = HISTORY_SCHEMA_VERSION;
+    }
+    if (in_tx && sqlite3_exec(db, app == HISTORY_APP_ID ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL) != SQLITE_OK) {
+        Status s = db_error(db, path, "cannot commit the schema");
+        sqlite3_close(db);
+        return s;
     }
     if (app != HISTORY_APP_ID) {
         sqlite3_close(db);
