@@ -11,6 +11,18 @@ static int64_t ordered(float x) {
     return i < 0 ? (int64_t)INT32_MIN - i : i;  // monotonic integer line, -0 == +0
 }
 
+double compare_element_used(double a, double b, double atol, double rtol, double extra, double* max_abs,
+                            double* max_rel) {
+    if (isnan(a) || isnan(b)) return (isnan(a) && isnan(b)) ? 0 : INFINITY;
+    if (isinf(a) || isinf(b)) return a == b ? 0 : INFINITY;
+    double err = fabs(a - b);
+    double rel = b != 0 ? err / fabs(b) : (err == 0 ? 0 : INFINITY);
+    if (err > *max_abs) *max_abs = err;
+    if (rel > *max_rel) *max_rel = rel;
+    double tol = atol + rtol * fabs(b) + extra;
+    return err == 0 ? 0 : (tol > 0 ? err / tol : INFINITY);
+}
+
 uint32_t ulp_distance_f32(float a, float b) {
     if (isnan(a) || isnan(b)) return (isnan(a) && isnan(b)) ? 0 : UINT32_MAX;
     int64_t d = ordered(a) - ordered(b);
@@ -33,19 +45,7 @@ CompareF32 compare_f32_scaled(const float* x, const float* ref, size_t n, double
         if (memcmp(&x[i], &ref[i], 4) == 0) r.n_exact++;
         uint32_t ulp = ulp_distance_f32(x[i], ref[i]);
         if (ulp > r.max_ulp) r.max_ulp = ulp;
-        double used;
-        if (isnan(a) || isnan(b)) {
-            used = (isnan(a) && isnan(b)) ? 0 : INFINITY;
-        } else if (isinf(a) || isinf(b)) {
-            used = a == b ? 0 : INFINITY;
-        } else {
-            double err = fabs(a - b);
-            double rel = b != 0 ? err / fabs(b) : (err == 0 ? 0 : INFINITY);
-            if (err > r.max_abs) r.max_abs = err;
-            if (rel > r.max_rel) r.max_rel = rel;
-            double tol = atol + rtol * fabs(b) + (scale ? scale_k * scale[i] : 0);
-            used = err == 0 ? 0 : (tol > 0 ? err / tol : INFINITY);
-        }
+        double used = compare_element_used(a, b, atol, rtol, scale ? scale_k * scale[i] : 0, &r.max_abs, &r.max_rel);
         if (used > 1) r.n_fail++;
         if (used > r.used || i == 0) {
             if (used >= r.used) {

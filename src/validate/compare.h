@@ -28,6 +28,12 @@ CompareF32 compare_f32(const float* x, const float* ref, size_t n, double atol, 
 CompareF32 compare_f32_scaled(const float* x, const float* ref, size_t n, double atol, double rtol,
                               const double* scale, double scale_k);
 uint32_t ulp_distance_f32(float a, float b);  // UINT32_MAX if exactly one is NaN
+// The rule every comparison applies to one element: the share of its tolerance
+// atol + rtol*|b| + extra that |a - b| uses (0 when equal, NaN matching NaN or equal infinities;
+// INFINITY for NaN against a number, unequal infinities, or a difference with zero tolerance).
+// Finite errors update *max_abs and *max_rel (relative to |b|).
+double compare_element_used(double a, double b, double atol, double rtol, double extra, double* max_abs,
+                            double* max_rel);
 
 typedef struct {
     size_t n, n_equal;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "validate/compare.h"
 
 Tolerance dtype_default_tolerance(DType dt) {
     Tolerance t = {0, 0, 0, 1.0, 0, "integers and u8 codes of a plain tensor: exact"};
@@ -115,19 +116,8 @@ TensorCompare compare_tensor_values(const StTensor* got, const StTensor* ref, co
             uint64_t ulp = dtype_ulp_distance(vr, ca, cb);
             if (ulp > r.max_ulp) r.max_ulp = ulp;
         }
-        double used;
-        if (isnan(a) || isnan(b)) {
-            used = (isnan(a) && isnan(b)) ? 0 : INFINITY;
-        } else if (isinf(a) || isinf(b)) {
-            used = a == b ? 0 : INFINITY;
-        } else {
-            double err = fabs(a - b);
-            double rel = b != 0 ? err / fabs(b) : (err == 0 ? 0 : INFINITY);
-            if (err > r.max_abs) r.max_abs = err;
-            if (rel > r.max_rel) r.max_rel = rel;
-            double t = tol->atol + tol->rtol * fabs(b) + (moved ? tol->move_k * moved[complex ? i / 2 : i] : 0);
-            used = err == 0 ? 0 : (t > 0 ? err / t : INFINITY);
-        }
+        double used = compare_element_used(a, b, tol->atol, tol->rtol,
+                                           moved ? tol->move_k * moved[complex ? i / 2 : i] : 0, &r.max_abs, &r.max_rel);
         if (used > r.used || i == 0) {
             if (used >= r.used) {
                 r.used = used;
