@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
+#include "train/train.h"
 
 static char g_tmp[256];
 
@@ -285,6 +286,112 @@ static void test_init_weights_hf_scheme_and_deterministic(void** s) {
     param_table_free(&t);
 }
 
+// ---- model_step_gemms against the GEMM calls a real step makes ----
+// A backend that records every call's (ta, tb, M, N, K) and then runs the naive backend: one
+// training step of a preset through it must make exactly the calls model_step_gemms lists (same
+// shapes, same counts), so the derived bound and gemm_flop count what really runs. The
+// per-head workers open their own handles of the same backend from several threads: a lock.
+typedef struct {
+    bool ta, tb;
+    int M, N, K;
+    long long count;
+} SeenGemm;
+static SeenGemm g_seen[64];
+static size_t g_nseen;
+static omp_lock_t g_seen_lock;
+
+static Status recording_run(void* ctx, const GemmArgs* a) {
+    omp_set_lock(&g_seen_lock);
+    size_t k = 0;
+    while (k < g_nseen && !(g_seen[k].ta == a->trans_a && g_seen[k].tb == a->trans_b && g_seen[k].M == a->M &&
+                            g_seen[k].N == a->N && g_seen[k].K == a->K))
+        k++;
+    if (k == g_nseen && g_nseen < 64) g_seen[g_nseen++] = (SeenGemm){a->trans_a, a->trans_b, a->M, a->N, a->K, 0};
+    if (k < 64) g_seen[k].count++;
+    omp_unset_lock(&g_seen_lock);
+    return gemm_backend_naive.run(ctx, a);
+}
+
+static void step_gemms_match(const char* model, int B, int T, const char* precision) {
+    GemmBackend rec = gemm_backend_naive;
+    rec.name = "recording";
+    rec.run = recording_run;
+    const ModelConfig* mc = model_config_find(model);
+    assert_non_null(mc);
+    ParamTable table;
+    assert_true(status_is_ok(param_table_build(mc, &table)));
+    float* params = param_table_alloc_buffer(&table);
+    float* grads = param_table_alloc_buffer(&table);
+    param_table_init_weights(&table, params, 7, 0.02f);
+    ModelWorkspace* ws = NULL;
+    assert_true(status_is_ok(model_workspace_new(&table, B, T, &ws)));
+    Gemm gemm;
+    assert_true(status_is_ok(gemm_open(&gemm, &rec, 0)));
+    OptimConfig ocfg;
+    optim_defaults(&optim_adamw_torch, &ocfg);
+    ModelOptim mo;
+    model_optim_init(&mo, &table, &optim_adamw_torch, &ocfg, false);
+    const PrecisionMode* mode = amp_mode_find(precision);
+    assert_non_null(mode);
+    GradScalerConfig gcfg = grad_scaler_defaults();
+    gcfg.enabled = mode->loss_scaling;
+    GradScaler scaler;
+    grad_scaler_init(&scaler, &gcfg);
+    int64_t* ids = calloc((size_t)B * T, sizeof *ids);
+    int32_t* labels = calloc((size_t)B, sizeof *labels);
+    for (int i = 0; i < B * T; i++) ids[i] = 3 + i % (int)(mc->vocab_size - 3);
+    for (int b = 0; b < B; b++) labels[b] = b % (int)mc->n_labels;
+    ModelBatch batch = {.input_ids = ids, .attention_mask = NULL, .labels = labels, .B = B, .T = T};
+    TrainStep ts = {.table = &table, .ws = ws, .gemm = &gemm, .mode = mode, .mo = &mo, .scaler = &scaler,
+                    .params = params, .grads = grads};
+    g_nseen = 0;
+    TrainStepResult res;
+    assert_true(status_is_ok(train_step(&ts, &batch, &res)));
+    ModelGemm want[MODEL_STEP_GEMMS_MAX];
+    const size_t nw = model_step_gemms(mc, B, T, want);
+    // per_head entries are counted per call like the rest; the same shape with and without
+    // per_head would be two entries in `want` and one here: add them up first
+    size_t matched = 0;
+    for (size_t i = 0; i < g_nseen; i++) {
+        long long expect = 0;
+        for (size_t k = 0; k < nw; k++)
+            if (want[k].ta == g_seen[i].ta && want[k].tb == g_seen[i].tb && want[k].M == g_seen[i].M &&
+                want[k].N == g_seen[i].N && want[k].K == g_seen[i].K)
+                expect += want[k].count;
+        if (expect != g_seen[i].count)
+            printf("%s %s B%d T%d: gemm %c%c %dx%dx%d ran %lld times, model_step_gemms says %lld\n", model, precision, B,
+                   T, g_seen[i].ta ? 't' : 'n', g_seen[i].tb ? 't' : 'n', g_seen[i].M, g_seen[i].N, g_seen[i].K,
+                   g_seen[i].count, expect);
+        assert_int_equal(expect, g_seen[i].count);
+        matched += expect > 0;
+    }
+    double flop = 0;
+    for (size_t i = 0; i < g_nseen; i++) flop += 2.0 * g_seen[i].M * (double)g_seen[i].N * g_seen[i].K * g_seen[i].count;
+    // every listed shape ran (same totals both ways) and gemm_flop is that sum
+    double listed = 0;
+    for (size_t k = 0; k < nw; k++) listed += 2.0 * want[k].M * (double)want[k].N * want[k].K * want[k].count;
+    assert_true(flop == listed);
+    assert_true(model_step_cost(mc, B, T).gemm_flop == flop);
+    printf("%s %s B%d T%d: %zu distinct GEMM shapes, %.4g FLOP per step, as model_step_gemms lists\n", model,
+           precision, B, T, g_nseen, flop);
+    free(ids);
+    free(labels);
+    model_optim_free(&mo);
+    gemm_close(&gemm);
+    model_workspace_free(ws);
+    free(params);
+    free(grads);
+    param_table_free(&table);
+}
+
+static void test_step_gemms_are_the_real_calls(void** s) {
+    (void)s;
+    omp_init_lock(&g_seen_lock);
+    step_gemms_match("tiny", 3, 16, "fp32");
+    step_gemms_match("tiny", 2, 8, "bf16");
+    omp_destroy_lock(&g_seen_lock);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "%s/trainbench-model-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_tmp)) return 1;
@@ -294,6 +401,7 @@ int main(void) {
         cmocka_unit_test(test_validation_names_the_field),
         cmocka_unit_test(test_json_config_files),
         cmocka_unit_test(test_init_weights_hf_scheme_and_deterministic),
+        cmocka_unit_test(test_step_gemms_are_the_real_calls),
     };
     int rc = cmocka_run_group_tests_name("model", tests, NULL, NULL);
     char cmd[512];

@@ -24,17 +24,72 @@ static const ModelPreset PRESETS[] = {
 
 size_t model_preset_count(void) { return ARRAY_LEN(PRESETS); }
 
+// The step's GEMMs in the order layers.c / model.c run them (per layer: attention then FFN;
+// forward: linear y = x @ W^T is nt (N, OC, IC); backward: dx = dy @ W is nn (N, IC, OC) and
+// dW = dy^T @ x is tn (OC, IC, N); per (batch, head), dh = D / heads: scores Q K^T nt (T, T, dh),
+// context P V nn (T, dh, T); backward dP = dctx V^T nt (T, T, dh), dV = P^T dctx tn (T, dh, T),
+// dQ = dS K nn (T, dh, T), dK = dS^T Q tn (T, dh, T)). Identical shapes are merged.
+size_t model_step_gemms(const ModelConfig* cfg, int B, int T, ModelGemm* out) {
+    const int N = B * T, D = (int)cfg->dim, F = (int)cfg->hidden_dim, L = (int)cfg->n_labels;
+    const int dh = (int)(cfg->dim / cfg->n_heads);
+    const long long layers = cfg->n_layers, heads = (long long)B * cfg->n_heads * layers;
+    const struct {
+        const char* what;
+        bool ta, tb;
+        int M, N, K;
+        long long count;
+        bool per_head;
+    } ALL[] = {
+        {"q/k/v/out forward", false, true, N, D, D, 4 * layers, false},
+        {"lin1 forward", false, true, N, F, D, layers, false},
+        {"lin2 forward", false, true, N, D, F, layers, false},
+        {"attention scores QK^T", false, true, T, T, dh, heads, true},
+        {"attention context PV", false, false, T, dh, T, heads, true},
+        {"q/k/v/out input grad", false, false, N, D, D, 4 * layers, false},
+        {"q/k/v/out weight grad", true, false, D, D, N, 4 * layers, false},
+        {"lin2 input grad", false, false, N, F, D, layers, false},
+        {"lin2 weight grad", true, false, D, F, N, layers, false},
+        {"lin1 input grad", false, false, N, D, F, layers, false},
+        {"lin1 weight grad", true, false, F, D, N, layers, false},
+        {"attention dP = dctx V^T", false, true, T, T, dh, heads, true},
+        {"attention dV, dK", true, false, T, dh, T, 2 * heads, true},
+        {"attention dQ", false, false, T, dh, T, heads, true},
+        {"pre_classifier forward", false, true, B, D, D, 1, false},
+        {"classifier forward", false, true, B, L, D, 1, false},
+        {"classifier input grad", false, false, B, D, L, 1, false},
+        {"classifier weight grad", true, false, L, D, B, 1, false},
+        {"pre_classifier input grad", false, false, B, D, D, 1, false},
+        {"pre_classifier weight grad", true, false, D, D, B, 1, false},
+    };
+    size_t n = 0;
+    for (size_t i = 0; i < ARRAY_LEN(ALL); i++) {
+        size_t k = 0;
+        while (k < n && !(out[k].ta == ALL[i].ta && out[k].tb == ALL[i].tb && out[k].M == ALL[i].M &&
+                          out[k].N == ALL[i].N && out[k].K == ALL[i].K && out[k].per_head == ALL[i].per_head))
+            k++;
+        if (k < n) {
+            out[k].count += ALL[i].count;
+            continue;
+        }
+        CHECK(n < MODEL_STEP_GEMMS_MAX);
+        out[n++] = (ModelGemm){ALL[i].what, ALL[i].ta, ALL[i].tb, ALL[i].M, ALL[i].N, ALL[i].K, ALL[i].count,
+                               ALL[i].per_head};
+    }
+    return n;
+}
+
 ModelStepCost model_step_cost(const ModelConfig* cfg, int B, int T) {
-    const double N = (double)B * T, D = (double)cfg->dim, Hd = (double)cfg->hidden_dim, L = (double)cfg->n_labels;
+    ModelGemm g[MODEL_STEP_GEMMS_MAX];
+    const size_t n = model_step_gemms(cfg, B, T, g);
+    ModelStepCost c = {0};
+    for (size_t i = 0; i < n; i++) c.gemm_flop += 2.0 * g[i].M * (double)g[i].N * (double)g[i].K * (double)g[i].count;
+    const double D = (double)cfg->dim, Hd = (double)cfg->hidden_dim, L = (double)cfg->n_labels;
     const double layers = (double)cfg->n_layers;
-    const double linears = 4 * 2 * N * D * D + 2 * 2 * N * D * Hd;  // q, k, v, out, lin1, lin2 forward
-    const double attention = 2 * 2 * (double)B * T * T * D;         // QK^T and PV over all heads
-    const double head = 2 * (double)B * D * D + 2 * (double)B * D * L;
-    ModelStepCost c;
-    c.gemm_flop = layers * (3 * linears + 3 * attention) + 3 * head;  // backward: 2x linears, 4 products
     const double params = (double)cfg->vocab_size * D + (double)cfg->max_positions * D + 2 * D +
                           layers * (4 * (D * D + D) + 2 * D * Hd + Hd + D + 4 * D) + (D * D + D) + (L * D + L);
-    c.min_bytes = params * (4 + 4 + 4 + 28);
+    c.min_bytes_model = params * (4 + 4 + 4);  // weights read by forward and backward, gradient written
+    c.min_bytes_optim = params * 28;           // AdamW: read p, g, m, v; write p, m, v
+    c.min_bytes = c.min_bytes_model + c.min_bytes_optim;
     return c;
 }
 

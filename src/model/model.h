@@ -57,11 +57,32 @@ const ModelConfig* model_config_find(const char* name);  // NULL if no preset ha
 //   min_bytes: a floor on the memory traffic: every fp32 parameter read by the forward and again
 //     by the backward, every gradient written once, and AdamW's read of p, g, m, v and write
 //     of p, m, v (28 bytes per parameter); activations are assumed to stay in cache (a floor).
+//   min_bytes_model / min_bytes_optim: min_bytes split into the forward + backward part (12
+//     bytes per parameter) and AdamW's 28 (the derived bound replaces the latter by the measured
+//     optimizer step, README "Where the step goes").
+// gemm_flop is the sum of 2*M*N*K*count over model_step_gemms(), the step's GEMM calls.
 typedef struct {
     double gemm_flop;
     double min_bytes;
+    double min_bytes_model, min_bytes_optim;
 } ModelStepCost;
 ModelStepCost model_step_cost(const ModelConfig* cfg, int B, int T);
+
+// The GEMM calls of one training step (one micro-batch, B x T), as layers.c makes them, one
+// entry per distinct call with its count per step. `per_head` calls run inside attention's
+// parallel (batch, head) loop on a one-thread handle each (so several run at once); the others
+// use the whole thread team. Shapes as gemm_run gets them: C (M, N) = op(A) (M, K) @ op(B) (K, N).
+// tests/test_model.c records the real calls of a step and compares them with this list.
+typedef struct {
+    const char* what;  // "q/k/v/out forward", "lin1 weight grad", ... (for people)
+    bool ta, tb;
+    int M, N, K;
+    long long count;
+    bool per_head;
+} ModelGemm;
+enum { MODEL_STEP_GEMMS_MAX = 32 };
+// Fills out[] (MODEL_STEP_GEMMS_MAX slots); returns the number of entries.
+size_t model_step_gemms(const ModelConfig* cfg, int B, int T, ModelGemm* out);
 const char* model_preset_names_list(void);                // "tiny, small, distilbert-base-cased"
 
 // STATUS_INVALID naming the field and the rule: every size >= 1 and <= its MODEL_MAX_*,
