@@ -5,6 +5,11 @@
 //   nt/1024x3072x768   FFN lin1 forward
 //   nn/1024x768x3072   FFN lin2 input gradient        dx = dy @ W
 //   tn/3072x768x1024   FFN lin1 weight gradient       dW = dy^T @ x   (FULL=1 only)
+// Plus the training step's own linear-layer shapes for the small preset at 8 x 128 (the
+// train_step/small benchmarks and `make peers`' small step), taken from model_step_gemms (the
+// list the report's derived bound sums over), on onednn (the fastest backend for small here) in
+// f32 and bf16: 9 shapes x 2 dtypes, ~12 s of `make run`. The per-head attention products and
+// the 8-row classifier are not benchmarked; the report names the shape whose rate it uses instead.
 // Checked once before timing against the naive backend on the same inputs: C must be within
 // twice the per-element bound of tests/test_gemm.c (both results are within it of the exact
 // answer): tol = 2 * (gamma*T + 0.5*eps(f32)*(|ref| + gamma*T)), gamma = (K+2)*2^-24,
@@ -20,6 +25,7 @@
 
 #include "bench.h"
 #include "gemm/gemm.h"
+#include "model/model.h"
 #include "core/rng.h"
 
 typedef struct {
@@ -219,4 +225,21 @@ void bench_register_gemm(void) {
                 bench_registerf(bm_gemm, c, "gemm/%s/%s/%c%c/%dx%dx%d", c->backend->name, dtype_name(c->dt),
                                 c->sh.ta ? 't' : 'n', c->sh.tb ? 't' : 'n', c->sh.M, c->sh.N, c->sh.K);
             }
+    // the small preset's training-step shapes (8 x 128 tokens): whole-team linear GEMMs only
+    const ModelConfig* small = model_config_find("small");
+    CHECK(small != NULL, "no small preset");
+    ModelGemm g[MODEL_STEP_GEMMS_MAX];
+    const size_t ng = model_step_gemms(small, 8, 128, g);
+    const DType step_dtypes[] = {DTYPE_F32, DTYPE_BF16};
+    for (size_t i = 0; i < ng; i++) {
+        if (g[i].per_head || g[i].M < 64 || g[i].N < 64 || g[i].K < 64) continue;  // attention heads, classifier
+        for (size_t di = 0; di < ARRAY_LEN(step_dtypes); di++) {
+            GemmCase* c = xcalloc(1, sizeof *c);  // lives until exit (registered)
+            c->backend = &gemm_backend_onednn;
+            c->dt = step_dtypes[di];
+            c->sh = (GemmShape){g[i].ta, g[i].tb, g[i].M, g[i].N, g[i].K};
+            bench_registerf(bm_gemm, c, "gemm/%s/%s/%c%c/%dx%dx%d", c->backend->name, dtype_name(c->dt),
+                            c->sh.ta ? 't' : 'n', c->sh.tb ? 't' : 'n', c->sh.M, c->sh.N, c->sh.K);
+        }
+    }
 }

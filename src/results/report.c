@@ -29,6 +29,8 @@
 #include "core/common.h"
 #include "core/dtype.h"
 #include "model/amp.h"
+#include "model/model.h"
+#include "model/phase.h"
 #include "results/bench_compare.h"
 #include "results/results.h"
 #include "results/stats.h"
@@ -55,6 +57,8 @@ typedef struct Run {
     size_t nb;        // bf.n
     TrainRun* tr;
     size_t ntr;
+    TrainRun* to;     // tradeoff/*/results.json: the optimizer trade-off runs (`trainbench run`)
+    size_t nto;
     struct Run* peers;  // peers.json indexed like bench.json; NULL when absent
 } Run;
 
@@ -80,6 +84,38 @@ static bool loaded(Status st) {
 
 static int cmp_str(const void* a, const void* b) {
     return strcmp(((const TrainRun*)a)->name, ((const TrainRun*)b)->name);
+}
+
+// Loads DIR/SUB/*/results.json (sorted by folder name) into *out; false after printing which
+// file is unusable. A missing SUB folder is no runs.
+static bool load_train_dir(const char* dir, const char* sub, TrainRun** out, size_t* n) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s/%s", dir, sub);
+    DIR* d = opendir(tmp);
+    if (!d) return true;
+    struct dirent* de;
+    size_t cap = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char path[4096 + 512];
+        snprintf(path, sizeof path, "%s/%s/results.json", tmp, de->d_name);
+        if (!exists(path)) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 8;
+            *out = xrealloc(*out, cap * sizeof(TrainRun));
+        }
+        TrainRun* t = &(*out)[*n];
+        if (!loaded(train_file_read(path, &t->f))) {
+            closedir(d);
+            return false;
+        }
+        t->name = xstrdup(de->d_name);
+        t->root = t->f.root;
+        (*n)++;
+    }
+    closedir(d);
+    if (*n) qsort(*out, *n, sizeof(TrainRun), cmp_str);
+    return true;
 }
 
 // Returns 0, or 2 after printing which file/folder is unusable.
@@ -126,35 +162,10 @@ static int load_run(Run* r, const char* dir) {
         r->peers->b = r->peers->bf.v;
         r->peers->nb = r->peers->bf.n;
     }
-    snprintf(tmp, sizeof tmp, "%s/train", dir);
-    DIR* d = opendir(tmp);
-    if (d) {
-        struct dirent* de;
-        size_t cap = 0;
-        while ((de = readdir(d))) {
-            if (de->d_name[0] == '.') continue;
-            char sub[4096 + 256];
-            snprintf(sub, sizeof sub, "%s/%s/results.json", tmp, de->d_name);
-            if (!exists(sub)) continue;
-            if (r->ntr == cap) {
-                cap = cap ? 2 * cap : 8;
-                r->tr = xrealloc(r->tr, cap * sizeof(TrainRun));
-            }
-            TrainRun* t = &r->tr[r->ntr];
-            if (!loaded(train_file_read(sub, &t->f))) {
-                closedir(d);
-                return 2;
-            }
-            t->name = xstrdup(de->d_name);
-            t->root = t->f.root;
-            r->ntr++;
-        }
-        closedir(d);
-        if (r->ntr) qsort(r->tr, r->ntr, sizeof(TrainRun), cmp_str);
-    }
-    if (!r->machine && !r->bf.root && !r->has_memory && !r->peers && !r->ntr) {
+    if (!load_train_dir(dir, "train", &r->tr, &r->ntr) || !load_train_dir(dir, "tradeoff", &r->to, &r->nto)) return 2;
+    if (!r->machine && !r->bf.root && !r->has_memory && !r->peers && !r->ntr && !r->nto) {
         fprintf(stderr, "trainbench report: %s holds no result file (machine.json, bench.json, memory.json, "
-                        "peers.json or train/*/results.json): nothing to report\n", dir);
+                        "peers.json, train/*/results.json or tradeoff/*/results.json): nothing to report\n", dir);
         return 2;
     }
     return 0;
@@ -166,6 +177,11 @@ static void free_run(Run* r) {
         train_file_free(&r->tr[i].f);
     }
     free(r->tr);
+    for (size_t i = 0; i < r->nto; i++) {
+        free(r->to[i].name);
+        train_file_free(&r->to[i].f);
+    }
+    free(r->to);
     machine_file_free(&r->mf);
     bench_file_free(&r->bf);
     memory_file_free(&r->mem);
@@ -650,6 +666,38 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "\n");
 }
 
+// memory.json's training_step (`trainbench memory --step`): one real step's activation +
+// workspace estimate (the closed formula of model/activation_memory.c) against the workspace's
+// high-water mark, and the process peak RSS itemized.
+static void memory_step_table(FILE* md, const MemoryModel* m) {
+    const MemoryStep* s = &m->step;
+    if (!s->present) {
+        fprintf(md, "Training step memory (activations and workspace): not measured for %s in this run "
+                    "(`trainbench memory --step`).\n\n", *m->model ? m->model : "this model");
+        return;
+    }
+    const double MiB = 1048576.0;
+    fprintf(md,
+            "**Training step memory** (%s, one real step: batch %lld x seq %lld, %s, %s backend, AdamW): activation + "
+            "workspace estimate (closed formula, README \"Training step memory\") against the workspace allocator's "
+            "high-water mark after the step; tolerance -%.0f%% / +%.0f%% plus 64 bytes of padding per buffer.\n\n"
+            "| | MiB |\n|---|---:|\n| estimate: saved activations | %.2f |\n| estimate: activation gradients | %.2f |\n"
+            "| estimate: total (with batch and transients) | %.2f |\n| measured workspace high-water mark | %.2f |\n"
+            "| within tolerance | %s |\n",
+            *m->model ? m->model : "?", s->batch, s->seq_len, s->precision, s->backend, 100 * s->tol_below,
+            100 * s->tol_above, s->saved_activations_bytes / MiB, s->activation_gradient_bytes / MiB,
+            s->estimate_bytes / MiB, s->measured_workspace_bytes / MiB, s->within_tolerance ? "yes" : "**NO**");
+    if (s->peak_rss_bytes >= 0) {
+        const double rest = (double)s->peak_rss_bytes - (double)s->params_grads_bytes - (double)s->optimizer_state_bytes -
+                            (double)s->measured_workspace_bytes;
+        fprintf(md, "| process peak RSS | %.2f |\n| of which params + grads | %.2f |\n| of which AdamW state | %.2f |\n"
+                    "| of which workspace | %.2f |\n| rest (code, libraries' buffers, stacks) | %.2f |\n",
+                s->peak_rss_bytes / MiB, s->params_grads_bytes / MiB, s->optimizer_state_bytes / MiB,
+                s->measured_workspace_bytes / MiB, rest / MiB);
+    }
+    fprintf(md, "\n");
+}
+
 static void section_memory(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "## Optimizer state memory: estimate vs measured\n\n");
     if (!r->has_memory) {
@@ -683,6 +731,7 @@ static void section_memory(Ctx* c, FILE* md, const Run* r) {
             if (mea > hi) hi = mea;
         }
         fprintf(md, "\n");
+        memory_step_table(md, m);
     }
     if (!row) {
         fclose(d.f);
@@ -1338,6 +1387,525 @@ static void section_compare(Ctx* c, FILE* md, Run* runs, int nr) {
     fprintf(md, "\n");
 }
 
+// ---------------------------------------------------------------- where the step goes
+
+// A training run's model shape: config.model_config of results.json (what `train` writes),
+// else the preset named by config.model. false when neither gives a valid config.
+static bool tr_model_config(const TrainRun* t, ModelConfig* out) {
+    json_t* cfg = json_object_get(t->root, "config");
+    json_t* mc = json_object_get(cfg, "model_config");
+    if (json_is_object(mc)) {
+        *out = (ModelConfig){
+            .vocab_size = json_integer_value(json_object_get(mc, "vocab_size")),
+            .dim = json_integer_value(json_object_get(mc, "dim")),
+            .n_layers = json_integer_value(json_object_get(mc, "n_layers")),
+            .n_heads = json_integer_value(json_object_get(mc, "n_heads")),
+            .hidden_dim = json_integer_value(json_object_get(mc, "hidden_dim")),
+            .max_positions = json_integer_value(json_object_get(mc, "max_position_embeddings")),
+            .n_labels = json_integer_value(json_object_get(mc, "num_labels")),
+        };
+        return status_is_ok(model_config_validate(out));
+    }
+    const ModelConfig* p = model_config_find(tr_cfg(t, "model"));
+    if (p) *out = *p;
+    return p != NULL;
+}
+
+// GFLOP/s for one of the step's GEMMs from this run's `gemm/<backend>/<dtype>/<ta><tb>/<MxNxK>`
+// medians: the exact shape when benchmarked, else the benchmarked shape of the same backend and
+// dtype whose FLOP per call is nearest (log scale; the same transposes win a tie). `used`
+// receives the benchmark's name; *exact whether it is the call's own shape. NAN when the run has
+// no successful GEMM benchmark for that backend and dtype.
+static double step_gemm_rate(const Run* r, const char* backend, const char* dt, const ModelGemm* g, char* used,
+                             size_t n, bool* exact) {
+    char name[256];
+    snprintf(name, sizeof name, "gemm/%s/%s/%c%c/%dx%dx%d", backend, dt, g->ta ? 't' : 'n', g->tb ? 't' : 'n', g->M, g->N,
+             g->K);
+    const BEnt* e = bfind(r, name);
+    double v = e && e->n ? bmed(e, "GFLOP/s") : NAN;
+    if (v > 0) {
+        snprintf(used, n, "%s", name);
+        *exact = true;
+        return v;
+    }
+    *exact = false;
+    const double flop = 2.0 * g->M * (double)g->N * g->K;
+    double best = INFINITY, rate = NAN;
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "gemm/%s/%s/", backend, dt);
+    for (size_t i = 0; i < r->nb; i++) {
+        char buf[512], *p[6];
+        if (strncmp(r->b[i].name, prefix, strlen(prefix)) || !r->b[i].n ||
+            split(r->b[i].name, buf, sizeof buf, p, 6) != 5)
+            continue;
+        int M, N, K;
+        if (sscanf(p[4], "%dx%dx%d", &M, &N, &K) != 3 || M <= 0 || N <= 0 || K <= 0) continue;
+        double gf = bmed(&r->b[i], "GFLOP/s");
+        if (!(gf > 0)) continue;
+        bool same_t = strlen(p[3]) == 2 && (p[3][0] == 't') == g->ta && (p[3][1] == 't') == g->tb;
+        double d = fabs(log(2.0 * M * (double)N * K / flop)) + (same_t ? 0 : 1e-9);
+        if (d < best) {
+            best = d;
+            rate = gf;
+            snprintf(used, n, "%s", r->b[i].name);
+        }
+    }
+    return rate;
+}
+
+// The derived bound of one step (README "Where the step goes"): the sum over the step's GEMM
+// calls of FLOP / this run's measured rate for that call, plus the forward/backward memory floor
+// (min_bytes_model / the run's best triad bandwidth), plus the optimizer step (given, measured).
+typedef struct {
+    bool ok;
+    char why[200];        // when !ok
+    double gemm_s, mem_s, optim_s, total_s;
+    double gemm_flop;
+    double subst_share;   // share of gemm_flop whose rate came from another shape
+    char subst[700];      // "shape -> benchmark used; ..." (first few)
+} StepBound;
+
+static StepBound step_bound(const Run* r, const ModelConfig* cfg, int B, int T, int accum, const char* backend,
+                            const char* precision, double optim_s) {
+    StepBound sb = {0};
+    const PrecisionMode* mode = amp_mode_find(precision);
+    if (!mode) {
+        snprintf(sb.why, sizeof sb.why, "unknown precision %s", precision);
+        return sb;
+    }
+    const char* dt = dtype_name(mode->low);
+    ModelGemm g[MODEL_STEP_GEMMS_MAX];
+    const size_t ng = model_step_gemms(cfg, B, T, g);
+    double subst_flop = 0;
+    size_t off = 0;
+    int shown = 0;
+    for (size_t i = 0; i < ng; i++) {
+        char used[256];
+        bool exact;
+        const double rate = step_gemm_rate(r, backend, dt, &g[i], used, sizeof used, &exact);
+        const double flop = 2.0 * g[i].M * (double)g[i].N * g[i].K * (double)g[i].count * accum;
+        if (!(rate > 0)) {
+            snprintf(sb.why, sizeof sb.why, "no `gemm/%s/%s/...` benchmark in bench.json", backend, dt);
+            return sb;
+        }
+        sb.gemm_flop += flop;
+        sb.gemm_s += flop / (rate * 1e9);
+        if (!exact) {
+            subst_flop += flop;
+            if (shown++ < 4 && off < sizeof sb.subst)
+                off += (size_t)snprintf(sb.subst + off, sizeof sb.subst - off, "%s%c%c %dx%dx%d%s -> `%s`", shown > 1 ? "; " : "",
+                                        g[i].ta ? 't' : 'n', g[i].tb ? 't' : 'n', g[i].M, g[i].N, g[i].K,
+                                        g[i].per_head ? " (per head)" : "", used);
+        }
+    }
+    if (shown > 4 && off < sizeof sb.subst) snprintf(sb.subst + off, sizeof sb.subst - off, "; %d more", shown - 4);
+    const double triad = bench_entry_best_value(bfind(r, "roofline/triad"), "GB/s");
+    if (!(triad > 0)) {
+        snprintf(sb.why, sizeof sb.why, "no `roofline/triad` benchmark in bench.json");
+        return sb;
+    }
+    if (!(optim_s >= 0)) {
+        snprintf(sb.why, sizeof sb.why, "no measured optimizer step");
+        return sb;
+    }
+    sb.mem_s = model_step_cost(cfg, B, T).min_bytes_model / (triad * 1e9);
+    sb.optim_s = optim_s;
+    sb.total_s = sb.gemm_s + sb.mem_s + sb.optim_s;
+    sb.subst_share = sb.gemm_flop > 0 ? subst_flop / sb.gemm_flop : 0;
+    sb.ok = true;
+    return sb;
+}
+
+// Training runs pooled per model/precision/backend/optimizer (all seeds): seconds per phase.
+typedef struct {
+    char key[192];
+    char precision[32], backend[32];
+    ModelConfig cfg;
+    bool cfg_ok;
+    int B, T, accum, runs;
+    double steps, s[PHASE_COUNT], phase_sum, step_time_sum;
+} StepGroup;
+
+static int step_groups_add(StepGroup* gs, int ng, int cap, const TrainRun* t) {
+    json_t* ph = json_object_get(json_object_get(t->root, "summary"), "phases");
+    double steps = json_number_value(json_object_get(ph, "steps"));
+    if (!json_is_object(ph) || !(steps > 0)) return ng;
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s/%s/%s", tr_cfg(t, "model"), tr_cfg(t, "precision"), tr_cfg(t, "backend"),
+             tr_cfg(t, "optim"));
+    int k = 0;
+    while (k < ng && strcmp(gs[k].key, key)) k++;
+    json_t* cfg = json_object_get(t->root, "config");
+    const int B = (int)json_integer_value(json_object_get(cfg, "per_device_train_batch_size"));
+    const int T = (int)json_integer_value(json_object_get(cfg, "seq_len"));
+    json_t* acc = json_object_get(cfg, "gradient_accumulation_steps");
+    const int accum = json_is_integer(acc) ? (int)json_integer_value(acc) : 1;
+    if (k == ng) {
+        if (ng == cap) return ng;
+        StepGroup* g = &gs[ng++];
+        memset(g, 0, sizeof *g);
+        snprintf(g->key, sizeof g->key, "%s", key);
+        snprintf(g->precision, sizeof g->precision, "%s", tr_cfg(t, "precision"));
+        snprintf(g->backend, sizeof g->backend, "%s", tr_cfg(t, "backend"));
+        g->cfg_ok = tr_model_config(t, &g->cfg) && B > 0 && T > 0 && accum > 0;
+        g->B = B, g->T = T, g->accum = accum;
+    } else if (gs[k].B != B || gs[k].T != T || gs[k].accum != accum) {
+        return ng;  // another batch shape: not pooled (its own key would be needed; rare)
+    }
+    StepGroup* g = &gs[k];
+    g->runs++;
+    g->steps += steps;
+    g->phase_sum += json_number_value(json_object_get(ph, "phase_sum_s"));
+    g->step_time_sum += json_number_value(json_object_get(ph, "step_time_sum_s"));
+    static const char* const DIRS[2] = {"forward", "backward"};
+    for (int d = 0; d < 2; d++)
+        for (int p = 0; p < PHASE_COUNT; p++)
+            g->s[p] += json_number_value(json_object_get(json_object_get(ph, DIRS[d]), phase_name((Phase)p)));
+    return ng;
+}
+
+static bool gemm_phase(int p) {  // the phases `train --profile` counts as GEMM phases
+    return p == PHASE_QKV_GEMM || p == PHASE_OUT_GEMM || p == PHASE_FFN_GEMM || p == PHASE_ATTENTION ||
+           p == PHASE_CLASSIFIER;
+}
+
+static void section_step(Ctx* c, FILE* md, const Run* r) {
+    fprintf(md, "## Where the step goes\n\n");
+    enum { CAP = 64 };
+    StepGroup* gs = xcalloc(CAP, sizeof *gs);
+    int ng = 0;
+    for (size_t i = 0; i < r->ntr; i++) ng = step_groups_add(gs, ng, CAP, &r->tr[i]);
+    for (size_t i = 0; i < r->nto; i++) ng = step_groups_add(gs, ng, CAP, &r->to[i]);
+    if (!ng) {
+        fprintf(md, "%s (no training run with `summary.phases` in `train/*/results.json` or `tradeoff/*/results.json`)\n\n",
+                NOT_MEASURED);
+        free(gs);
+        return;
+    }
+    fprintf(md,
+            "Time per optimizer step by phase (`trainbench train` times every step per phase, `summary.phases` of "
+            "results.json; runs of one model/precision/backend/optimizer pooled over seeds). **GEMM share** = the "
+            "phases `train --profile` counts as GEMM phases (q/k/v, out and FFN linears with their bias, the "
+            "classifier, and attention's per-head scores/softmax/context loop) over the sum of phases. The **derived "
+            "bound** is the fastest this step can be on this machine by the README's derivation (\"Where the step "
+            "goes\"), computed here from this folder: the step's GEMM calls (`model_step_gemms`: shape and count) each "
+            "at this run's measured `gemm/<backend>/<dtype>/...` rate for that shape (when the shape was not "
+            "benchmarked, the benchmarked shape of the same backend and dtype nearest in FLOP per call, named below), "
+            "plus the forward/backward memory floor (12 bytes per parameter over the best `roofline/triad` "
+            "repetition), plus the optimizer phase as measured in the run. **fraction of bound** = bound / measured "
+            "step time (1 = at the bound).\n\n"
+            "| model/precision/backend/optim | runs | steps | batch x seq | step (ms) | phases sum (%% of step) | GEMM share "
+            "| GEMM at measured rates (ms) | memory floor (ms) | optimizer (ms) | derived bound (ms) | fraction of bound |\n"
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    Buf d;
+    buf_open(&d);
+    fprintf(d.f, "# index group");
+    for (int p = 0; p < PHASE_COUNT; p++) fprintf(d.f, " %s", phase_name((Phase)p));
+    fprintf(d.f, "   (ms per step)\n");
+    char notes[8192];
+    size_t noff = 0;
+    notes[0] = 0;
+    for (int k = 0; k < ng; k++) {
+        StepGroup* g = &gs[k];
+        const double n = g->steps, step_ms = 1e3 * g->step_time_sum / n;
+        double gemm = 0;
+        for (int p = 0; p < PHASE_COUNT; p++) gemm += gemm_phase(p) ? g->s[p] : 0;
+        StepBound sb = {0};
+        if (g->cfg_ok)
+            sb = step_bound(r, &g->cfg, g->B, g->T, g->accum, g->backend, g->precision, g->s[PHASE_OPTIMIZER] / n);
+        else snprintf(sb.why, sizeof sb.why, "model shape not recorded");
+        char cells[4][32];
+        if (sb.ok) {
+            snprintf(cells[0], 32, "%.3f", 1e3 * sb.gemm_s);
+            snprintf(cells[1], 32, "%.3f", 1e3 * sb.mem_s);
+            snprintf(cells[2], 32, "%.3f", 1e3 * sb.total_s);
+            snprintf(cells[3], 32, "%.2f", 1e3 * sb.total_s / step_ms);
+        } else {
+            for (int i = 0; i < 4; i++) snprintf(cells[i], 32, "–");
+        }
+        fprintf(md, "| %s | %d | %.0f | %d x %d%s | %.3f | %.1f%% | %.1f%% | %s | %s | %.3f | %s | %s |\n", g->key,
+                g->runs, n, g->B, g->T, g->accum > 1 ? " (accumulated)" : "", step_ms,
+                g->step_time_sum > 0 ? 100 * g->phase_sum / g->step_time_sum : 0.0,
+                g->phase_sum > 0 ? 100 * gemm / g->phase_sum : 0.0, cells[0], cells[1], 1e3 * g->s[PHASE_OPTIMIZER] / n,
+                cells[2], cells[3]);
+        if (!sb.ok && noff < sizeof notes)
+            noff += (size_t)snprintf(notes + noff, sizeof notes - noff, "- %s: bound not computed: %s.\n", g->key, sb.why);
+        else if (sb.subst_share > 0 && noff < sizeof notes)
+            noff += (size_t)snprintf(notes + noff, sizeof notes - noff,
+                                     "- %s: %.0f%% of the GEMM FLOP at the rate of another benchmarked shape: %s.\n",
+                                     g->key, 100 * sb.subst_share, sb.subst);
+        fprintf(d.f, "%d \"%s\"", k, GQ(g->key));
+        for (int p = 0; p < PHASE_COUNT; p++) fprintf(d.f, " %.6g", 1e3 * g->s[p] / n);
+        fprintf(d.f, "\n");
+    }
+    free(gs);
+    if (notes[0]) fprintf(md, "\nRates used for the bound where a GEMM shape was not benchmarked in this run:\n\n%s", notes);
+    else fprintf(md, "\nEvery GEMM of every step above was benchmarked at its own shape in this run.\n");
+    if (!buf_save(&d, c->out, "step_phases.dat")) {
+        c->plot_failures++;
+        return;
+    }
+    Buf g;
+    buf_open(&g);
+    fprintf(g.f, "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
+                 "set boxwidth 0.7\nset ylabel 'time per optimizer step (ms)'\nset xlabel 'model/precision/backend/optimizer'\n"
+                 "set xtics rotate by 30 right font ',9'\nset lmargin 12\nset bmargin 12\nset yrange [0:*]\nplot ");
+    // one colour per phase (gnuplot's default cycle repeats after 8)
+    static const char* const COLOURS[] = {"#7f7f7f", "#8c564b", "#17becf", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                          "#9467bd", "#bcbd22", "#e377c2", "#aec7e8", "#000000", "#ffbb78", "#98df8a"};
+    for (int p = 0; p < PHASE_COUNT; p++)
+        fprintf(g.f, "%s'step_phases.dat' using %d%s lc rgb '%s' title '%s'", p ? ", " : "", p + 3, p ? "" : ":xtic(2)",
+                COLOURS[p % (int)ARRAY_LEN(COLOURS)], phase_name((Phase)p));
+    fprintf(g.f, "\n");
+    fclose(g.f);
+    plot(c, md, "step_phases", "Where the step goes: time per phase (stacked), per model/precision/backend/optimizer", g.data);
+    free(g.data);
+    fprintf(md, "\n");
+}
+
+// The batch shapes of the `train_step/<model>/...` benchmarks (bench/bench_train.c) and of
+// `make peers`' training steps (reference/bench_peers.py): tiny 8 x 32, the others 8 x 128.
+static void train_step_bench_shape(const char* model, int* B, int* T) {
+    *B = 8;
+    *T = strcmp(model, "tiny") ? 128 : 32;
+}
+
+// optim/<name>/<n> of this run at the n nearest (log scale) to `params`: seconds for a step of
+// `params` parameters at its median params/s; NAN when none.
+static double optim_step_seconds(const Run* r, const char* optim, double params, char* used, size_t n) {
+    double best = INFINITY, sec = NAN;
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "optim/%s/", optim);
+    for (size_t i = 0; i < r->nb; i++) {
+        if (strncmp(r->b[i].name, prefix, strlen(prefix)) || !r->b[i].n) continue;
+        const double np = atof(r->b[i].name + strlen(prefix)), rate = bmed(&r->b[i], "params/s");
+        if (!(np > 0) || !(rate > 0)) continue;
+        const double dist = fabs(log(np / params));
+        if (dist < best) {
+            best = dist;
+            sec = params / rate;
+            snprintf(used, n, "%s", r->b[i].name);
+        }
+    }
+    return sec;
+}
+
+static void section_targets(FILE* md, const Run* r) {
+    fprintf(md, "## Training step against its target (issue 10)\n\n");
+    const Run* pr = r->peers;
+    if (!pr) {
+        fprintf(md, "%s: the target needs the best PyTorch step from `peers.json` (`make peers`).\n\n", NOT_MEASURED);
+        return;
+    }
+    fprintf(md,
+            "Target per row: **>= 1.5x the best PyTorch** configuration's tokens/s, or, where 1.5x PyTorch would be "
+            "faster than the derived bound allows (1.5x PyTorch's step time below the bound), **>= 90%% of the derived "
+            "bound** (bound / our step >= 0.9). Ours and PyTorch: the interleaved medians of `peers.json` (the Speed "
+            "section). Bound at the benchmark's batch shape (tiny 8 x 32, small and distilbert-base-cased 8 x 128) "
+            "with our backend of that row: the step's GEMM calls at this run's `gemm/...` rates (nearest benchmarked "
+            "shape where the shape was not benchmarked), plus 12 bytes per parameter over `roofline/triad`, plus one "
+            "step of this run's `optim/adamw_torch/<n>` benchmark at the n nearest the model's parameter count.\n\n"
+            "| model/precision | ours (tokens/s, backend) | best PyTorch (tokens/s) | ours / PyTorch | derived bound "
+            "(ms; tokens/s) | 1.5x PyTorch (ms) | target that applies | reached | met |\n"
+            "|---|---:|---:|---:|---:|---:|---|---:|:---:|\n");
+    int rows = 0;
+    for (size_t i = 0; i < pr->nb; i++) {
+        const BEnt* pb = &pr->b[i];
+        const char* pre = "peer/torch_best/";
+        if (strncmp(pb->name, pre, strlen(pre)) || !pb->n) continue;
+        const char* problem = pb->name + strlen(pre);
+        char buf[512], *p[5];
+        if (split(problem, buf, sizeof buf, p, 5) != 4 || strcmp(p[0], "train_step")) continue;
+        PeerMatch m;
+        peer_match(r, problem, &m);
+        int B, T;
+        train_step_bench_shape(p[1], &B, &T);
+        const double tok = (double)B * T;
+        const double py = bmed(pb, "tokens/s") > 0 ? bmed(pb, "tokens/s") : tok / bmed(pb, "real_time");
+        const double ours = m.ours && m.ours->n ? bmed(m.ours, "tokens/s") : NAN;
+        char backend[64] = "?", nb[512], *q[7];
+        int nq = split(m.ours_name, nb, sizeof nb, q, 7);
+        if (nq >= 3) snprintf(backend, sizeof backend, "%s", q[2]);
+        rows++;
+        const ModelConfig* cfg = model_config_find(p[1]);
+        StepBound sb = {0};
+        char oused[128] = "";
+        if (!cfg) snprintf(sb.why, sizeof sb.why, "no preset %s", p[1]);
+        else if (!(ours > 0)) snprintf(sb.why, sizeof sb.why, "our step was not measured");
+        else {
+            ParamTable t;
+            double params = NAN;
+            if (status_is_ok(param_table_build(cfg, &t))) {
+                params = (double)t.numel;
+                param_table_free(&t);
+            }
+            const double opt_s = optim_step_seconds(r, p[3], params, oused, sizeof oused);
+            sb = step_bound(r, cfg, B, T, 1, backend, p[2], opt_s);
+            if (!sb.ok && isnan(opt_s)) snprintf(sb.why, sizeof sb.why, "no `optim/%s/<n>` benchmark", p[3]);
+        }
+        char o[32], y[32];
+        fmt_num(o, sizeof o, ours);
+        fmt_num(y, sizeof y, py);
+        const double t_py15 = tok / py / 1.5, t_ours = tok / ours;
+        if (!sb.ok) {
+            char ratio[32] = "–";
+            if (ours > 0 && py > 0) snprintf(ratio, sizeof ratio, "%.2fx", ours / py);
+            fprintf(md, "| %s/%s | %s (%s) | %s | %s | – (%s) | %.2f | – | – | – |\n", p[1], p[2], o, backend, y, ratio,
+                    sb.why, 1e3 * t_py15);
+            continue;
+        }
+        const bool bound_target = t_py15 < sb.total_s;
+        const double reached = bound_target ? sb.total_s / t_ours : (ours / py);
+        const bool met = bound_target ? reached >= 0.9 : reached >= 1.5;
+        char bt[32], rc[48];
+        fmt_num(bt, sizeof bt, tok / sb.total_s);
+        if (bound_target) snprintf(rc, sizeof rc, "%.0f%% of the bound", 100 * reached);
+        else snprintf(rc, sizeof rc, "%.2fx PyTorch", reached);
+        fprintf(md, "| %s/%s | %s (%s) | %s | %.2fx | %.2f; %s | %.2f | %s | %s | %s |\n", p[1], p[2], o, backend, y,
+                ours / py, 1e3 * sb.total_s, bt, 1e3 * t_py15,
+                bound_target ? ">= 90% of the derived bound (1.5x PyTorch is beyond it)" : ">= 1.5x best PyTorch", rc,
+                met ? "yes" : "**no**");
+    }
+    if (!rows) fprintf(md, "| (no `peer/torch_best/train_step/...` entries in peers.json) | | | | | | | | |\n");
+    fprintf(md, "\n");
+}
+
+// ---------------------------------------------------------------- optimizer trade-off
+
+// The optimizer trade-off (`trainbench run`'s tradeoff phase: tradeoff/<precision>-<optim>-seed<k>/):
+// per precision x optimizer, over its seeds, the final eval accuracy (mean, min..max, sample
+// standard deviation) against the optimizer state (of the trained model: results.json; of
+// distilbert-base-cased: memory.json's row of the same optimizer, the variant the trainer runs),
+// with the mean step time as the third dimension.
+typedef struct {
+    char precision[32], optim[64], model[64];
+    int n;
+    double acc[64];
+    double step_s, state_bytes, distil_bytes;
+} Tradeoff;
+
+static double distil_state_bytes(const Run* r, const char* optim) {
+    for (size_t mi = 0; r->has_memory && mi < r->mem.n; mi++) {
+        const MemoryModel* m = &r->mem.models[mi];
+        if (strcmp(m->model, "distilbert-base-cased")) continue;
+        double first = NAN;
+        for (size_t i = 0; i < m->n; i++) {
+            if (strcmp(m->rows[i].optimizer, optim)) continue;
+            // the trainer keeps no 32-bit embedding state (plain bitsandbytes): that variant when present
+            if (!strcmp(m->rows[i].variant, "plain")) return (double)m->rows[i].measured_bytes;
+            if (isnan(first)) first = (double)m->rows[i].measured_bytes;
+        }
+        return first;
+    }
+    return NAN;
+}
+
+static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
+    fprintf(md, "## Optimizer trade-off: state memory vs accuracy vs step time\n\n");
+    if (!r->nto) {
+        fprintf(md, "%s (no `tradeoff/*/results.json`; `trainbench run` trains them)\n\n", NOT_MEASURED);
+        return;
+    }
+    enum { CAP = 32 };
+    Tradeoff* v = xcalloc(CAP, sizeof *v);
+    int n = 0;
+    long long steps = -1;
+    bool same_steps = true;
+    for (size_t i = 0; i < r->nto; i++) {
+        const TrainRun* t = &r->to[i];
+        json_t* s = json_object_get(t->root, "summary");
+        int k = 0;
+        while (k < n && (strcmp(v[k].precision, tr_cfg(t, "precision")) || strcmp(v[k].optim, tr_cfg(t, "optim")) ||
+                         strcmp(v[k].model, tr_cfg(t, "model"))))
+            k++;
+        if (k == n) {
+            if (n == CAP) continue;
+            snprintf(v[n].precision, sizeof v[n].precision, "%s", tr_cfg(t, "precision"));
+            snprintf(v[n].optim, sizeof v[n].optim, "%s", tr_cfg(t, "optim"));
+            snprintf(v[n].model, sizeof v[n].model, "%s", tr_cfg(t, "model"));
+            v[n].state_bytes = json_number_value(json_object_get(s, "optimizer_state_bytes"));
+            v[n].distil_bytes = distil_state_bytes(r, v[n].optim);
+            n++;
+        }
+        Tradeoff* e = &v[k];
+        if (e->n < 64) {
+            e->acc[e->n] = json_number_value(json_object_get(s, "eval_accuracy"));
+            e->step_s += json_number_value(json_object_get(s, "mean_step_time_s"));
+            e->n++;
+        }
+        long long st = json_integer_value(json_object_get(s, "steps"));
+        if (steps >= 0 && st != steps) same_steps = false;
+        steps = st;
+    }
+    fprintf(md,
+            "Each precision x optimizer trained with several seeds (`tradeoff/<precision>-<optim>-seed<k>/`, same "
+            "learning rate and data for all: the Trainer passes one `learning_rate` to whichever optimizer is "
+            "chosen), %s%lld steps each. Eval accuracy: the final evaluation of each run; mean, min..max and sample "
+            "standard deviation over the seeds. Optimizer state: measured bytes of the trained model's state "
+            "(results.json) and of distilbert-base-cased's for the same optimizer (`memory.json`; for "
+            "adamw_bnb_8bit the plain-bitsandbytes row, as the trainer runs it). Step time: mean over the seeds of "
+            "each run's mean step time.\n\n"
+            "| model | precision | optimizer | seeds | eval accuracy (mean) | min..max | std | step (ms) | state, trained "
+            "model (MiB) | state, distilbert-base-cased (MiB) |\n|---|---|---|---:|---:|---|---:|---:|---:|---:|\n",
+            same_steps ? "" : "up to ", steps);
+    Buf d;
+    buf_open(&d);
+    fprintf(d.f, "# index label state_trained_mib acc_mean acc_min acc_max step_ms point_size state_distil_mib "
+                 "label_y colour point_type\n");
+    // fp32 and bf16 of one optimizer share their state size (and optimizers of a similar state
+    // their x): labels are stacked above the points (label_y), colour = optimizer, point type =
+    // precision, so the points stay at their true x and y
+    char optims[8][64];
+    int nopt = 0;
+    double smax = 0;
+    for (int k = 0; k < n; k++) smax = fmax(smax, v[k].step_s / v[k].n);
+    for (int k = 0; k < n; k++) {
+        Tradeoff* e = &v[k];
+        double mean = 0, lo = INFINITY, hi = -INFINITY, var = 0;
+        for (int i = 0; i < e->n; i++) {
+            mean += e->acc[i] / e->n;
+            lo = fmin(lo, e->acc[i]);
+            hi = fmax(hi, e->acc[i]);
+        }
+        for (int i = 0; i < e->n; i++) var += (e->acc[i] - mean) * (e->acc[i] - mean);
+        const double sd = e->n > 1 ? sqrt(var / (e->n - 1)) : NAN;
+        const double step_ms = 1e3 * e->step_s / e->n;
+        char sd_cell[32], di[32];
+        if (isnan(sd)) snprintf(sd_cell, sizeof sd_cell, "– (1 seed)");
+        else snprintf(sd_cell, sizeof sd_cell, "%.4f", sd);
+        if (isnan(e->distil_bytes)) snprintf(di, sizeof di, "not in memory.json");
+        else snprintf(di, sizeof di, "%.2f", e->distil_bytes / 1048576.0);
+        fprintf(md, "| %s | %s | %s | %d | %.4f | %.4f..%.4f | %s | %.2f | %.3f | %s |\n", e->model, e->precision, e->optim,
+                e->n, mean, lo, hi, sd_cell, step_ms, e->state_bytes / 1048576.0, di);
+        int oi = 0;
+        while (oi < nopt && strcmp(optims[oi], e->optim)) oi++;
+        if (oi == nopt && nopt < 8) snprintf(optims[nopt++], 64, "%s", e->optim);
+        fprintf(d.f, "%d \"%s %s (%.1f ms)\" %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %d %d\n", k, GQ(e->optim),
+                GQ(e->precision), step_ms, e->state_bytes / 1048576.0, mean, lo, hi, step_ms,
+                1.0 + 3.0 * step_ms / (1e3 * smax), isnan(e->distil_bytes) ? NAN : e->distil_bytes / 1048576.0,
+                hi + 0.011 * (1 + k), 1 + oi, strcmp(e->precision, "fp32") ? 9 : 7);
+    }
+    free(v);
+    if (!buf_save(&d, c->out, "tradeoff.dat")) {
+        c->plot_failures++;
+        return;
+    }
+    fprintf(md, "\nIn the plot, x is the optimizer state (log scale; filled: the trained model, hollow: "
+                "distilbert-base-cased with the same optimizer), y the final eval accuracy (mean, bars min..max over "
+                "the seeds), point size and label the step time.\n");
+    const char* body =
+        "set logscale x\nset xlabel 'optimizer state (MiB, log scale)'\n"
+        "set ylabel 'final eval accuracy (mean; bars: min..max over seeds)'\nset key inside bottom right font ',9'\n"
+        "set yrange [0.45:0.8<*]\nset offsets graph 0.1, graph 0.1, 0, 0\n"
+        "plot 'tradeoff.dat' using 3:4:5:6:11 with yerrorbars lc variable pt 7 ps 0.1 title 'trained model: min..max over seeds', "
+        "'' using 3:4:8:12:11 with points pt variable ps variable lc variable "
+        "title 'trained model (circle fp32, triangle bf16; size: step time)', "
+        "'' using 3:10:2:11 with labels left offset 0.6,0 font ',8' tc variable notitle, "
+        "'' using 9:4:8:11 with points pt 6 ps variable lc variable title 'distilbert-base-cased state, same optimizer'\n";
+    plot(c, md, "tradeoff", "Optimizer trade-off: state memory vs final eval accuracy (point size: step time)", body);
+    fprintf(md, "\n");
+}
+
 // ---------------------------------------------------------------- command
 
 static int run_report(int argc, char** argv);
@@ -1408,9 +1976,12 @@ static int run_report(int argc, char** argv) {
         section_optim(&c, md.f, &runs[0]);
         section_memory(&c, md.f, &runs[0]);
         section_train(&c, md.f, &runs[0]);
+        section_step(&c, md.f, &runs[0]);
+        section_tradeoff(&c, md.f, &runs[0]);
         section_speedup(&c, md.f, &runs[0]);
         section_underflow(&c, md.f, &runs[0]);
         section_peers(&c, md.f, &runs[0]);
+        section_targets(md.f, &runs[0]);
         section_compare(&c, md.f, runs, nd);
         if (!buf_save(&md, out, "REPORT.md")) rc = 1;
         else printf("report: wrote %s/REPORT.md (%d plot%s not drawn)\n", out, c.plot_failures,

@@ -417,6 +417,33 @@ static Status memory_model_read(const char* path, json_t* rep, MemoryModel* m) {
                                       xstrdup(str_or(o, "reference", "")), json_integer_value(est),
                                       json_integer_value(meas)};
     }
+    json_t* st = json_object_get(rep, "training_step");
+    if (st) {
+        json_t* est = json_object_get(json_object_get(st, "estimate"), "total_bytes");
+        json_t* ws = json_object_get(st, "measured_workspace_bytes");
+        if (!json_is_object(st) || !json_is_integer(est) || !json_is_integer(ws))
+            return status_make(STATUS_INVALID,
+                               "%s: \"training_step\" needs \"estimate\".\"total_bytes\" and \"measured_workspace_bytes\" "
+                               "(integers; `trainbench memory --step`)", path);
+        MemoryStep* s = &m->step;
+        s->present = true;
+        s->batch = json_integer_value(json_object_get(st, "batch"));
+        s->seq_len = json_integer_value(json_object_get(st, "seq_len"));
+        snprintf(s->precision, sizeof s->precision, "%s", str_or(st, "precision", "?"));
+        snprintf(s->backend, sizeof s->backend, "%s", str_or(st, "backend", "?"));
+        s->estimate_bytes = json_integer_value(est);
+        s->saved_activations_bytes = json_integer_value(json_object_get(json_object_get(st, "estimate"), "saved_activations_bytes"));
+        s->activation_gradient_bytes =
+            json_integer_value(json_object_get(json_object_get(st, "estimate"), "activation_gradient_bytes"));
+        s->measured_workspace_bytes = json_integer_value(ws);
+        s->within_tolerance = json_is_true(json_object_get(st, "within_tolerance"));
+        s->tol_below = json_number_value(json_object_get(json_object_get(st, "tolerance"), "below"));
+        s->tol_above = json_number_value(json_object_get(json_object_get(st, "tolerance"), "above"));
+        s->params_grads_bytes = json_integer_value(json_object_get(st, "params_grads_bytes"));
+        s->optimizer_state_bytes = json_integer_value(json_object_get(st, "optimizer_state_bytes"));
+        json_t* rss = json_object_get(st, "peak_rss_bytes");
+        s->peak_rss_bytes = json_is_integer(rss) ? json_integer_value(rss) : -1;
+    }
     return status_ok();
 }
 

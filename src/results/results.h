@@ -136,11 +136,27 @@ typedef struct {
     long long estimate_bytes, measured_bytes;
 } MemoryRow;
 
+// memory.json's optional "training_step" (`trainbench memory --step`): one real step's activation
+// + workspace estimate against the workspace high-water mark and the process peak RSS.
+typedef struct {
+    bool present;
+    long long batch, seq_len;
+    char precision[32], backend[32];
+    long long estimate_bytes;          // estimate.total_bytes
+    long long saved_activations_bytes, activation_gradient_bytes;
+    long long measured_workspace_bytes;
+    bool within_tolerance;
+    double tol_below, tol_above;       // tolerance.below / .above (fractions)
+    long long params_grads_bytes, optimizer_state_bytes;
+    long long peak_rss_bytes;          // -1 when not recorded
+} MemoryStep;
+
 typedef struct {
     char* model;
     long long parameters, parameter_bytes;
     MemoryRow* rows;
     size_t n;
+    MemoryStep step;
 } MemoryModel;
 
 typedef struct {
