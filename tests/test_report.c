@@ -180,6 +180,8 @@ static void write_train(const char* dir, const char* precision, double tokens_pe
     fclose(f);
 }
 
+static void write_step_run(const char* dir, const char* sub, const char* optim, double acc, double step_s, bool phases);
+
 static void make_full_run(const char* dir, double scale, const char* coretype, const char* commit) {
     mkdir_p(dir);
     char m[4096];
@@ -191,6 +193,9 @@ static void make_full_run(const char* dir, double scale, const char* coretype, c
     write_train(dir, "bf16", 1400, 0);
     write_train(dir, "fp16", 1300, 0);
     write_train(dir, "fp16-noscale", 1310, 777);
+    // the optimizer trade-off and a profiled run (where the step goes): every section has input
+    write_step_run(dir, "train/custom-adamw_torch", "adamw_torch", 0.65, 0.1, true);
+    write_step_run(dir, "tradeoff/fp32-adamw_torch-seed1", "adamw_torch", 0.6, 0.004, false);
 }
 
 static void test_full_report_single_and_comparison(void** s) {
@@ -574,6 +579,152 @@ static void test_relative_folders(void** s) {
     expect_plot(path, "gemm");
 }
 
+// ---- where the step goes, the derived bound, the target, the trade-off, the step memory ----
+// Expected numbers come from the README's closed forms computed here (not from the report's
+// model_step_gemms / model_step_cost): GEMM FLOP = layers x 3 x (4 x 2ND^2 + 2 x 2NDH +
+// 2 x 2BT^2 D) + 3 x (2BD^2 + 2BDL), parameters summed over DistilBERT's modules.
+static double closed_flop(double B, double T, double D, double H, double layers, double L) {
+    const double N = B * T;
+    return layers * 3 * (4 * 2 * N * D * D + 2 * 2 * N * D * H + 2 * 2 * B * T * T * D) + 3 * (2 * B * D * D + 2 * B * D * L);
+}
+static double closed_params(double V, double D, double layers, double H, double P, double L) {
+    return V * D + P * D + 2 * D + layers * (4 * (D * D + D) + (D * H + H) + (H * D + D) + 4 * D) + (D * D + D) + (D * L + L);
+}
+
+static void write_step_run(const char* dir, const char* sub, const char* optim, double acc, double step_s, bool phases) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    mkdir_p(path);
+    snprintf(path, sizeof path, "%s/%s/results.json", dir, sub);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"status\": \"completed\", \"config\": {\"model\": \"custom\", \"model_config\": {\"vocab_size\": 16, "
+               "\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"hidden_dim\": 16, \"max_position_embeddings\": 8, "
+               "\"num_labels\": 2}, \"precision\": \"fp32\", \"optim\": \"%s\", \"backend\": \"naive\", "
+               "\"per_device_train_batch_size\": 2, \"seq_len\": 4, \"gradient_accumulation_steps\": 1}, "
+               "\"records\": [{\"step\": 1, \"loss\": 0.7}], \"evals\": [{\"step\": 100, \"eval_accuracy\": %g}], "
+               "\"summary\": {\"steps\": 100, \"final_loss\": 0.6, \"eval_accuracy\": %g, \"mean_step_time_s\": %g, "
+               "\"optimizer_state_bytes\": 1048576, \"tokens_per_s\": 80",
+            optim, acc, acc, step_s);
+    if (phases)
+        fprintf(f, ", \"phases\": {\"forward\": {\"qkv_gemm\": 2, \"attention\": 1, \"ffn_gemm\": 2, \"layernorm\": 3}, "
+                   "\"backward\": {\"optimizer\": 0.5, \"other\": 1.5}, \"steps\": 100, \"phase_sum_s\": 10, "
+                   "\"step_time_sum_s\": 10}");
+    fprintf(f, "}}\n");
+    fclose(f);
+}
+
+static void test_step_bound_targets_tradeoff(void** s) {
+    (void)s;
+    char a[512], args[1024], path[1024], want[1024];
+    snprintf(a, sizeof a, "%s/results/step/run1", g_tmp);
+    mkdir_p(a);
+    char m[4096];
+    snprintf(m, sizeof m, MACHINE_JSON, "null", "5555555ffff");
+    write_text(a, "machine.json", m);
+    snprintf(path, sizeof path, "%s/bench.json", a);
+    FILE* f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"context\": {\"num_cpus\": 4}, \"benchmarks\": [\n");
+    bool first = true;
+    bench_entry(f, &first, "roofline/triad", "GB/s", 0.01, 1);  // best repetition 0.0101 GB/s
+    // naive f32: one exact shape of the custom step (q/k/v/out forward, 8 tokens x 8 x 8) and
+    // one other; both 1 MFLOP/s, so every call's time is its FLOP / 1e6 whichever is used
+    bench_entry(f, &first, "gemm/naive/f32/nt/8x8x8", "GFLOP/s", 0.001, 1);
+    bench_entry(f, &first, "gemm/naive/f32/nn/64x64x64", "GFLOP/s", 0.001, 1);
+    bench_entry(f, &first, "gemm/onednn/f32/nt/1024x128x128", "GFLOP/s", 100, 1);
+    optim_entry(f, &first, "optim/adamw_torch/1000000", 1e8);
+    fprintf(f, "]}\n");
+    fclose(f);
+    // memory.json with its training step
+    write_text(a, "memory.json",
+               "{\"model\": \"distilbert-base-cased\", \"parameters\": 65783042, \"parameter_bytes\": 263132168, "
+               "\"optimizers\": [{\"optimizer\": \"adamw_torch\", \"variant\": \"default\", \"estimate_bytes\": 526264752, "
+               "\"measured_bytes\": 526264752}, {\"optimizer\": \"adamw_bnb_8bit\", \"variant\": \"plain\", "
+               "\"estimate_bytes\": 134010880, \"measured_bytes\": 134010880}, {\"optimizer\": \"adamw_bnb_8bit\", "
+               "\"variant\": \"hf_trainer\", \"estimate_bytes\": 269262848, \"measured_bytes\": 269262848}], "
+               "\"training_step\": {\"batch\": 8, \"seq_len\": 128, \"precision\": \"fp32\", \"backend\": \"onednn\", "
+               "\"estimate\": {\"saved_activations_bytes\": 346210432, \"activation_gradient_bytes\": 50380864, "
+               "\"total_bytes\": 396902624}, \"measured_workspace_bytes\": 396902624, \"tolerance\": {\"below\": 0.01, "
+               "\"above\": 0.03}, \"within_tolerance\": true, \"params_grads_bytes\": 526264448, "
+               "\"optimizer_state_bytes\": 526264752, \"peak_rss_bytes\": 1479634944}}\n");
+    // one profiled training run and the trade-off runs: adamw_torch 3 seeds, bnb 1 seed
+    write_step_run(a, "train/fp32-adamw_torch", "adamw_torch", 0.65, 0.1, true);
+    write_step_run(a, "tradeoff/fp32-adamw_torch-seed1", "adamw_torch", 0.6, 0.004, false);
+    write_step_run(a, "tradeoff/fp32-adamw_torch-seed2", "adamw_torch", 0.7, 0.004, false);
+    write_step_run(a, "tradeoff/fp32-adamw_torch-seed3", "adamw_torch", 0.8, 0.004, false);
+    write_step_run(a, "tradeoff/fp32-adamw_bnb_8bit-seed1", "adamw_bnb_8bit", 0.55, 0.005, false);
+    // peers: small fp32 (ours onednn) with the 1.5x target, tiny fp32 (ours naive) whose 1.5x
+    // PyTorch is beyond its bound, small bf16 without a bf16 GEMM rate (no bound)
+    snprintf(path, sizeof path, "%s/peers.json", a);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"context\": {\"peers\": {\"threads\": 4}}, \"benchmarks\": [\n");
+    first = true;
+    bench_entry(f, &first, "peer/torch_best/train_step/small/fp32/adamw_torch", "tokens/s", 500, 1);
+    bench_entry(f, &first, "ours/train_step/small/onednn/fp32/adamw_torch", "tokens/s", 800, 1);
+    bench_entry(f, &first, "peer/torch_best/train_step/tiny/fp32/adamw_torch", "tokens/s", 100, 1);
+    bench_entry(f, &first, "ours/train_step/tiny/naive/fp32/adamw_torch", "tokens/s", 7, 1);
+    bench_entry(f, &first, "peer/torch_best/train_step/small/bf16/adamw_torch", "tokens/s", 1000, 1);
+    bench_entry(f, &first, "ours/train_step/small/onednn/bf16/adamw_torch", "tokens/s", 900, 1);
+    fprintf(f, "]}\n");
+    fclose(f);
+    snprintf(args, sizeof args, "report %s", a);
+    char* md = report_md(args, a);
+
+    // where the step goes: the custom run (B 2, T 4, D 8, H 16, 1 layer, 2 labels)
+    const double flop = closed_flop(2, 4, 8, 16, 1, 2), params = closed_params(16, 8, 1, 16, 8, 2);
+    const double gemm_ms = 1e3 * flop / 1e6, mem_ms = 1e3 * 12 * params / 0.0101e9, opt_ms = 1e3 * 0.5 / 100;
+    const double bound_ms = gemm_ms + mem_ms + opt_ms;
+    expect_in(md, "## Where the step goes");
+    snprintf(want, sizeof want,
+             "| custom/fp32/naive/adamw_torch | 1 | 100 | 2 x 4 | 100.000 | 100.0%% | 50.0%% | %.3f | %.3f | %.3f | %.3f | %.2f |",
+             gemm_ms, mem_ms, opt_ms, bound_ms, bound_ms / 100.0);
+    expect_in(md, want);
+    // the exact shape is not listed as substituted; the rest is (its FLOP share named)
+    const double exact_share = 4 * 2 * 8 * 8 * 8 / flop;
+    snprintf(want, sizeof want, "custom/fp32/naive/adamw_torch: %.0f%% of the GEMM FLOP at the rate of another",
+             100 * (1 - exact_share));
+    expect_in(md, want);
+    assert_null(strstr(md, "nt 8x8x8 ->"));
+    expect_plot(a, "step_phases");
+    snprintf(path, sizeof path, "%s/step_phases.dat", a);
+    char* dat = slurp(path);
+    assert_non_null(dat);
+    expect_in(dat, "0 \"custom/fp32/naive/adamw_torch\" 15 0 30 20 10 0 20 0 0 0 0 0 0 5");  // ms per step by phase
+    free(dat);
+
+    // targets
+    expect_in(md, "## Training step against its target");
+    const double small_flop = closed_flop(8, 128, 128, 512, 4, 2), small_params = closed_params(1024, 128, 4, 512, 128, 2);
+    const double small_bound = small_flop / 100e9 + 12 * small_params / 0.0101e9 + small_params / 1e8;
+    assert_true(1024 / small_bound > 750);  // the bound allows more than 1.5x PyTorch: that target applies
+    snprintf(want, sizeof want, "| small/fp32 | 800 (onednn) | 500 | 1.60x | %.2f;", 1e3 * small_bound);
+    expect_in(md, want);
+    expect_in(md, "| >= 1.5x best PyTorch | 1.60x PyTorch | yes |");
+    const double tiny_flop = closed_flop(8, 32, 32, 64, 2, 2), tiny_params = closed_params(64, 32, 2, 64, 32, 2);
+    const double tiny_bound = tiny_flop / 1e6 + 12 * tiny_params / 0.0101e9 + tiny_params / 1e8;
+    assert_true(tiny_bound > 256 / 150.0);  // 1.5x PyTorch is beyond the bound: 90% of the bound applies
+    const double reached = tiny_bound / (256 / 7.0);
+    snprintf(want, sizeof want, "| >= 90%% of the derived bound (1.5x PyTorch is beyond it) | %.0f%% of the bound | %s |",
+             100 * reached, reached >= 0.9 ? "yes" : "**no**");
+    expect_in(md, want);
+    expect_in(md, "| small/bf16 | 900 (onednn) | 1000 | 0.90x | – (no `gemm/onednn/bf16/...` benchmark in bench.json)");
+
+    // trade-off: mean, min..max, sample std over 3 seeds; 1 seed has no std; distilbert's state
+    expect_in(md, "## Optimizer trade-off");
+    expect_in(md, "| custom | fp32 | adamw_torch | 3 | 0.7000 | 0.6000..0.8000 | 0.1000 | 4.00 | 1.000 | 501.89 |");
+    expect_in(md, "| custom | fp32 | adamw_bnb_8bit | 1 | 0.5500 | 0.5500..0.5500 | – (1 seed) | 5.00 | 1.000 | 127.80 |");
+    expect_plot(a, "tradeoff");
+
+    // the memory phase's training step
+    expect_in(md, "**Training step memory** (distilbert-base-cased, one real step: batch 8 x seq 128, fp32, onednn");
+    expect_in(md, "| measured workspace high-water mark | 378.52 |");
+    expect_in(md, "| within tolerance | yes |");
+    expect_in(md, "| process peak RSS | 1411.09 |");
+    free(md);
+}
+
 int main(int argc, char** argv) {
     (void)argc;
     if (cli_harness_setup(argv[0], "report") != 0) return 1;
@@ -586,6 +737,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_hostile_names_run_nothing),
         cmocka_unit_test(test_truncated_plot_not_renamed),
         cmocka_unit_test(test_relative_folders),
+        cmocka_unit_test(test_step_bound_targets_tradeoff),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     cli_harness_cleanup("report");

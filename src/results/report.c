@@ -1694,7 +1694,8 @@ static void section_targets(FILE* md, const Run* r) {
     fprintf(md, "## Training step against its target (issue 10)\n\n");
     const Run* pr = r->peers;
     if (!pr) {
-        fprintf(md, "%s: the target needs the best PyTorch step from `peers.json` (`make peers`).\n\n", NOT_MEASURED);
+        fprintf(md, "_PyTorch was not timed for this folder (no `peers.json`): the target (1.5x the best PyTorch step or "
+                    "90%% of the derived bound) needs its step; see the Speed section for how to add it._\n\n");
         return;
     }
     fprintf(md,
