@@ -8,7 +8,8 @@
 //   trainbench-icount NAME ITERS      runs the case; prints "paths: ..." on stdout
 // Cases (small, so valgrind's ~50x slowdown stays affordable): gemm/<backend>/f32/nn/64x64x64 for
 // every backend, optim/<name>/100000 for every optimizer (a 100 x 1000 tensor, defaults),
-// train_step/tiny/naive/fp32/adamw_torch (batch 2 x 16 tokens).
+// train_step/<tiny|small>/naive/fp32/adamw_torch (batch 2 x 16 tokens; small is ~90x tiny's count:
+// ~6 s per iteration under valgrind on this machine kind).
 // Test builds: -DICOUNT_SLOWDOWN='"NAME"' adds ~2% more instructions to that one case's measured
 // region (a deliberate slowdown the instruction gate must catch; never in a normal build).
 #include <omp.h>
@@ -28,6 +29,7 @@ typedef struct {
     int kind;  // 0 gemm, 1 optim, 2 train_step
     const GemmBackend* backend;
     const Optimizer* optim;
+    const char* model;  // train_step: the preset
 } Case;
 
 static Case g_cases[64];
@@ -46,9 +48,13 @@ static void list_cases(void) {
         c->optim = optim_at(i);
         snprintf(c->name, sizeof c->name, "optim/%s/100000", c->optim->name);
     }
-    Case* c = &g_cases[g_n++];
-    c->kind = 2;
-    snprintf(c->name, sizeof c->name, "train_step/tiny/naive/fp32/adamw_torch");
+    static const char* const STEP_MODELS[] = {"tiny", "small"};
+    for (size_t i = 0; i < ARRAY_LEN(STEP_MODELS); i++) {
+        Case* c = &g_cases[g_n++];
+        c->kind = 2;
+        c->model = STEP_MODELS[i];
+        snprintf(c->name, sizeof c->name, "train_step/%s/naive/fp32/adamw_torch", c->model);
+    }
 }
 
 typedef struct {
@@ -127,7 +133,7 @@ int main(int argc, char** argv) {
         rng_fill_normal(&r, w.p, 100000, 0, 0.02f);
         rng_fill_normal(&r, w.g, 100000, 0, 1e-3f);
         w.st = c->optim->init(&shape, &w.cfg);
-    } else {  // as bench_train.c's trainer_open, tiny preset, batch 2 x 16
+    } else {  // as bench_train.c's trainer_open, the case's preset, batch 2 x 16
         static ParamTable table;
         static ModelWorkspace* ws;
         static ModelOptim mo;
@@ -136,7 +142,8 @@ int main(int argc, char** argv) {
         static int32_t labels[2];
         static ModelBatch batch;
         static TrainStep ts;
-        const ModelConfig* mc = model_config_find("tiny");
+        const ModelConfig* mc = model_config_find(c->model);
+        CHECK(mc != NULL, "no preset %s", c->model);
         Status s = param_table_build(mc, &table);
         CHECK(status_is_ok(s), "%s", s.msg);
         float* params = param_table_alloc_buffer(&table);
