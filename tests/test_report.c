@@ -683,7 +683,7 @@ static void test_step_bound_targets_tradeoff(void** s) {
     expect_in(md, want);
     // the exact shape is not listed as substituted; the rest is (its FLOP share named)
     const double exact_share = 4 * 2 * 8 * 8 * 8 / flop;
-    snprintf(want, sizeof want, "custom/fp32/naive/adamw_torch: %.0f%% of the GEMM FLOP at the rate of another",
+    snprintf(want, sizeof want, "custom/fp32/naive (2 x 4), every optimizer: %.0f%% of the GEMM FLOP at the rate of another",
              100 * (1 - exact_share));
     expect_in(md, want);
     assert_null(strstr(md, "nt 8x8x8 ->"));

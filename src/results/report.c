@@ -1602,8 +1602,9 @@ static void section_step(Ctx* c, FILE* md, const Run* r) {
     fprintf(d.f, "# index group");
     for (int p = 0; p < PHASE_COUNT; p++) fprintf(d.f, " %s", phase_name((Phase)p));
     fprintf(d.f, "   (ms per step)\n");
-    char notes[8192];
+    char notes[8192], noted_keys[CAP][192];
     size_t noff = 0;
+    int nnoted = 0;
     notes[0] = 0;
     for (int k = 0; k < ng; k++) {
         StepGroup* g = &gs[k];
@@ -1628,12 +1629,21 @@ static void section_step(Ctx* c, FILE* md, const Run* r) {
                 g->step_time_sum > 0 ? 100 * g->phase_sum / g->step_time_sum : 0.0,
                 g->phase_sum > 0 ? 100 * gemm / g->phase_sum : 0.0, cells[0], cells[1], 1e3 * g->s[PHASE_OPTIMIZER] / n,
                 cells[2], cells[3]);
-        if (!sb.ok && noff < sizeof notes)
-            noff += (size_t)snprintf(notes + noff, sizeof notes - noff, "- %s: bound not computed: %s.\n", g->key, sb.why);
-        else if (sb.subst_share > 0 && noff < sizeof notes)
+        // one note per model/precision/backend and batch shape (the optimizer changes no GEMM)
+        char nk[192];
+        snprintf(nk, sizeof nk, "%.*s (%d x %d)", (int)(strrchr(g->key, '/') - g->key), g->key, g->B, g->T);
+        bool noted = false;
+        for (int i = 0; i < nnoted && !noted; i++) noted = !strcmp(noted_keys[i], nk);
+        if (!noted && nnoted < CAP) snprintf(noted_keys[nnoted++], sizeof noted_keys[0], "%s", nk);
+        if (noted || noff >= sizeof notes) {
+        } else if (!sb.ok) {
+            noff += (size_t)snprintf(notes + noff, sizeof notes - noff, "- %s, every optimizer: bound not computed: %s.\n",
+                                     nk, sb.why);
+        } else if (sb.subst_share > 0) {
             noff += (size_t)snprintf(notes + noff, sizeof notes - noff,
-                                     "- %s: %.0f%% of the GEMM FLOP at the rate of another benchmarked shape: %s.\n",
-                                     g->key, 100 * sb.subst_share, sb.subst);
+                                     "- %s, every optimizer: %.0f%% of the GEMM FLOP at the rate of another benchmarked "
+                                     "shape: %s.\n", nk, 100 * sb.subst_share, sb.subst);
+        }
         fprintf(d.f, "%d \"%s\"", k, GQ(g->key));
         for (int p = 0; p < PHASE_COUNT; p++) fprintf(d.f, " %.6g", 1e3 * g->s[p] / n);
         fprintf(d.f, "\n");
