@@ -1584,7 +1584,7 @@ static void section_step(Ctx* c, FILE* md, const Run* r) {
     }
     fprintf(md,
             "Time per optimizer step by phase (`trainbench train` times every step per phase, `summary.phases` of "
-            "results.json; runs of one model/precision/backend/optimizer pooled over seeds). **GEMM share** = the "
+            "results.json; all runs of one model/precision/backend/optimizer pooled: seeds, and the `train/` and `tradeoff/` runs alike). **GEMM share** = the "
             "phases `train --profile` counts as GEMM phases (q/k/v, out and FFN linears with their bias, the "
             "classifier, and attention's per-head scores/softmax/context loop) over the sum of phases. The **derived "
             "bound** is the fastest this step can be on this machine by the README's derivation (\"Where the step "
@@ -1864,12 +1864,39 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
     fprintf(d.f, "# index label state_trained_mib acc_mean acc_min acc_max step_ms point_size state_distil_mib "
                  "label_y colour point_type\n");
     // fp32 and bf16 of one optimizer share their state size (and optimizers of a similar state
-    // their x): labels are stacked above the points (label_y), colour = optimizer, point type =
-    // precision, so the points stay at their true x and y
+    // their x): labels sit right of their points, moved apart vertically (label_y), colour =
+    // optimizer, point type = precision, so the points stay at their true x and y
     char optims[8][64];
     int nopt = 0;
     double smax = 0;
     for (int k = 0; k < n; k++) smax = fmax(smax, v[k].step_s / v[k].n);
+    // label heights: entries whose states are within ~25% of each other share a column of
+    // labels; in order of mean accuracy each label goes at its mean or 0.02 above the previous one
+    double label_y[CAP];
+    {
+        double mean_of[CAP];
+        int order[CAP];
+        for (int k = 0; k < n; k++) {
+            mean_of[k] = 0;
+            for (int i = 0; i < v[k].n; i++) mean_of[k] += v[k].acc[i] / v[k].n;
+            order[k] = k;
+        }
+        for (int a = 1; a < n; a++)  // insertion sort by mean
+            for (int b = a; b > 0 && mean_of[order[b]] < mean_of[order[b - 1]]; b--) {
+                int t = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = t;
+            }
+        for (int a = 0; a < n; a++) {
+            const int k = order[a];
+            label_y[k] = mean_of[k];
+            for (int b = 0; b < a; b++) {
+                const int j = order[b];
+                if (fabs(log(fmax(v[k].state_bytes, 1) / fmax(v[j].state_bytes, 1))) < 0.25 && label_y[k] < label_y[j] + 0.02)
+                    label_y[k] = label_y[j] + 0.02;
+            }
+        }
+    }
     for (int k = 0; k < n; k++) {
         Tradeoff* e = &v[k];
         double mean = 0, lo = INFINITY, hi = -INFINITY, var = 0;
@@ -1894,7 +1921,7 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
         fprintf(d.f, "%d \"%s %s (%.1f ms)\" %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %d %d\n", k, GQ(e->optim),
                 GQ(e->precision), step_ms, e->state_bytes / 1048576.0, mean, lo, hi, step_ms,
                 1.0 + 3.0 * step_ms / (1e3 * smax), isnan(e->distil_bytes) ? NAN : e->distil_bytes / 1048576.0,
-                hi + 0.011 * (1 + k), 1 + oi, strcmp(e->precision, "fp32") ? 9 : 7);
+                label_y[k], 1 + oi, strcmp(e->precision, "fp32") ? 9 : 7);
     }
     free(v);
     if (!buf_save(&d, c->out, "tradeoff.dat")) {
@@ -1911,7 +1938,7 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
         "plot 'tradeoff.dat' using 3:4:5:6:11 with yerrorbars lc variable pt 7 ps 0.1 title 'trained model: min..max over seeds', "
         "'' using 3:4:8:12:11 with points pt variable ps variable lc variable "
         "title 'trained model (circle fp32, triangle bf16; size: step time)', "
-        "'' using 3:10:2:11 with labels left offset 0.6,0 font ',8' tc variable notitle, "
+        "'' using 3:10:2:11 with labels left offset 1.5,0 font ',8' tc variable notitle, "
         "'' using 9:4:8:11 with points pt 6 ps variable lc variable title 'distilbert-base-cased state, same optimizer'\n";
     plot(c, md, "tradeoff", "Optimizer trade-off: state memory vs final eval accuracy (point size: step time)", body);
     fprintf(md, "\n");
