@@ -3,7 +3,9 @@
 // model preset with synthetic tokens: tiny at batch 8 x seq 32 and small at 8 x 128, for every
 // backend x precision mode, with adamw_torch; FULL=1 adds distilbert-base-cased at 8 x 128 in
 // fp32 and bf16 on the library backends (openblas, onednn: a naive step of that model takes
-// minutes), the shapes `make peers` compares with PyTorch. Counter: tokens/s (B*T per step).
+// minutes), the shapes `make peers` compares with PyTorch. Counters: tokens/s (B*T per step) and
+// ms_<phase> (phase.h: ms per step in that phase, forward + backward, from the times train_step
+// takes of every step anyway; `trainbench report` draws them as "where the step goes").
 // Checked once before timing: the first step's loss must be finite and agree with the naive
 // backend's first step (distilbert-base-cased: the other library backend's, openblas <->
 // onednn) from the same parameters and batch within a sanity bound (1e-4
@@ -133,8 +135,19 @@ static void bm_train(BenchState* st, void* arg) {
     if (!c->ok) {
         bench_fail(st, "%s", c->why);
     } else {
-        while (bench_keep_running(st)) train_step(&t.ts, &t.batch, &res);
+        PhaseTimes phases = {0};  // train_step times its phases anyway (phase.h): summed here
+        while (bench_keep_running(st)) {
+            train_step(&t.ts, &t.batch, &res);
+            phase_times_add(&phases, &res.phases);
+        }
         bench_counter(st, "tokens/s", (double)c->B * c->T * (double)bench_iterations(st), BENCH_RATE);
+        // where the step goes: ms per step of each phase (forward + backward), for the report
+        for (int p = 0; p < PHASE_COUNT; p++) {
+            const double ms = 1e3 * (phases.s[PHASE_FORWARD][p] + phases.s[PHASE_BACKWARD][p]);
+            char name[64];
+            snprintf(name, sizeof name, "ms_%s", phase_name((Phase)p));
+            if (ms > 0) bench_counter(st, name, ms, BENCH_AVG_ITERS);
+        }
     }
     trainer_close(&t);
 }

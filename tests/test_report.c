@@ -634,6 +634,14 @@ static void test_step_bound_targets_tradeoff(void** s) {
     bench_entry(f, &first, "gemm/naive/f32/nn/64x64x64", "GFLOP/s", 0.001, 1);
     bench_entry(f, &first, "gemm/onednn/f32/nt/1024x128x128", "GFLOP/s", 100, 1);
     optim_entry(f, &first, "optim/adamw_torch/1000000", 1e8);
+    // a train_step benchmark with its ms_<phase> counters (ms per step; medians 4, 5, 1 of 10 ms)
+    for (int rep = 0; rep < 3; rep++)
+        fprintf(f,
+                ",{\"name\": \"train_step/small/onednn/fp32/adamw_torch/real_time\", \"run_name\": "
+                "\"train_step/small/onednn/fp32/adamw_torch/real_time\", \"run_type\": \"iteration\", \"repetitions\": 3, "
+                "\"repetition_index\": %d, \"real_time\": %g, \"time_unit\": \"ms\", \"tokens/s\": %g, \"ms_attention\": %g, "
+                "\"ms_ffn_gemm\": %g, \"ms_optimizer\": %g}\n",
+                rep, 10.0 + rep - 1, 102400.0 / (10.0 + rep - 1), 4.0 + 0.1 * (rep - 1), 5.0 - 0.1 * (rep - 1), 1.0);
     fprintf(f, "]}\n");
     fclose(f);
     // memory.json with its training step
@@ -694,9 +702,26 @@ static void test_step_bound_targets_tradeoff(void** s) {
     expect_in(dat, "0 \"custom/fp32/naive/adamw_torch\" 15 0 30 20 10 0 20 0 0 0 0 0 0 5");  // ms per step by phase
     free(dat);
 
+    // the train_step benchmark's row: medians of the counters, its batch shape, the bound with its
+    // own measured optimizer phase (1 ms)
+    const double small_flop = closed_flop(8, 128, 128, 512, 4, 2), small_params = closed_params(1024, 128, 4, 512, 128, 2);
+    {
+        const double g = 1e3 * small_flop / 100e9, mm = 1e3 * 12 * small_params / 0.0101e9, b = g + mm + 1.0;
+        snprintf(want, sizeof want,
+                 "| small/fp32/onednn/adamw_torch (train_step bench) | 3 | – | 8 x 128 | 10.000 | 100.0%% | 90.0%% | %.3f | "
+                 "%.3f | 1.000 | %.3f | %.2f |",
+                 g, mm, b, b / 10.0);
+        expect_in(md, want);
+    }
+    expect_plot(a, "step_phases_bench");
+    snprintf(path, sizeof path, "%s/step_phases_bench.dat", a);
+    dat = slurp(path);
+    assert_non_null(dat);
+    expect_in(dat, "0 \"small/fp32/onednn/adamw_torch (train_step bench) (10 ms)\" 0 0 0 0 40 0 50 0 0 0 0 0 0 10");
+    free(dat);
+
     // targets
     expect_in(md, "## Training step against its target");
-    const double small_flop = closed_flop(8, 128, 128, 512, 4, 2), small_params = closed_params(1024, 128, 4, 512, 128, 2);
     const double small_bound = small_flop / 100e9 + 12 * small_params / 0.0101e9 + small_params / 1e8;
     assert_true(1024 / small_bound > 750);  // the bound allows more than 1.5x PyTorch: that target applies
     snprintf(want, sizeof want, "| small/fp32 | 800 (onednn) | 500 | 1.60x | %.2f;", 1e3 * small_bound);

@@ -1522,9 +1522,45 @@ typedef struct {
     char precision[32], backend[32];
     ModelConfig cfg;
     bool cfg_ok;
+    bool bench;  // from a train_step benchmark's ms_<phase> counters (medians), not training runs
     int B, T, accum, runs;
     double steps, s[PHASE_COUNT], phase_sum, step_time_sum;
 } StepGroup;
+
+static void train_step_bench_shape(const char* model, int* B, int* T);
+
+// A train_step/<model>/<backend>/<precision>/<optim> benchmark with ms_<phase> counters
+// (bench_train.c): one group whose "steps" is 1 and whose times are the medians over the
+// repetitions (ms per step: step time = median real time per iteration).
+static int step_groups_add_bench(StepGroup* gs, int ng, int cap, const BEnt* b) {
+    char buf[512], *p[6];
+    if (ng == cap || !b->n || split(b->name, buf, sizeof buf, p, 6) != 5 || strcmp(p[0], "train_step")) return ng;
+    double sum = 0;
+    StepGroup g = {0};
+    for (int k = 0; k < PHASE_COUNT; k++) {
+        char c[64];
+        snprintf(c, sizeof c, "ms_%s", phase_name((Phase)k));
+        const double v = bmed(b, c);
+        g.s[k] = isnan(v) ? 0 : 1e-3 * v;
+        sum += g.s[k];
+    }
+    if (!(sum > 0)) return ng;  // a benchmark without phase counters (older bench.json)
+    snprintf(g.key, sizeof g.key, "%s/%s/%s/%s (train_step bench)", p[1], p[3], p[2], p[4]);
+    snprintf(g.precision, sizeof g.precision, "%s", p[3]);
+    snprintf(g.backend, sizeof g.backend, "%s", p[2]);
+    const ModelConfig* cfg = model_config_find(p[1]);
+    g.cfg_ok = cfg != NULL;
+    if (cfg) g.cfg = *cfg;
+    train_step_bench_shape(p[1], &g.B, &g.T);
+    g.accum = 1;
+    g.bench = true;
+    g.runs = (int)b->n;
+    g.steps = 1;
+    g.phase_sum = sum;
+    g.step_time_sum = bmed(b, "real_time");
+    gs[ng] = g;
+    return ng + 1;
+}
 
 static int step_groups_add(StepGroup* gs, int ng, int cap, const TrainRun* t) {
     json_t* ph = json_object_get(json_object_get(t->root, "summary"), "phases");
@@ -1569,6 +1605,38 @@ static bool gemm_phase(int p) {  // the phases `train --profile` counts as GEMM 
            p == PHASE_CLASSIFIER;
 }
 
+// One stacked-bar plot of "where the step goes" from `rows` rows of d (columns: index, label,
+// one value per phase); closes d. No rows: nothing written or drawn.
+static void step_plot(Ctx* c, FILE* md, Buf* d, int rows, const char* name, const char* ylabel, const char* title) {
+    char dat[128];
+    snprintf(dat, sizeof dat, "%s.dat", name);
+    if (!rows) {
+        fclose(d->f);
+        free(d->data);
+        return;
+    }
+    if (!buf_save(d, c->out, dat)) {
+        c->plot_failures++;
+        return;
+    }
+    Buf g;
+    buf_open(&g);
+    fprintf(g.f, "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
+                 "set boxwidth 0.7\nset ylabel '%s'\nset xlabel 'model/precision/backend/optimizer'\n"
+                 "set xtics rotate by 30 right font ',8'\nset lmargin 12\nset bmargin 14\nset yrange [0:*]\nplot ",
+            ylabel);
+    // one colour per phase (gnuplot's default cycle repeats after 8)
+    static const char* const COLOURS[] = {"#7f7f7f", "#8c564b", "#17becf", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                          "#9467bd", "#bcbd22", "#e377c2", "#aec7e8", "#000000", "#ffbb78", "#98df8a"};
+    for (int p = 0; p < PHASE_COUNT; p++)
+        fprintf(g.f, "%s'%s' using %d%s lc rgb '%s' title '%s'", p ? ", " : "", dat, p + 3, p ? "" : ":xtic(2)",
+                COLOURS[p % (int)ARRAY_LEN(COLOURS)], phase_name((Phase)p));
+    fprintf(g.f, "\n");
+    fclose(g.f);
+    plot(c, md, name, title, g.data);
+    free(g.data);
+}
+
 static void section_step(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "## Where the step goes\n\n");
     enum { CAP = 64 };
@@ -1576,15 +1644,19 @@ static void section_step(Ctx* c, FILE* md, const Run* r) {
     int ng = 0;
     for (size_t i = 0; i < r->ntr; i++) ng = step_groups_add(gs, ng, CAP, &r->tr[i]);
     for (size_t i = 0; i < r->nto; i++) ng = step_groups_add(gs, ng, CAP, &r->to[i]);
+    const int n_trained = ng;
+    for (size_t i = 0; i < r->nb; i++) ng = step_groups_add_bench(gs, ng, CAP, &r->b[i]);
     if (!ng) {
-        fprintf(md, "%s (no training run with `summary.phases` in `train/*/results.json` or `tradeoff/*/results.json`)\n\n",
-                NOT_MEASURED);
+        fprintf(md, "%s (no training run with `summary.phases` in `train/*/results.json` or `tradeoff/*/results.json`, "
+                    "no `train_step/...` benchmark with `ms_<phase>` counters)\n\n", NOT_MEASURED);
         free(gs);
         return;
     }
     fprintf(md,
             "Time per optimizer step by phase (`trainbench train` times every step per phase, `summary.phases` of "
-            "results.json; all runs of one model/precision/backend/optimizer pooled: seeds, and the `train/` and `tradeoff/` runs alike). **GEMM share** = the "
+            "results.json; all runs of one model/precision/backend/optimizer pooled: seeds, and the `train/` and `tradeoff/` runs alike; "
+            "rows marked *train_step bench*: the `train_step/...` benchmarks' `ms_<phase>` counters, medians over their "
+            "repetitions, at the benchmark's batch shape; their runs column counts repetitions, steps is –). **GEMM share** = the "
             "phases `train --profile` counts as GEMM phases (q/k/v, out and FFN linears with their bias, the "
             "classifier, and attention's per-head scores/softmax/context loop) over the sum of phases. The **derived "
             "bound** is the fastest this step can be on this machine by the README's derivation (\"Where the step "
@@ -1597,11 +1669,18 @@ static void section_step(Ctx* c, FILE* md, const Run* r) {
             "| model/precision/backend/optim | runs | steps | batch x seq | step (ms) | phases sum (%% of step) | GEMM share "
             "| GEMM at measured rates (ms) | memory floor (ms) | optimizer (ms) | derived bound (ms) | fraction of bound |\n"
             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    Buf d;
+    Buf d, e;  // step_phases.dat (training runs, ms per step), step_phases_bench.dat (benchmarks, %)
     buf_open(&d);
+    buf_open(&e);
+    int nd = 0, ne = 0;
     fprintf(d.f, "# index group");
-    for (int p = 0; p < PHASE_COUNT; p++) fprintf(d.f, " %s", phase_name((Phase)p));
+    fprintf(e.f, "# index group");
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        fprintf(d.f, " %s", phase_name((Phase)p));
+        fprintf(e.f, " %s", phase_name((Phase)p));
+    }
     fprintf(d.f, "   (ms per step)\n");
+    fprintf(e.f, "   (%% of the step)\n");
     char notes[8192], noted_keys[CAP][192];
     size_t noff = 0;
     int nnoted = 0;
@@ -1624,8 +1703,11 @@ static void section_step(Ctx* c, FILE* md, const Run* r) {
         } else {
             for (int i = 0; i < 4; i++) snprintf(cells[i], 32, "–");
         }
-        fprintf(md, "| %s | %d | %.0f | %d x %d%s | %.3f | %.1f%% | %.1f%% | %s | %s | %.3f | %s | %s |\n", g->key,
-                g->runs, n, g->B, g->T, g->accum > 1 ? " (accumulated)" : "", step_ms,
+        char steps_cell[32];
+        if (g->bench) snprintf(steps_cell, sizeof steps_cell, "–");
+        else snprintf(steps_cell, sizeof steps_cell, "%.0f", n);
+        fprintf(md, "| %s | %d | %s | %d x %d%s | %.3f | %.1f%% | %.1f%% | %s | %s | %.3f | %s | %s |\n", g->key,
+                g->runs, steps_cell, g->B, g->T, g->accum > 1 ? " (accumulated)" : "", step_ms,
                 g->step_time_sum > 0 ? 100 * g->phase_sum / g->step_time_sum : 0.0,
                 g->phase_sum > 0 ? 100 * gemm / g->phase_sum : 0.0, cells[0], cells[1], 1e3 * g->s[PHASE_OPTIMIZER] / n,
                 cells[2], cells[3]);
@@ -1644,32 +1726,22 @@ static void section_step(Ctx* c, FILE* md, const Run* r) {
                                      "- %s, every optimizer: %.0f%% of the GEMM FLOP at the rate of another benchmarked "
                                      "shape: %s.\n", nk, 100 * sb.subst_share, sb.subst);
         }
-        fprintf(d.f, "%d \"%s\"", k, GQ(g->key));
-        for (int p = 0; p < PHASE_COUNT; p++) fprintf(d.f, " %.6g", 1e3 * g->s[p] / n);
-        fprintf(d.f, "\n");
+        if (k < n_trained) {  // training runs: ms per step
+            fprintf(d.f, "%d \"%s\"", nd++, GQ(g->key));
+            for (int p = 0; p < PHASE_COUNT; p++) fprintf(d.f, " %.6g", 1e3 * g->s[p] / n);
+        } else {  // benchmarks (tiny's ~1 ms next to small's naive seconds): share of the step
+            fprintf(e.f, "%d \"%s (%.3g ms)\"", ne++, GQ(g->key), step_ms);
+            for (int p = 0; p < PHASE_COUNT; p++) fprintf(e.f, " %.6g", g->phase_sum > 0 ? 100 * g->s[p] / g->phase_sum : 0);
+        }
+        fprintf(k < n_trained ? d.f : e.f, "\n");
     }
     free(gs);
     if (notes[0]) fprintf(md, "\nRates used for the bound where a GEMM shape was not benchmarked in this run:\n\n%s", notes);
     else fprintf(md, "\nEvery GEMM of every step above was benchmarked at its own shape in this run.\n");
-    if (!buf_save(&d, c->out, "step_phases.dat")) {
-        c->plot_failures++;
-        return;
-    }
-    Buf g;
-    buf_open(&g);
-    fprintf(g.f, "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
-                 "set boxwidth 0.7\nset ylabel 'time per optimizer step (ms)'\nset xlabel 'model/precision/backend/optimizer'\n"
-                 "set xtics rotate by 30 right font ',9'\nset lmargin 12\nset bmargin 12\nset yrange [0:*]\nplot ");
-    // one colour per phase (gnuplot's default cycle repeats after 8)
-    static const char* const COLOURS[] = {"#7f7f7f", "#8c564b", "#17becf", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                          "#9467bd", "#bcbd22", "#e377c2", "#aec7e8", "#000000", "#ffbb78", "#98df8a"};
-    for (int p = 0; p < PHASE_COUNT; p++)
-        fprintf(g.f, "%s'step_phases.dat' using %d%s lc rgb '%s' title '%s'", p ? ", " : "", p + 3, p ? "" : ":xtic(2)",
-                COLOURS[p % (int)ARRAY_LEN(COLOURS)], phase_name((Phase)p));
-    fprintf(g.f, "\n");
-    fclose(g.f);
-    plot(c, md, "step_phases", "Where the step goes: time per phase (stacked), per model/precision/backend/optimizer", g.data);
-    free(g.data);
+    step_plot(c, md, &d, nd, "step_phases", "time per optimizer step (ms)",
+              "Where the step goes: time per phase (stacked), training runs per model/precision/backend/optimizer");
+    step_plot(c, md, &e, ne, "step_phases_bench", "share of the step (%)",
+              "Where the step goes: share per phase (stacked), train_step benchmarks (label: ms per step)");
     fprintf(md, "\n");
 }
 
