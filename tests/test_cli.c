@@ -50,6 +50,8 @@ static void test_bad_command_lines(void** s) {
     // `trainbench run` (what `make run` calls): bad flags exit 2 before any phase starts
     expect_usage_error("run --bogus", "unknown option '--bogus'");
     expect_usage_error("run --steps 0", "--steps must be an integer");
+    expect_usage_error("run --tradeoff-seeds 0", "--tradeoff-seeds must be an integer in [1, 100]");
+    expect_usage_error("run --tradeoff-steps -1", "--tradeoff-steps must be an integer in [0, 100000000]");
     expect_usage_error("run --build /nonexistent/folder", "--build: no such folder");
 }
 
