@@ -6,7 +6,8 @@ CC        ?= cc
 CXX       ?= c++
 OPT       ?= -O2
 # WITHOUT=onednn or WITHOUT=openblas builds without that backend; it then reports
-# "unsupported: not built" everywhere instead of silently falling back.
+# "unsupported: not built" everywhere instead of silently falling back. WITHOUT=mpi builds
+# without Open MPI: `train --ddp` then refuses (exit 2, "built without MPI").
 WITHOUT   ?=
 SANITIZE  ?=
 THREADS_TEST ?= 2
@@ -38,6 +39,16 @@ ifeq ($(filter openblas,$(WITHOUT)),)
 else
   CFLAGS_ALL += -DTRAINBENCH_NO_OPENBLAS
 endif
+
+# Open MPI (train --ddp, src/train/ddp.c, the only file that includes mpi.h): flags from its
+# compiler wrapper, read when a recipe runs (deferred `=`), i.e. after `make deps` installed it.
+ifeq ($(filter mpi,$(WITHOUT)),)
+  MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+  LIBS += $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null)
+else
+  MPI_CFLAGS = -DTRAINBENCH_NO_MPI
+endif
+$(BUILD)/obj/train/ddp.o: CFLAGS_ALL += $(MPI_CFLAGS)
 
 # record.c stores the flags it was compiled with in machine.json (`trainbench record`)
 RECORD_CFLAGS := $(subst ',,$(subst ",,$(CFLAGS_ALL)))

@@ -46,6 +46,15 @@ if command -v "$CC" >/dev/null 2>&1; then
             need libopenblas-openmp-dev "OpenBLAS's OpenMP build unusable in $ob_dir (openblas backend; openblas_get_parallel() must be 2)";; esac
     case "$without" in *" onednn "*) ;; *)
         probe c '#include <oneapi/dnnl/dnnl.h>' '-ldnnl' || need libdnnl-dev "oneapi/dnnl/dnnl.h or -ldnnl unusable (onednn backend)";; esac
+    case "$without" in *" mpi "*) ;; *)
+        # Open MPI (train --ddp): the compiler wrapper's flags, a program that links, and mpirun
+        if command -v mpicc >/dev/null 2>&1; then
+            probe c '#include <mpi.h>' "$(mpicc --showme:compile 2>/dev/null) $(mpicc --showme:link 2>/dev/null)" ||
+                need libopenmpi-dev "mpi.h or -lmpi unusable (train --ddp; or build with WITHOUT=mpi)"
+        else
+            need libopenmpi-dev "no mpicc (Open MPI's compiler wrapper gives the flags; train --ddp; or WITHOUT=mpi)"
+        fi
+        command -v mpirun >/dev/null 2>&1 || need openmpi-bin "no mpirun (train --ddp and its tests)";; esac
     probe c '#include <jansson.h>' '-ljansson' || need libjansson-dev "jansson.h or -ljansson unusable (JSON)"
     probe c '#include <sqlite3.h>' '-lsqlite3' || need libsqlite3-dev "sqlite3.h or -lsqlite3 unusable (trainbench history)"
     probe c '#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <setjmp.h>\n#include <cmocka.h>' '-lcmocka' || need libcmocka-dev "cmocka.h or -lcmocka unusable (tests)"
@@ -73,7 +82,7 @@ fi
 
 if [ "$mode" = check ]; then
     printf 'trainbench: missing build dependencies:%b\n' "$why" >&2
-    printf '  run `make deps` (installs them with apt-get as root), or build without a backend: make WITHOUT=onednn\n' >&2
+    printf '  run `make deps` (installs them with apt-get as root), or build without a backend or MPI: make WITHOUT=onednn (or WITHOUT=mpi)\n' >&2
     exit 1
 fi
 

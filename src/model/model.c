@@ -494,6 +494,11 @@ size_t model_optim_estimate_bytes(const ParamTable* t, const Optimizer* o, const
 
 void model_optim_init(ModelOptim* mo, const ParamTable* t, const Optimizer* o, const OptimConfig* cfg,
                       bool embeddings_32bit) {
+    model_optim_init_owned(mo, t, o, cfg, embeddings_32bit, NULL, 0);
+}
+
+void model_optim_init_owned(ModelOptim* mo, const ParamTable* t, const Optimizer* o, const OptimConfig* cfg,
+                            bool embeddings_32bit, const int* owner, int rank) {
     memset(mo, 0, sizeof *mo);
     mo->optim = o;
     mo->cfg = *cfg;
@@ -501,9 +506,55 @@ void model_optim_init(ModelOptim* mo, const ParamTable* t, const Optimizer* o, c
     mo->n = t->n;
     mo->states = xcalloc(t->n ? t->n : 1, sizeof *mo->states);
     for (size_t i = 0; i < t->n; i++) {
+        if (owner && owner[i] != rank) continue;  // another rank's shard (ZeRO-1)
         OptimConfig c = model_optim_tensor_config(cfg, embeddings_32bit, &t->t[i]);
         mo->states[i] = o->init(&t->t[i].shape, &c);
     }
+}
+
+size_t model_optim_estimate_bytes_owned(const ParamTable* t, const Optimizer* o, const OptimConfig* cfg,
+                                        bool embeddings_32bit, const int* owner, int rank) {
+    size_t total = o->shared_state_bytes ? o->shared_state_bytes(cfg) : 0;  // every rank holds the shared maps
+    for (size_t i = 0; i < t->n; i++) {
+        if (owner && owner[i] != rank) continue;
+        OptimConfig c = model_optim_tensor_config(cfg, embeddings_32bit, &t->t[i]);
+        CHECK(size_add_ok(total, o->state_bytes(&t->t[i].shape, &c), &total));
+    }
+    return total;
+}
+
+Status model_optim_shard(const ParamTable* t, const Optimizer* o, const OptimConfig* cfg, bool embeddings_32bit,
+                         int ranks, int* owner) {
+    if (ranks < 1 || (size_t)ranks > t->n)
+        return status_make(STATUS_INVALID, "%d ranks for %zu parameter tensors: ZeRO-1 shards whole tensors, so "
+                           "1 <= ranks <= %zu", ranks, t->n, t->n);
+    uint64_t left = 0;  // state bytes from the current rank's first tensor onward
+    for (size_t i = 0; i < t->n; i++) {
+        OptimConfig c = model_optim_tensor_config(cfg, embeddings_32bit, &t->t[i]);
+        left += o->state_bytes(&t->t[i].shape, &c);
+    }
+    int r = 0;
+    uint64_t mine = 0;  // rank r's bytes so far
+    for (size_t i = 0; i < t->n; i++) {
+        OptimConfig c = model_optim_tensor_config(cfg, embeddings_32bit, &t->t[i]);
+        owner[i] = r;
+        mine += o->state_bytes(&t->t[i].shape, &c);
+        const size_t tensors_left = t->n - 1 - i;
+        const int ranks_left = ranks - 1 - r;
+        if (ranks_left > 0 && (mine * (uint64_t)(ranks - r) >= left || tensors_left == (size_t)ranks_left)) {
+            left -= mine;  // the next rank starts here
+            mine = 0;
+            r++;
+        }
+    }
+    CHECK(r == ranks - 1);
+    return status_ok();
+}
+
+int64_t model_optim_steps_taken(const ModelOptim* mo) {
+    for (size_t i = 0; i < mo->n; i++)
+        if (mo->states[i]) return mo->states[i]->step;
+    ABORT("model_optim_steps_taken: this process holds no optimizer state");
 }
 
 bool param_gets_weight_decay(const ParamTensor* t) {
@@ -515,6 +566,7 @@ bool param_gets_weight_decay(const ParamTensor* t) {
 void model_optim_step(ModelOptim* mo, const ParamTable* t, float* params, const float* grads) {
     CHECK(mo->n == t->n && mo->states);
     for (size_t i = 0; i < t->n; i++) {
+        if (!mo->states[i]) continue;  // held by another rank (ZeRO-1)
         OptimConfig c = model_optim_tensor_config(&mo->cfg, mo->embeddings_32bit, &t->t[i]);
         if (mo->decay_groups && !param_gets_weight_decay(&t->t[i])) c.weight_decay = 0.0;
         mo->optim->step(mo->states[i], params + t->t[i].offset, grads + t->t[i].offset, &c);
@@ -527,13 +579,15 @@ size_t model_optim_shared_bytes(const ModelOptim* mo) {
 
 size_t model_optim_measured_bytes(const ModelOptim* mo) {
     size_t total = model_optim_shared_bytes(mo);
-    for (size_t i = 0; i < mo->n; i++) CHECK(size_add_ok(total, optim_state_measured_bytes(mo->states[i]), &total));
+    for (size_t i = 0; i < mo->n; i++)
+        if (mo->states[i]) CHECK(size_add_ok(total, optim_state_measured_bytes(mo->states[i]), &total));
     return total;
 }
 
 size_t model_optim_measured_elems(const ModelOptim* mo) {
     size_t total = 0;
-    for (size_t i = 0; i < mo->n; i++) total += optim_state_measured_elems(mo->states[i]);
+    for (size_t i = 0; i < mo->n; i++)
+        if (mo->states[i]) total += optim_state_measured_elems(mo->states[i]);
     return total;
 }
 

@@ -187,6 +187,30 @@ size_t model_optim_measured_bytes(const ModelOptim* mo);
 size_t model_optim_shared_bytes(const ModelOptim* mo);
 size_t model_optim_measured_elems(const ModelOptim* mo);  // per-tensor state elements only
 void model_optim_free(ModelOptim* mo);
+// Optimizer steps taken (the step count of the first tensor whose state this process holds;
+// every held tensor steps together, a skipped step skips them all).
+int64_t model_optim_steps_taken(const ModelOptim* mo);
+
+// ---- ZeRO-1: the optimizer state sharded over ranks, whole tensors as the unit ----
+// The shard rule (README "Distributed"): contiguous runs of whole tensors in parameter order,
+// balanced by state bytes (state_bytes of each tensor with its model_optim_tensor_config; the
+// shared bitsandbytes code maps are held by every rank and not balanced). Rank r starts at the
+// first tensor rank r-1 did not take and takes tensors until its own bytes b_r satisfy
+// b_r * (R - r) >= (the bytes of rank r's first tensor onward), i.e. it holds at least its
+// fair share of what is left, or until as many tensors are left as later ranks (each rank
+// holds at least one tensor); the last rank takes the rest. Whole tensors because Adafactor's
+// factored statistics (row and column means) and its RMS span a whole tensor, and
+// bitsandbytes' 32-bit/8-bit choice is per tensor. owner[i] (table->n) receives tensor i's
+// rank. STATUS_INVALID when ranks < 1 or ranks > table->n.
+Status model_optim_shard(const ParamTable* table, const Optimizer* o, const OptimConfig* cfg, bool embeddings_32bit,
+                         int ranks, int* owner);
+// model_optim_init holding only the tensors with owner[i] == rank (the others' states stay NULL:
+// model_optim_step skips them, measured bytes count only held ones). owner NULL: every tensor.
+void model_optim_init_owned(ModelOptim* mo, const ParamTable* table, const Optimizer* o, const OptimConfig* cfg,
+                            bool embeddings_32bit, const int* owner, int rank);
+// Closed formula for one rank's shard: state_bytes of its tensors + shared_state_bytes once.
+size_t model_optim_estimate_bytes_owned(const ParamTable* table, const Optimizer* o, const OptimConfig* cfg,
+                                        bool embeddings_32bit, const int* owner, int rank);
 
 // ---- forward / backward (DistilBertForSequenceClassification, train mode with dropout 0) ----
 // The computation, op by op, with the rounding points of each precision mode, is written out

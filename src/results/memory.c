@@ -8,6 +8,10 @@
 // With --batch/--seq-len/--precision (or --step) it also takes one real training step (forward,
 // backward, AdamW) and reports the activation + workspace estimate (model/activation_memory.c)
 // against the workspace allocator's high-water mark and the process peak RSS.
+// With --ranks R --zero 1 it also gives each rank's share of the optimizer state under ZeRO-1
+// (the shard rule of model_optim_shard, the one `train --ddp --zero 1` uses): per rank the
+// closed-formula estimate against a measurement (that rank's state allocated alone, one real
+// step, summed as above).
 // Not here: the activation formula itself (model/activation_memory.c).
 #include <jansson.h>
 #include <sys/resource.h>
@@ -39,12 +43,15 @@ const Command cmd_memory = {
     .summary = "optimizer-state memory per optimizer: estimate vs measured, RSS, step speed",
     .usage = "trainbench memory [--model NAME | --config FILE.json] [--optim NAME|all] [--json | --out FILE] [--time] "
              "[--threads N] [--force]\n"
+             "                         [--ranks R [--zero 0|1]]\n"
              "                         [--step] [--batch B] [--seq-len T] [--precision P] [--backend NAME]\n"
              "  --model   a preset (default distilbert-base-cased); --config  a HF config.json instead\n"
              "  --optim   one registered optimizer or all (default)\n"
              "  --json    the same data as JSON on stdout (memory.json of a result folder, schema_version 1)\n"
              "  --out FILE  write that JSON to FILE atomically instead (temp + rename)\n"
              "  --time    also time one step over all tensors (after a warm-up step)\n"
+             "  --ranks R --zero 1  also each rank's optimizer state under ZeRO-1 (train --ddp --zero 1's shard\n"
+             "            rule: whole tensors, contiguous runs balanced by state bytes), estimate vs measured\n"
              "  --force   skip the up-front check of params + grads + the largest state against the\n"
              "            available memory (without it: exit 2 with both numbers when they do not fit)\n"
              "  --step    also one real training step (AdamW): activation + workspace estimate vs the\n"
@@ -69,6 +76,11 @@ typedef struct {
     long long rss_growth;       // bytes; -1 if /proc is unavailable
     size_t traffic_bytes;       // per step, see traffic model
     double step_seconds;        // --time; 0 when not timed
+    // --ranks R --zero 1: per rank (R entries), NULL otherwise
+    int* first_tensor;          // the rank's first and last tensor index (contiguous run)
+    int* last_tensor;
+    size_t* rank_estimate;
+    size_t* rank_measured;
 } MemRow;
 
 // ---- formatting ----
@@ -160,6 +172,37 @@ static void measure_row(MemRow* r, const ParamTable* t, float* params, const flo
     }
     model_optim_free(&mo);
     malloc_trim(0);  // give freed state back so the next row's RSS growth starts clean
+}
+
+// --ranks R --zero 1: each rank's shard (model_optim_shard) allocated alone and stepped once;
+// its measured bytes against model_optim_estimate_bytes_owned.
+static void measure_row_ranks(MemRow* r, const ParamTable* t, float* params, const float* grads, int ranks) {
+    OptimConfig cfg;
+    optim_defaults(r->optim, &cfg);
+    int* owner = xcalloc(t->n, sizeof(int));
+    CHECK(status_is_ok(model_optim_shard(t, r->optim, &cfg, r->embeddings_32bit, ranks, owner)));  // ranks checked
+    r->first_tensor = xcalloc((size_t)ranks, sizeof(int));
+    r->last_tensor = xcalloc((size_t)ranks, sizeof(int));
+    r->rank_estimate = xcalloc((size_t)ranks, sizeof(size_t));
+    r->rank_measured = xcalloc((size_t)ranks, sizeof(size_t));
+    for (size_t i = t->n; i-- > 0;) r->first_tensor[owner[i]] = (int)i;
+    for (size_t i = 0; i < t->n; i++) r->last_tensor[owner[i]] = (int)i;
+    for (int k = 0; k < ranks; k++) {
+        r->rank_estimate[k] = model_optim_estimate_bytes_owned(t, r->optim, &cfg, r->embeddings_32bit, owner, k);
+        ModelOptim mo;
+        model_optim_init_owned(&mo, t, r->optim, &cfg, r->embeddings_32bit, owner, k);
+        model_optim_step(&mo, t, params, grads);  // one real step: every lazily-made buffer exists
+        r->rank_measured[k] = model_optim_measured_bytes(&mo);
+        model_optim_free(&mo);
+    }
+    free(owner);
+}
+
+static void mem_row_free(MemRow* r) {
+    free(r->first_tensor);
+    free(r->last_tensor);
+    free(r->rank_estimate);
+    free(r->rank_measured);
 }
 
 // Rows for one optimizer: optimizers with bitsandbytes' size rule (min_8bit_size > 0 in their
@@ -322,6 +365,8 @@ typedef struct {
     MemRow* rows;
     size_t n_rows;
     const StepMem* step;  // NULL without --step
+    int ranks;            // --ranks (1 without)
+    int zero;             // --zero
 } Report;
 
 static size_t training_total(const Report* rep, const MemRow* r) {
@@ -342,6 +387,8 @@ static json_t* report_json(const Report* rep) {
     json_object_set_new(root, "activations", json_string("not counted here; training_step (--step) has them"));
     json_object_set_new(root, "accelerate_training_adam_bytes", json_integer((json_int_t)(16 * t->numel)));
     json_object_set_new(root, "threads", json_integer(rep->threads));
+    json_object_set_new(root, "ranks", json_integer(rep->ranks));
+    json_object_set_new(root, "zero_stage", json_integer(rep->zero));
     json_t* arr = json_array();
     for (size_t i = 0; i < rep->n_rows; i++) {
         const MemRow* r = &rep->rows[i];
@@ -362,6 +409,16 @@ static json_t* report_json(const Report* rep) {
         json_object_set_new(o, "rss_growth_bytes", r->rss_growth >= 0 ? json_integer(r->rss_growth) : json_null());
         json_object_set_new(o, "training_total_bytes", json_integer((json_int_t)training_total(rep, r)));
         json_object_set_new(o, "traffic_bytes_per_step", json_integer((json_int_t)r->traffic_bytes));
+        if (r->rank_estimate) {
+            json_t* pr = json_array();
+            for (int k = 0; k < rep->ranks; k++)
+                json_array_append_new(pr, json_pack("{s:i, s:i, s:i, s:I, s:I, s:b}", "rank", k, "first_tensor",
+                                                    r->first_tensor[k], "last_tensor", r->last_tensor[k],
+                                                    "estimate_bytes", (json_int_t)r->rank_estimate[k], "measured_bytes",
+                                                    (json_int_t)r->rank_measured[k], "estimate_equals_measured",
+                                                    r->rank_estimate[k] == r->rank_measured[k]));
+            json_object_set_new(o, "zero1_per_rank", pr);
+        }
         if (rep->timed) {
             json_object_set_new(o, "step_seconds", json_real(r->step_seconds));
             json_object_set_new(o, "params_per_second", json_real(r->step_seconds > 0 ? (double)t->numel / r->step_seconds : 0));
@@ -412,6 +469,22 @@ static void report_print(const Report* rep) {
         else
             printf("  verdict:    MISMATCH: measured - estimate = %s bytes\n",
                    fmt_signed(a, sizeof a, (long long)r->measured_bytes - (long long)r->estimate_bytes));
+        if (r->rank_estimate) {
+            printf("  ZeRO-1 over %d ranks (whole tensors, contiguous runs balanced by state bytes; README "
+                   "\"Distributed\"):\n", rep->ranks);
+            printf("    %4s  %-15s %18s %18s %9s  %s\n", "rank", "tensors", "estimate bytes", "measured bytes", "MB",
+                   "verdict");
+            for (int k = 0; k < rep->ranks; k++) {
+                char rng[32];
+                snprintf(rng, sizeof rng, "%d-%d (%d)", r->first_tensor[k], r->last_tensor[k],
+                         r->last_tensor[k] - r->first_tensor[k] + 1);
+                printf("    %4d  %-15s %18s %18s %9.2f  %s\n", k, rng, fmt_count(a, sizeof a, r->rank_estimate[k]),
+                       fmt_count(b, sizeof b, r->rank_measured[k]), (double)r->rank_measured[k] / MIB,
+                       r->rank_estimate[k] == r->rank_measured[k] ? "exact" : "MISMATCH");
+            }
+        } else if (rep->ranks > 1) {
+            printf("  %d ranks without ZeRO (--zero 0): every rank holds the whole state above\n", rep->ranks);
+        }
         if (rep->timed) {
             double s = r->step_seconds;
             printf("  step time:  %.4f s for %s params (%d threads, after a warm-up step): %.3f G params/s, "
@@ -453,8 +526,13 @@ static int memory_run(int argc, char** argv) {
     StepMem step = {.B = 8, .T = 128};
     const char* precision = "fp32";
     const char* backend = NULL;
+    long ranks = 1, zero = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--step")) {
+        if (flag_matches(argv[i], "--ranks")) {
+            if (!flag_int(&cmd_memory, argc, argv, &i, "--ranks", 1, 1 << 20, &ranks)) return 2;
+        } else if (flag_matches(argv[i], "--zero")) {
+            if (!flag_int(&cmd_memory, argc, argv, &i, "--zero", 0, 1, &zero)) return 2;
+        } else if (!strcmp(argv[i], "--step")) {
             step.wanted = true;
         } else if (flag_matches(argv[i], "--batch")) {
             if (!flag_int(&cmd_memory, argc, argv, &i, "--batch", 1, 1 << 16, &step.B)) return 2;
@@ -490,6 +568,8 @@ static int memory_run(int argc, char** argv) {
         }
     }
     if (model && config_path) return cli_usage_error(&cmd_memory, "give --model or --config, not both");
+    if (zero && ranks < 2)
+        return cli_usage_error(&cmd_memory, "--zero 1 shards the optimizer state over ranks: give --ranks R with R >= 2");
     ModelConfig cfg;
     if (config_path) {
         Status s = model_config_from_json_file(config_path, &cfg);
@@ -537,6 +617,12 @@ static int memory_run(int argc, char** argv) {
         free(opts);
         fprintf(stderr, "trainbench memory: %s\n", s.msg);
         return 2;
+    }
+    if (zero && (size_t)ranks > t.n) {
+        free(opts);
+        param_table_free(&t);
+        return cli_usage_error(&cmd_memory, "--ranks %ld with --zero 1: ZeRO-1 shards whole tensors and %s has %zu, so "
+                               "--ranks must be in [2, %zu]", ranks, model, t.n, t.n);
     }
     // up front: params + grads + the largest optimizer state (rows are measured one at a time)
     uint64_t largest = 0;
@@ -592,8 +678,18 @@ static int memory_run(int argc, char** argv) {
     for (size_t i = 0; i < n_rows; i++) {
         measure_row(&rows[i], &t, params, grads, timed);
         if (rows[i].estimate_bytes != rows[i].measured_bytes) rc = 1;
+        if (zero) {
+            measure_row_ranks(&rows[i], &t, params, grads, (int)ranks);
+            for (long q = 0; q < ranks; q++)
+                if (rows[i].rank_estimate[q] != rows[i].rank_measured[q]) {
+                    fprintf(stderr, "trainbench memory: %s (%s) rank %ld of %ld: estimate %zu != measured %zu bytes\n",
+                            rows[i].optim->name, rows[i].variant, q, ranks, rows[i].rank_estimate[q],
+                            rows[i].rank_measured[q]);
+                    rc = 1;
+                }
+        }
     }
-    Report rep = {model, &t, (int)threads, timed, rows, n_rows, step.wanted ? &step : NULL};
+    Report rep = {model, &t, (int)threads, timed, rows, n_rows, step.wanted ? &step : NULL, (int)ranks, (int)zero};
     if (as_json) {
         json_t* root = report_json(&rep);
         if (out_path) {
@@ -619,6 +715,7 @@ static int memory_run(int argc, char** argv) {
         fprintf(stderr, "trainbench memory: training step: workspace %zu bytes is outside -%.0f%%/+%.0f%% of the "
                         "estimate %zu bytes — model/activation_memory.c and the workspace disagree\n",
                 step.workspace_bytes, 100 * STEP_TOL_BELOW, 100 * STEP_TOL_ABOVE, step.est.total_bytes);
+    for (size_t i = 0; i < n_rows; i++) mem_row_free(&rows[i]);
     free(rows);
     free(opts);
     free(params);

@@ -31,6 +31,7 @@ static Status write_checkpoint_file(const char* dir, int64_t step, const Checkpo
         snprintf(name, sizeof name, "param.%s", t->name);
         st_writer_add_ref(w, name, DTYPE_F32, t->shape.ndim, t->shape.dims, c->params + t->offset);
         const OptimState* os = c->mo->states[i];
+        CHECK(os, "checkpoint of %s without its optimizer state (ZeRO-1: gather it first)", t->name);
         for (int k = 0; k < os->n_tensors; k++) {
             const StateTensor* st = &os->tensors[k];
             snprintf(name, sizeof name, "optim.%s.%s", t->name, st->name);
@@ -41,7 +42,7 @@ static Status write_checkpoint_file(const char* dir, int64_t step, const Checkpo
     st_writer_meta(w, "format", CHECKPOINT_FORMAT);
     snprintf(buf, sizeof buf, "%lld", (long long)step);
     st_writer_meta(w, "step", buf);
-    snprintf(buf, sizeof buf, "%lld", (long long)c->mo->states[0]->step);
+    snprintf(buf, sizeof buf, "%lld", (long long)model_optim_steps_taken(c->mo));
     st_writer_meta(w, "optimizer_step", buf);
     snprintf(buf, sizeof buf, "%a", (double)c->scaler->scale);
     st_writer_meta(w, "scaler_scale", buf);
@@ -210,9 +211,15 @@ Status checkpoint_load(const char* dir, CheckpointRun* c, int64_t* step_out, jso
         json_object_foreach((json_t*)c->config, key, val) {
             if (!strcmp(key, "max_steps") || !strcmp(key, "threads") || !strcmp(key, "eval_steps") ||
                 !strcmp(key, "logging_steps") || !strcmp(key, "save_steps") || !strcmp(key, "output_dir") ||
-                !strcmp(key, "init_from"))
+                !strcmp(key, "init_from") || !strcmp(key, "ddp_ranks") || !strcmp(key, "zero_stage"))
                 continue;  // may change between the two parts of a run (init_from: the weights now
-                           // come from the checkpoint)
+                           // come from the checkpoint; the number of ranks and the ZeRO stage:
+                           // the state is the same, README "Distributed")
+            // with --ddp on either side the micro-batches per step (ranks x accumulation) may
+            // change: the same product continues bit for bit, another one from the same state
+            if (!strcmp(key, "gradient_accumulation_steps") &&
+                (json_object_get(c->config, "ddp_ranks") || json_object_get(saved_cfg, "ddp_ranks")))
+                continue;
             if (!json_equal(val, json_object_get(saved_cfg, key))) {
                 char* a = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
                 char* b = json_dumps(json_object_get(saved_cfg, key) ? json_object_get(saved_cfg, key) : json_null(),
@@ -237,6 +244,7 @@ Status checkpoint_load(const char* dir, CheckpointRun* c, int64_t* step_out, jso
         }
         memcpy(c->params + t->offset, pt->data, t->numel * sizeof(float));
         OptimState* os = c->mo->states[i];
+        if (!os) continue;  // ZeRO-1: another rank holds this tensor's state and restores it
         for (int k = 0; k < os->n_tensors; k++) {
             StateTensor* stt = &os->tensors[k];
             snprintf(name, sizeof name, "optim.%s.%s", t->name, stt->name);

@@ -32,6 +32,7 @@
 #include "optim/optim.h"
 #include "core/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/ddp.h"
 #include "train/train.h"
 #include "model/hf_weights.h"
 #include "train/schedule.h"
@@ -68,6 +69,8 @@ typedef struct {
     bool profile;               // --profile: print where the step time went
     bool force;                 // --force: skip the up-front memory check
     long grad_accum;            // --gradient-accumulation-steps (default 1)
+    bool ddp;                   // --ddp: data parallel over the MPI ranks (ddp.h)
+    long zero;                  // --zero 0|1: ZeRO stage (1: optimizer state sharded; needs --ddp)
 } TrainArgs;
 
 typedef struct {
@@ -114,11 +117,16 @@ const Command cmd_train = {
         "    [--init-from DIR|FILE.safetensors] [--data-order shuffled|sequential]\n"
         "    [--lr-scheduler-type linear|constant] [--warmup-steps N | --warmup-ratio X]\n"
         "    [--max-grad-norm X] [--gradient-accumulation-steps N] [--profile]\n"
+        "    [--ddp [--zero 0|1]]   (under mpirun -np R; README \"Distributed\")\n"
         "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments)\n"
         "  --gradient-accumulation-steps 1 (N: each optimizer step takes N micro-batches, loss / N;\n"
         "  --max-steps, --eval-steps, --logging-steps and --save-steps count optimizer steps)\n"
+        "  --ddp: mpirun -np R trainbench train --ddp ...: each optimizer step takes R x N micro-batches,\n"
+        "  rank k computing micro-batch a*R + k of round a; bit-identical to one process with\n"
+        "  --gradient-accumulation-steps R*N (same --threads). --zero 1 shards the optimizer state\n"
+        "  (whole tensors) over the ranks. Rank 0 alone writes results and checkpoints.\n"
         "  --data-order shuffled --max-steps 100\n"
         "  --per-device-train-batch-size 8 --seq-len min(128, max positions) --eval-steps 0\n"
         "  (evaluate at the end only) --logging-steps 10 --seed 42 --output-dir\n"
@@ -255,16 +263,23 @@ static Status records_from_json(Records* r, json_t* steps, json_t* evals, int64_
 
 // ---- one step (train.h) ----
 static Status train_step_timed(TrainStep* t, const ModelBatch* batch, TrainStepResult* out, PhaseClock* pc) {
-    Status s = train_accumulate_gradients(t, batch, out);  // accum.c: 1 or N micro-batches
+    Status s = t->ddp ? train_accumulate_gradients_ddp(t, batch, out)  // accum.c: R ranks x N micro-batches
+                      : train_accumulate_gradients(t, batch, out);     // accum.c: 1 or N micro-batches
     if (!status_is_ok(s) || out->loss_nonfinite) return s;
     phase_enter(pc, PHASE_SCALER);
     bool found_inf = grad_scaler_unscale(t->scaler, t->grads, t->table->alloc_numel);
     phase_enter(pc, PHASE_OPTIMIZER);
     out->grad_norm = NAN;
     if (t->max_grad_norm > 0) out->grad_norm = grad_clip_norm(t->table, t->grads, t->max_grad_norm);
-    if (t->schedule) t->mo->cfg.lr = lr_schedule_lr(t->schedule, t->mo->states[0]->step);
+    if (t->schedule) t->mo->cfg.lr = lr_schedule_lr(t->schedule, model_optim_steps_taken(t->mo));
     out->lr = t->mo->cfg.lr;
-    if (grad_scaler_should_step(found_inf)) model_optim_step(t->mo, t->table, t->params, t->grads);
+    // With --ddp every rank holds the same reduced gradient, so found_inf, the norm and the
+    // clipping above are the same bits everywhere; ZeRO-1 ranks step only the tensors whose
+    // state they hold, then each rank's updated range goes to every rank.
+    if (grad_scaler_should_step(found_inf)) {
+        model_optim_step(t->mo, t->table, t->params, t->grads);
+        if (t->zero_offsets) ddp_allgather_ranges(t->ddp, t->params, t->zero_offsets);
+    }
     phase_enter(pc, PHASE_SCALER);
     grad_scaler_update(t->scaler, found_inf);
     out->skipped = found_inf;
@@ -315,12 +330,20 @@ typedef struct {
     PhaseTimes phases;      // summed over this process's steps (phase.h)
     double phases_step_time_s;  // the same steps' measured step times, summed
     int64_t phases_steps;
+    // --ddp (ddp.h): NULL in one process. rank 0 alone prints, evaluates and writes files.
+    struct Ddp* ddp;
+    int rank, ranks;        // 0 and 1 without --ddp
+    int* zero_owner;        // (table.n) --zero 1: the rank holding each tensor's state, else NULL
+    size_t* zero_offsets;   // (ranks + 1) --zero 1: each rank's parameter range in floats
+    uint64_t* state_bytes;  // (ranks) measured optimizer state bytes of every rank (gathered)
+    uint64_t* state_estimate;  // (ranks) the shard rule's closed formula per rank
+    bool stopped_together;  // the loop stopped on every rank at once (step failure, non-finite loss)
 } Run;
 
 // Epochs done after `step` optimizer steps: micro-batches consumed / batches per epoch.
 static double epoch_of(const Run* r, int64_t step) {
     size_t nb = dataset_n_batches(&r->ds, SPLIT_TRAIN, (int)r->a.batch_size);
-    return nb ? (double)step * (double)r->a.grad_accum / (double)nb : 0.0;
+    return nb ? (double)step * (double)r->a.grad_accum * (double)r->ranks / (double)nb : 0.0;
 }
 
 // Global training batch s (0-based) into dst: epoch = s / nb, batch b = s % nb of that epoch's
@@ -407,7 +430,7 @@ static void accum_alloc(Run* r) {
     r->micro = xcalloc((size_t)n, sizeof *r->micro);
     r->micro_mb = xcalloc((size_t)n, sizeof *r->micro_mb);
     for (int k = 0; k < n; k++) batch_alloc(&r->micro[k], (int)r->a.batch_size, (int)r->a.seq_len);
-    if (n > 1) r->micro_grads = param_table_alloc_buffer(&r->table);
+    if (n > 1 || r->ddp) r->micro_grads = param_table_alloc_buffer(&r->table);  // --ddp: always (accum.c)
 }
 
 static void accum_free(Run* r) {
@@ -418,15 +441,49 @@ static void accum_free(Run* r) {
 }
 
 // Loads the micro-batches of optimizer step r->step into r->micro / r->micro_mb; adds their
-// positions (B x T, padding included) and real tokens to rec.
+// positions (B x T, padding included) and real tokens to rec. With --ddp over R ranks the step
+// has R*N micro-batches (global batches r->step*R*N ..): this rank loads those of its rounds,
+// micro[a] = global micro-batch a*R + rank of the step (accum.c), and the token counts of
+// every rank are summed (rank 0's record holds the whole step's, as one process would).
 static void load_step_batches(Run* r, StepRecord* rec) {
+    const int64_t per_step = r->a.grad_accum * r->ranks;
     for (int k = 0; k < (int)r->a.grad_accum; k++) {
-        load_train_batch(r, r->step * r->a.grad_accum + k, &r->micro[k]);
+        load_train_batch(r, r->step * per_step + (int64_t)k * r->ranks + r->rank, &r->micro[k]);
         const ModelBatch mb = r->micro_mb[k] = model_batch_of(&r->micro[k]);
         rec->tokens += (int64_t)mb.B * mb.T;
         for (int b = 0; b < mb.B; b++)
             for (int t = 0; t < mb.T; t++) rec->real_tokens += mb.attention_mask ? mb.attention_mask[b * mb.T + t] : 1;
     }
+    if (r->ddp) {
+        uint64_t v[2] = {(uint64_t)rec->tokens, (uint64_t)rec->real_tokens};
+        ddp_sum_u64(r->ddp, v, 2);
+        rec->tokens = (int64_t)v[0];
+        rec->real_tokens = (int64_t)v[1];
+    }
+}
+
+// --ddp: ranks, ZeRO stage, every rank's measured optimizer state bytes next to the shard
+// rule's estimate, and the bytes rank 0 passed to MPI (ddp.h DdpTraffic).
+static json_t* distributed_json(const Run* r) {
+    json_t* o = json_object();
+    json_object_set_new(o, "ranks", json_integer(r->ranks));
+    json_object_set_new(o, "zero_stage", json_integer(r->a.zero));
+    json_object_set_new(o, "micro_batches_per_step", json_integer(r->a.grad_accum * r->ranks));
+    json_t* m = json_array();
+    json_t* e = json_array();
+    for (int k = 0; k < r->ranks; k++) {
+        json_array_append_new(m, json_integer((json_int_t)r->state_bytes[k]));
+        json_array_append_new(e, json_integer((json_int_t)r->state_estimate[k]));
+    }
+    json_object_set_new(o, "optimizer_state_bytes_per_rank", m);
+    json_object_set_new(o, "optimizer_state_estimate_bytes_per_rank", e);
+    DdpTraffic tr = ddp_traffic(r->ddp);
+    json_object_set_new(o, "rank0_grad_bytes", json_integer((json_int_t)tr.grad_bytes));
+    json_object_set_new(o, "rank0_param_bytes", json_integer((json_int_t)tr.param_bytes));
+    json_object_set_new(o, "rank0_other_bytes", json_integer((json_int_t)tr.other_bytes));
+    json_object_set_new(o, "rank0_grad_seconds", json_real(tr.grad_seconds));
+    json_object_set_new(o, "rank0_param_seconds", json_real(tr.param_seconds));
+    return o;
 }
 
 static json_t* summary_json(const Run* r) {
@@ -461,6 +518,7 @@ static json_t* summary_json(const Run* r) {
         json_object_set_new(o, METRIC_EVAL_F1, json_real(e->f1));
     }
     json_object_set_new(o, "phases", phases_json(r));
+    if (r->ddp) json_object_set_new(o, "distributed", distributed_json(r));
     return o;
 }
 
@@ -524,13 +582,51 @@ static CheckpointRun checkpoint_run_of(Run* r) {
     return c;
 }
 
+// --zero 1: rank 0 gathers every other rank's optimizer state for the checkpoint (temporary
+// states, freed after the save: rank 0 then briefly holds the whole state, README
+// "Distributed"); owners send their tensors' state in tensor order. Returns the tensors rank 0
+// borrowed (to give back with zero_release).
+static void zero_gather(Run* r) {
+    for (size_t i = 0; i < r->table.n; i++) {
+        const int owner = r->zero_owner[i];
+        if (owner == 0) continue;
+        if (r->rank == 0) {
+            OptimConfig c = model_optim_tensor_config(&r->mo.cfg, r->mo.embeddings_32bit, &r->table.t[i]);
+            OptimState* st = r->optim->init(&r->table.t[i].shape, &c);
+            for (int k = 0; k < st->n_tensors; k++)
+                ddp_recv_bytes(r->ddp, st->tensors[k].data,
+                               shape_numel(&st->tensors[k].shape) * dtype_traits(st->tensors[k].dtype)->size, owner,
+                               (int)i);
+            st->step = model_optim_steps_taken(&r->mo);
+            r->mo.states[i] = st;
+        } else if (owner == r->rank) {
+            const OptimState* st = r->mo.states[i];
+            for (int k = 0; k < st->n_tensors; k++)
+                ddp_send_bytes(r->ddp, st->tensors[k].data,
+                               shape_numel(&st->tensors[k].shape) * dtype_traits(st->tensors[k].dtype)->size, 0,
+                               (int)i);
+        }
+    }
+}
+
+static void zero_release(Run* r) {
+    for (size_t i = 0; r->rank == 0 && i < r->table.n; i++)
+        if (r->zero_owner[i] != 0 && r->mo.states[i]) {
+            r->optim->free(r->mo.states[i]);
+            r->mo.states[i] = NULL;
+        }
+}
+
 static Status save_checkpoint(Run* r) {
+    if (r->zero_owner) zero_gather(r);
+    if (r->rank != 0) return status_ok();  // rank 0 alone writes
     CheckpointRun c = checkpoint_run_of(r);
     json_t* recs = json_object();
     json_object_set_new(recs, "records", records_steps_json(&r->rec));
     json_object_set_new(recs, "evals", records_evals_json(&r->rec));
     Status s = checkpoint_save(r->a.output_dir, r->step, &c, recs);
     json_decref(recs);
+    if (r->zero_owner) zero_release(r);
     return s;
 }
 
@@ -637,6 +733,7 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         INT_FLAG("--num-train-examples", n_train, 1, INT64_C(1) << 36)
         INT_FLAG("--num-eval-examples", n_eval, 0, INT64_C(1) << 36)
         INT_FLAG("--growth-interval", growth_interval, 1, 0x7FFFFFFF)
+        INT_FLAG("--zero", zero, 0, 1)
         else if (flag_matches(arg, "--precision")) {
             const char* v;
             if (!flag_value(&cmd_train, argc, argv, &i, "--precision", &v)) return 2;
@@ -672,6 +769,8 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             a->profile = true;
         } else if (!strcmp(arg, "--force")) {
             a->force = true;
+        } else if (!strcmp(arg, "--ddp")) {
+            a->ddp = true;
         } else {
             return cli_unknown_flag(&cmd_train, arg);
         }
@@ -694,6 +793,9 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     if (lt == LR_SCHEDULE_CONSTANT && (a->warmup_steps > 0 || a->warmup_ratio > 0))
         return cli_usage_error(&cmd_train, "--lr-scheduler-type constant has no warmup (as transformers' \"constant\"); "
                                "use linear, or drop --warmup-steps/--warmup-ratio");
+    if (a->zero && !a->ddp)
+        return cli_usage_error(&cmd_train, "--zero %ld shards the optimizer state over MPI ranks: it needs --ddp "
+                               "(mpirun -np R trainbench train --ddp --zero 1 ...)", a->zero);
     if (a->init_from && a->resume)
         return cli_usage_error(&cmd_train, "give --init-from or --resume-from-checkpoint, not both (a checkpoint has "
                                "its own weights)");
@@ -739,17 +841,26 @@ static void setup_schedule(Run* r) {
 // closed formula, SPEC.md section 5) and the activation workspace for the larger of the train
 // and eval batches (model_workspace_estimate_bytes; the GEMM scratch is not counted) against
 // the memory available (resources.h). Exit 2 with both numbers unless --force.
+// With --gradient-accumulation-steps N > 1 or --ddp a third table buffer (each micro-batch's
+// gradient, accum.c) is counted, with --ddp the reduction's receive buffer (ddp.h), with
+// --zero 1 this rank's shard of the state (plus, on rank 0 when it saves checkpoints, the
+// other ranks' state it gathers for the save). Every rank of a machine checks its own share.
 static int check_memory(Run* r, int max_b) {
     size_t ws_bytes = 0;
     Status s = model_workspace_estimate_bytes(&r->table, max_b, (int)r->a.seq_len, &ws_bytes);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
     uint64_t buf = (uint64_t)r->table.alloc_numel * sizeof(float);
     uint64_t state = model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, false);
-    uint64_t need = 2 * buf + state + ws_bytes;
-    char what[256], a[32], b[32], c[32];
-    snprintf(what, sizeof what, "params + grads %s x 2, %s optimizer state %s, activations %s",
-             format_bytes_human(a, sizeof a, buf), r->optim->name, format_bytes_human(b, sizeof b, state),
-             format_bytes_human(c, sizeof c, ws_bytes));
+    if (r->zero_owner && !(r->rank == 0 && r->a.save_steps > 0))
+        state = model_optim_estimate_bytes_owned(&r->table, r->optim, &r->ocfg, false, r->zero_owner, r->rank);
+    int n_buf = r->a.grad_accum > 1 || r->ddp ? 3 : 2;
+    uint64_t comm = r->ddp ? ddp_buffer_bytes(r->ranks, r->table.alloc_numel) : 0;
+    uint64_t need = (uint64_t)n_buf * buf + state + ws_bytes + comm;
+    char what[320], a[32], b[32], c[32], d[32];
+    snprintf(what, sizeof what, "params + grads%s %s x %d, %s optimizer state %s, activations %s%s%s",
+             n_buf == 3 ? " + micro-batch grads" : "", format_bytes_human(a, sizeof a, buf), n_buf, r->optim->name,
+             format_bytes_human(b, sizeof b, state), format_bytes_human(c, sizeof c, ws_bytes),
+             comm ? ", --ddp receive buffer " : "", comm ? format_bytes_human(d, sizeof d, comm) : "");
     return memory_check("train", need, what, r->a.force);
 }
 
@@ -824,6 +935,14 @@ static int setup(Run* r) {
     s = param_table_build(&r->mcfg, &r->table);
     if (!status_is_ok(s)) return user_error("model: %s", s.msg);
     int max_b = (int)(a->batch_size > a->eval_batch_size ? a->batch_size : a->eval_batch_size);
+    if (a->zero) {
+        r->zero_owner = xcalloc(r->table.n, sizeof(int));
+        s = model_optim_shard(&r->table, r->optim, &r->ocfg, false, r->ranks, r->zero_owner);
+        if (!status_is_ok(s)) return user_error("--zero 1: %s", s.msg);
+        r->zero_offsets = xcalloc((size_t)r->ranks + 1, sizeof(size_t));
+        for (size_t i = r->table.n; i-- > 0;) r->zero_offsets[r->zero_owner[i]] = r->table.t[i].offset;
+        r->zero_offsets[r->ranks] = r->table.alloc_numel;
+    }
     int rc = check_memory(r, max_b);
     if (rc) return rc;
     r->params = param_table_alloc_buffer(&r->table);
@@ -836,8 +955,19 @@ static int setup(Run* r) {
     }
     s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
-    model_optim_init(&r->mo, &r->table, r->optim, &r->ocfg, false);
+    model_optim_init_owned(&r->mo, &r->table, r->optim, &r->ocfg, false, r->zero_owner, r->rank);
     r->mo.decay_groups = true;  // HF Trainer: no decay for biases and LayerNorm weights
+    r->state_bytes = xcalloc((size_t)r->ranks, sizeof(uint64_t));
+    r->state_estimate = xcalloc((size_t)r->ranks, sizeof(uint64_t));
+    for (int k = 0; k < r->ranks; k++)
+        r->state_estimate[k] =
+            model_optim_estimate_bytes_owned(&r->table, r->optim, &r->ocfg, false, r->zero_owner, k);
+    if (r->ddp) {
+        ddp_alloc_buffers(r->ddp, r->table.alloc_numel);
+        ddp_allgather_u64(r->ddp, model_optim_measured_bytes(&r->mo), r->state_bytes);
+    } else {
+        r->state_bytes[0] = model_optim_measured_bytes(&r->mo);
+    }
     setup_schedule(r);
     r->sequential = !strcmp(a->data_order, "sequential");
     int threads = a->threads > 0 ? (int)a->threads : cpu_logical_cores();
@@ -887,13 +1017,20 @@ static int setup(Run* r) {
                                         "growth_interval", (json_int_t)gcfg.growth_interval)
                             : json_null());
     json_object_set_new(c, "output_dir", json_string(a->output_dir));
+    if (r->ddp) {  // only with --ddp, so one-process configs (and their checkpoints) are as before
+        json_object_set_new(c, "ddp_ranks", json_integer(r->ranks));
+        json_object_set_new(c, "zero_stage", json_integer(a->zero));
+    }
     r->config_json = c;
 
-    s = make_dirs(a->output_dir);
-    if (!status_is_ok(s)) return user_error("--output-dir: %s", s.msg);
     snprintf(r->results_path, sizeof r->results_path, "%s/results.json", a->output_dir);
-    int stale = remove_stale_temps(a->output_dir);
-    if (stale) printf("Removed %d temporary file%s of killed runs from %s\n", stale, stale == 1 ? "" : "s", a->output_dir);
+    if (r->rank == 0) {  // --ddp: rank 0 alone writes into the output folder
+        s = make_dirs(a->output_dir);
+        if (!status_is_ok(s)) return user_error("--output-dir: %s", s.msg);
+        int stale = remove_stale_temps(a->output_dir);
+        if (stale)
+            printf("Removed %d temporary file%s of killed runs from %s\n", stale, stale == 1 ? "" : "s", a->output_dir);
+    }
     if (a->resume) {
         char ck[4400];
         s = checkpoint_resolve(a->resume, ck, sizeof ck);
@@ -910,6 +1047,10 @@ static int setup(Run* r) {
 
 static void teardown(Run* r) {
     free(r->order);
+    free(r->zero_owner);
+    free(r->zero_offsets);
+    free(r->state_bytes);
+    free(r->state_estimate);
     accum_free(r);
     gemm_close(&r->gemm);
     if (r->mo.states) model_optim_free(&r->mo);
@@ -950,13 +1091,15 @@ static int train_loop(Run* r) {
         memset(&rec, 0, sizeof rec);
         load_step_batches(r, &rec);
         TrainStep ts = {&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
-                        &r->schedule, r->a.max_grad_norm, (int)r->a.grad_accum, r->micro_grads};
+                        &r->schedule, r->a.max_grad_norm, (int)r->a.grad_accum, r->micro_grads, r->ddp,
+                        r->zero_offsets};
         TrainStepResult res;
         s = train_step(&ts, r->micro_mb, &res);
         if (!status_is_ok(s)) {
             clear_progress(r);
             fprintf(stderr, "trainbench train: step %lld failed: %s\n", (long long)r->step + 1, s.msg);
             r->stop_reason = "step failed";
+            r->stopped_together = true;  // --ddp: accum.c agreed on the failure
             return 1;
         }
         float loss = res.loss;
@@ -975,6 +1118,7 @@ static int train_loop(Run* r) {
             fprintf(stderr, "trainbench train: non-finite loss (%g) at step %lld in %s mode; stopping. "
                             "Results so far are in %s\n", loss, (long long)r->step, r->mode->name, r->results_path);
             r->stop_reason = "non-finite loss";
+            r->stopped_together = true;  // --ddp: every rank saw the same losses
             return 1;
         }
         rec.step_time_s = now_seconds() - t0;
@@ -1000,7 +1144,7 @@ static int train_loop(Run* r) {
             log_loss = 0;
             log_n = 0;
         }
-        if ((a->eval_steps > 0 && r->step % a->eval_steps == 0) || last) {
+        if (((a->eval_steps > 0 && r->step % a->eval_steps == 0) || last) && r->rank == 0) {  // same params on every rank
             if (log_eval(r) != 0) {
                 r->stop_reason = "evaluation failed";
                 return 1;
@@ -1015,7 +1159,7 @@ static int train_loop(Run* r) {
                 return 1;
             }
         }
-        if (r->step % a->logging_steps == 0 || last) {
+        if ((r->step % a->logging_steps == 0 || last) && r->rank == 0) {
             s = write_results(r, last ? "completed" : "running");
             if (!status_is_ok(s)) {
                 fprintf(stderr, "trainbench train: cannot write results: %s\n", s.msg);
@@ -1032,6 +1176,21 @@ static int train_run(int argc, char** argv) {
     memset(&run, 0, sizeof run);
     int rc = parse_args(argc, argv, &run.a);
     if (rc) return rc;
+    run.ranks = 1;
+    if (run.a.ddp) {
+        Status ds = ddp_init(&argc, &argv, &run.ddp);
+        if (!status_is_ok(ds)) return user_error("--ddp: %s", ds.msg);
+        run.rank = ddp_rank(run.ddp);
+        run.ranks = ddp_size(run.ddp);
+        if (run.rank != 0) {  // rank 0 speaks for the run; the others' stderr still shows their errors
+            run.a.progress = false;
+            if (!freopen("/dev/null", "w", stdout)) return user_error("--ddp: rank %d cannot silence stdout", run.rank);
+        }
+    } else if (ddp_world_size_from_env() > 1) {
+        return user_error("started by mpirun with %d processes but without --ddp: each would train alone and write "
+                          "the same output folder; add --ddp (README \"Distributed\") or run one process",
+                          ddp_world_size_from_env());
+    }
     char default_dir[512];
     if (!run.a.output_dir) {
         time_t now = time(NULL);
@@ -1043,6 +1202,7 @@ static int train_run(int argc, char** argv) {
         run.a.output_dir = default_dir;
     }
     rc = setup(&run);
+    if (run.ddp) rc = ddp_max_int(run.ddp, rc);  // every rank starts, or none (bad input is the same everywhere)
     if (rc == 0) {
         printf("***** Running training *****\n  model = %s (%zu parameters), optim = %s, precision = %s, backend = %s\n"
                "  examples = %zu, batch size = %ld, gradient accumulation steps = %ld (%ld examples per optimizer "
@@ -1059,11 +1219,16 @@ static int train_run(int argc, char** argv) {
                run.init_weights_path[0] ? run.init_weights_path : "HF init (N(0, 0.02), seeded by --seed)");
         fflush(stdout);
         rc = train_loop(&run);
-        Status s = write_results(&run, rc == 0 ? "completed" : run.stop_reason ? run.stop_reason : "failed");
+        Status s = status_ok();
+        if (run.rank == 0)
+            s = write_results(&run, rc == 0 ? "completed" : run.stop_reason ? run.stop_reason : "failed");
         if (!status_is_ok(s)) {
             fprintf(stderr, "trainbench train: cannot write results: %s\n", s.msg);
             rc = 1;
         }
+        // rank 0 alone failed (evaluation, a checkpoint or results.json): the others wait in the
+        // next step's collectives, so end them all (README "Distributed": exit status)
+        if (run.ddp && rc != 0 && !run.stopped_together) ddp_abort(run.ddp, rc);
         if (rc == 0) {
             json_t* sum = summary_json(&run);
             printf("{'train_runtime': %.3f, 'train_steps_per_second': %.3f, 'tokens_per_second': %.1f, "
@@ -1080,5 +1245,6 @@ static int train_run(int argc, char** argv) {
         }
     }
     teardown(&run);
+    ddp_finalize(run.ddp);
     return rc;
 }

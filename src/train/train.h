@@ -26,6 +26,14 @@ typedef struct {
     // micro_grads is a second table buffer (scratch for each later micro-batch's gradient).
     int accum_steps;
     float* micro_grads;
+    // Data parallel (ddp.h, README "Distributed"); NULL: one process. With R ranks, `batch`
+    // holds this rank's accum_steps micro-batches (round a: global micro-batch a*R + rank of
+    // the step), micro_grads is required, and the step equals accumulation over R*accum_steps.
+    struct Ddp* ddp;
+    // ZeRO-1 (ddp only): this rank holds the optimizer state of its shard (model_optim_shard);
+    // after the optimizer step, rank r's parameter range [zero_offsets[r], zero_offsets[r+1])
+    // (floats; R+1 entries) is all-gathered. NULL: every rank steps every tensor.
+    const size_t* zero_offsets;
 } TrainStep;
 
 typedef struct {
@@ -62,5 +70,16 @@ Status train_step(TrainStep* t, const ModelBatch* batch, TrainStepResult* out);
 // run that computes each micro-batch on another rank and adds them in the same order gets the
 // same bits. Sets out->loss (mean as documented above), out->scale, out->counters.
 Status train_accumulate_gradients(TrainStep* t, const ModelBatch* batch, TrainStepResult* out);
+
+// The same over R ranks (t->ddp), equal bit for bit to train_accumulate_gradients with
+// accum_steps R*A in one process (A = t->accum_steps): round a = 0 .. A-1, rank k computes
+// micro-batch j = a*R + k (its batch[a]) into the zeroed t->micro_grads with seed
+// float32(scale / (R*A)); the chunk owners add the round's R gradients in rank order
+// (ddp_reduce_round), so each element is ((g_0 + g_1) + g_2) + ... in j order; then the chunks
+// are all-gathered into t->grads on every rank. The losses of each round are all-gathered and
+// every rank forms the mean in j order (as accum.c); a non-finite loss without loss scaling
+// stops every rank at the first such j (ranks before it in that round still run their backward,
+// as accumulation would have, so the counters agree). Counters are summed over the ranks.
+Status train_accumulate_gradients_ddp(TrainStep* t, const ModelBatch* batch, TrainStepResult* out);
 
 #endif
