@@ -2,7 +2,10 @@
 // bitsandbytes' min_8bit_size rule, also as HF Trainer configures them) on every small preset,
 // the closed-formula estimate equals the bytes the optimizer really allocated after a real
 // step, exactly; the distilbert-base-cased AdamW figures are the seed's (SPEC.md section 5);
-// and `trainbench memory` prints them, emits valid JSON and refuses bad input with exit 2.
+// and `trainbench memory` prints them, emits valid JSON and refuses bad input with exit 2;
+// `memory --ranks 4 --zero 1` gives each rank's estimate and measurement equal to SPEC.md's
+// formulas split by the README's shard rule, computed here (small: every optimizer;
+// distilbert-base-cased: AdamW).
 // The training step's activation estimate (model/activation_memory.c): its per-layer figure for
 // tiny worked out by hand, and against the workspace a real step leaves (tiny, every precision
 // mode, naive backend) within the tolerance activation_memory.h states.
@@ -291,6 +294,83 @@ static void expect_exit2(const char* args, const char* needle) {
     assert_null(strstr(r->out, "runtime error"));
 }
 
+// SPEC.md section 5's per-tensor formulas, written out here (not the optimizers' state_bytes).
+static uint64_t spec_state_bytes(const char* optim, bool hf_trainer, const ParamTensor* t) {
+    const uint64_t N = t->numel;
+    const bool matrix = t->shape.ndim == 2;
+    const uint64_t R = matrix ? (uint64_t)t->shape.dims[0] : 0, C = matrix ? (uint64_t)t->shape.dims[1] : 0;
+    if (!strcmp(optim, "adamw_torch")) return 8 * N + 4;
+    if (!strcmp(optim, "adafactor") || !strcmp(optim, "adafactor_torch")) return matrix ? 4 * (R + C) + 4 : 4 * N + 4;
+    assert_string_equal(optim, "adamw_bnb_8bit");  // a new optimizer needs its formula here
+    if (N < 4096 || (hf_trainer && t->is_embedding)) return 8 * N;
+    return 2 * N + 8 * ((N + 255) / 256);
+}
+
+// Each rank's bytes under the README's shard rule, computed from prefix sums: rank r's run
+// [start, e) ends at the first e where its bytes times the ranks left (R - r) reach the bytes
+// from `start` to the end, or where only one tensor per later rank is left; plus the shared
+// code maps (bitsandbytes: 2 x 256 fp32) that every rank holds.
+static void spec_zero1_ranks(const ParamTable* t, const char* optim, bool hf_trainer, int R, uint64_t* out) {
+    uint64_t* prefix = calloc(t->n + 1, sizeof *prefix);
+    for (size_t i = 0; i < t->n; i++) prefix[i + 1] = prefix[i] + spec_state_bytes(optim, hf_trainer, &t->t[i]);
+    size_t start = 0;
+    for (int r = 0; r < R; r++) {
+        size_t e = start + 1;
+        if (r == R - 1) e = t->n;
+        else
+            while (!((prefix[e] - prefix[start]) * (uint64_t)(R - r) >= prefix[t->n] - prefix[start] ||
+                     t->n - e == (size_t)(R - 1 - r)))
+                e++;
+        out[r] = prefix[e] - prefix[start] + (!strcmp(optim, "adamw_bnb_8bit") ? 2 * 256 * 4 : 0);
+        start = e;
+    }
+    free(prefix);
+}
+
+// `memory --ranks R --zero 1`: every rank's estimate and measurement against the formulas above
+static void check_zero1_json(const char* model, const char* optim, int R) {
+    char args[256];
+    snprintf(args, sizeof args, "memory --model %s --optim %s --ranks %d --zero 1 --json --threads 1", model, optim, R);
+    run_cmd(&g_run, args, false);
+    assert_int_equal(g_run.exit_code, 0);
+    json_t* root = json_loads(g_run.out, 0, NULL);
+    assert_non_null(root);
+    ParamTable t;
+    assert_true(status_is_ok(param_table_build(model_config_find(model), &t)));
+    size_t i;
+    json_t* row;
+    uint64_t want[64];
+    json_array_foreach(json_object_get(root, "optimizers"), i, row) {
+        const char* o = json_string_value(json_object_get(row, "optimizer"));
+        bool hf = !strcmp(json_string_value(json_object_get(row, "variant")), "hf_trainer");
+        spec_zero1_ranks(&t, o, hf, R, want);
+        json_t* pr = json_object_get(row, "zero1_per_rank");
+        assert_int_equal(json_array_size(pr), R);
+        for (int k = 0; k < R; k++) {
+            json_t* e = json_array_get(pr, (size_t)k);
+            printf("%s %s (%s) rank %d of %d: estimate %lld measured %lld, independent %llu\n", model, o,
+                   hf ? "hf_trainer" : "plain", k, R, (long long)json_integer_value(json_object_get(e, "estimate_bytes")),
+                   (long long)json_integer_value(json_object_get(e, "measured_bytes")), (unsigned long long)want[k]);
+            assert_int_equal(json_integer_value(json_object_get(e, "estimate_bytes")), want[k]);
+            assert_int_equal(json_integer_value(json_object_get(e, "measured_bytes")), want[k]);
+        }
+    }
+    param_table_free(&t);
+    json_decref(root);
+}
+
+static void test_cli_zero1_per_rank(void** s) {
+    (void)s;
+    check_zero1_json("small", "all", 4);
+#if defined(__SANITIZE_ADDRESS__)
+    printf("ASan pass: the distilbert-base-cased ZeRO-1 check runs in the plain pass only (time)\n");
+#else
+    check_zero1_json("distilbert-base-cased", "adamw_torch", 4);
+#endif
+    expect_exit2("memory --model tiny --zero 1", "give --ranks R with R >= 2");
+    expect_exit2("memory --model tiny --ranks 41 --zero 1", "--ranks must be in [2, 40]");
+}
+
 static void test_cli_bad_input_exits_2(void** s) {
     (void)s;
     char args[1200], path[600];
@@ -354,6 +434,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_cli_json_every_optimizer),
         cmocka_unit_test(test_activation_estimate_vs_workspace_tiny),
         cmocka_unit_test(test_cli_training_step_json),
+        cmocka_unit_test(test_cli_zero1_per_rank),
         cmocka_unit_test(test_cli_bad_input_exits_2),
     };
     int rc = cmocka_run_group_tests_name("memory", tests, NULL, NULL);

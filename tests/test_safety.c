@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "model/model.h"
 #include "cli_harness.h"
 
 static char g_out[1 << 16];
@@ -219,6 +220,25 @@ static void test_memory_check_refuses_huge_config(void** s) {
     assert_non_null(strstr(g_out, "is available ("));
     assert_non_null(strstr(g_out, "--force"));
     assert_false(exists(out));  // nothing was written
+    // with accumulation the micro-batch gradient buffer (accum.c) is counted: exactly one more
+    // table buffer of alloc_numel floats than without
+    unsigned long long need1 = 0, need2 = 0;
+    const char* p = strstr(g_out, "GB (");
+    assert_non_null(p);
+    need1 = strtoull(p + 4, NULL, 10);
+    snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --gradient-accumulation-steps 2 "
+             "--output-dir %s", cfg, out);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    printf("%s", g_out);
+    assert_non_null(p = strstr(g_out, "GB ("));
+    need2 = strtoull(p + 4, NULL, 10);
+    ModelConfig mc;
+    ParamTable t;
+    assert_true(status_is_ok(model_config_from_json_file(cfg, &mc)));
+    assert_true(status_is_ok(param_table_build(&mc, &t)));
+    assert_true(need2 - need1 == (unsigned long long)t.alloc_numel * sizeof(float));
+    param_table_free(&t);
+    assert_false(exists(out));
     snprintf(args, sizeof args, "memory --config %s --optim adamw_torch", cfg);
     assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
     printf("%s", g_out);

@@ -619,10 +619,11 @@ static int memory_run(int argc, char** argv) {
         return 2;
     }
     if (zero && (size_t)ranks > t.n) {
+        const size_t n_tensors = t.n;
         free(opts);
         param_table_free(&t);
         return cli_usage_error(&cmd_memory, "--ranks %ld with --zero 1: ZeRO-1 shards whole tensors and %s has %zu, so "
-                               "--ranks must be in [2, %zu]", ranks, model, t.n, t.n);
+                               "--ranks must be in [2, %zu]", ranks, model, n_tensors, n_tensors);
     }
     // up front: params + grads + the largest optimizer state (rows are measured one at a time)
     uint64_t largest = 0;
