@@ -60,7 +60,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit test-extension check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers peers-venv report contention test-crash fuzz
+.PHONY: all deps test test-unit test-extension test-ddp check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers peers-venv report contention test-crash fuzz
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS) $(BUILD)/bench/trainbench-icount
@@ -154,6 +154,13 @@ check-instructions: all $(ICOUNT_BIN) $(BUILD)/bench/trainbench-icount-slow
 # module (tests/check_ci.sh; about 2 minutes; not in `make test`)
 check-ci: all bench-build
 	@sh tests/check_ci.sh
+
+# test-ddp: tests/test_ddp.c with TRAINBENCH_DDP_SMALL=1: besides the tiny-preset checks of
+# `make test`, `mpirun -np 2 train --ddp` on the small preset with oneDNN in fp32 and bf16, fp16
+# (oneDNN where the CPU has fp16, else openblas), and --zero 1 for every optimizer, each
+# bit-identical to one process with accumulation (about a minute on 2 cores; not in `make test`)
+test-ddp: all
+	TRAINBENCH_DDP_SMALL=1 $(BUILD)/tests/test_ddp
 
 # test-crash: the long crash-safety test (tests/test_crash.c with TRAINBENCH_CRASH_LONG=1): `train
 # --save-steps 1` SIGKILLed at 81 points and run on 19 sizes of a full tmpfs, each resumed and

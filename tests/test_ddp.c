@@ -43,6 +43,11 @@
                "--mca btl_vader_single_copy_mechanism none"
 #define COMMON "--model tiny --max-steps 4 --save-steps 2 --logging-steps 1 --threads 1 --learning-rate 1e-3 " \
                "--weight-decay 0.01 --num-train-examples 256 --num-eval-examples 32 --no-progress"
+// make test-ddp (TRAINBENCH_DDP_SMALL=1): the small preset, 4 steps of 2 x 8 x 64 tokens
+#define COMMON_SMALL "--model small --seq-len 64 --max-steps 4 --save-steps 2 --logging-steps 1 --threads 1 " \
+                     "--learning-rate 1e-3 --weight-decay 0.01 --num-train-examples 512 --num-eval-examples 32 " \
+                     "--no-progress"
+static const char* g_common = COMMON;
 
 static char g_out[1 << 16];
 static bool g_have_mpirun;
@@ -51,10 +56,10 @@ static bool g_have_mpirun;
 static int train(int ranks, const char* args) {
     char cmd[8192];
     if (ranks > 0)
-        snprintf(cmd, sizeof cmd, MPIRUN " %s -np %d %s train " COMMON " %s 2>&1",
-                 ASAN_BUILD ? "-x ASAN_OPTIONS=detect_leaks=0" : "", ranks, g_bin, args);
+        snprintf(cmd, sizeof cmd, MPIRUN " %s -np %d %s train %s %s 2>&1",
+                 ASAN_BUILD ? "-x ASAN_OPTIONS=detect_leaks=0" : "", ranks, g_bin, g_common, args);
     else
-        snprintf(cmd, sizeof cmd, "%s train " COMMON " %s 2>&1", g_bin, args);
+        snprintf(cmd, sizeof cmd, "%s train %s %s 2>&1", g_bin, g_common, args);
     int rc = cli_capture(cmd, g_out, sizeof g_out);
     printf("$ %s%d trainbench train %s  -> exit %d\n", ranks ? "mpirun -np " : "", ranks, args, rc);
     if (rc != 0) printf("%s\n", g_out);
@@ -277,6 +282,45 @@ static void test_repeat_and_resume(void** s) {
     assert_non_null(strstr(g_out, "gradient_accumulation_steps=2, this run has gradient_accumulation_steps=1"));
 }
 
+// make test-ddp: the small preset with oneDNN (README "Determinism": identical run to run, and
+// both sides run 1 thread per process, so the split of work is the same) in fp32 and bf16, and
+// ZeRO-1 of every optimizer; fp16 with oneDNN where the CPU has it (avx512_fp16), else refused
+// the same way by both and checked with openblas (deterministic for any thread count).
+static void test_small_preset_onednn(void** s) {
+    (void)s;
+    const char* e = getenv("TRAINBENCH_DDP_SMALL");
+    if (!e || !*e || !strcmp(e, "0")) {
+        printf("skipped: the small preset with oneDNN runs in `make test-ddp` (TRAINBENCH_DDP_SMALL=1)\n");
+        skip();
+    }
+    SKIP_WITHOUT_MPI();
+    g_common = COMMON_SMALL;
+    check_equal_runs("small-onednn-fp32", "--backend onednn --gradient-accumulation-steps 4",
+                     "--backend onednn --gradient-accumulation-steps 2");
+    check_equal_runs("small-onednn-bf16", "--backend onednn --bf16 --gradient-accumulation-steps 4",
+                     "--backend onednn --bf16 --gradient-accumulation-steps 2");
+    char args[512];
+    snprintf(args, sizeof args, "--backend onednn --fp16 --max-steps 1 --output-dir %s/fp16-probe", g_tmp);
+    const char* fp16_backend = "onednn";
+    if (train(0, args) == 2 && strstr(g_out, "cannot run --precision fp16")) {
+        printf("oneDNN has no fp16 matmul on this CPU (README \"GEMM backends\"): fp16 checked with openblas\n");
+        fp16_backend = "openblas";
+    }
+    char single[256], ddp[256];
+    snprintf(single, sizeof single, "--backend %s --fp16 --init-scale 1e6 --gradient-accumulation-steps 4", fp16_backend);
+    snprintf(ddp, sizeof ddp, "--backend %s --fp16 --init-scale 1e6 --gradient-accumulation-steps 2", fp16_backend);
+    check_equal_runs("small-fp16", single, ddp);
+    for (size_t i = 0; i < optim_count(); i++) {
+        const char* o = optim_at(i)->name;
+        char name[128];
+        snprintf(name, sizeof name, "small-zero-%s", o);
+        snprintf(single, sizeof single, "--backend onednn --optim %s --gradient-accumulation-steps 2", o);
+        snprintf(ddp, sizeof ddp, "--backend onednn --optim %s --zero 1", o);
+        check_equal_runs(name, single, ddp);
+    }
+    g_common = COMMON;
+}
+
 static void test_bad_input(void** s) {
     (void)s;
     char args[1024];
@@ -309,6 +353,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_zero1_equals_accumulation),
         cmocka_unit_test(test_repeat_and_resume),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_small_preset_onednn),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cli_harness_cleanup("test_ddp");
