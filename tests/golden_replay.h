@@ -167,7 +167,7 @@ static bool golden_replay_open(GoldenReplay* r, const char* path, const char* ba
     if (r->N > 1) r->micro_grads = param_table_alloc_buffer(&r->table);
     assert_true(status_is_ok(model_workspace_new(&r->table, r->B, r->T, &r->ws)));
     r->ts = (TrainStep){&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
-                        r->has_schedule ? &r->schedule : NULL, max_grad_norm, r->N, r->micro_grads};
+                        r->has_schedule ? &r->schedule : NULL, max_grad_norm, r->N, r->micro_grads, NULL, NULL};
     return true;
 }
 
