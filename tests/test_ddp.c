@@ -342,6 +342,23 @@ static void test_bad_input(void** s) {
     assert_non_null(strstr(g_out, "without --ddp"));
     snprintf(args, sizeof args, "%s/bad3", g_tmp);
     assert_int_not_equal(access(args, F_OK), 0);
+    // the up-front memory check counts the micro-batch and receive buffers, for every rank here
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/huge.json", g_tmp);
+    FILE* f = fopen(cfg, "w");
+    assert_non_null(f);
+    fputs("{\"vocab_size\": 30522, \"dim\": 16384, \"n_layers\": 16, \"n_heads\": 64, \"hidden_dim\": 65536, "
+          "\"max_position_embeddings\": 512, \"num_labels\": 2}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--ddp --config %s --output-dir %s/bad4", cfg, g_tmp);
+    g_common = "--max-steps 1 --no-progress";  // not the tiny preset
+    assert_int_not_equal(train(2, args), 0);
+    g_common = COMMON;
+    assert_non_null(strstr(g_out, "micro-batch grads"));
+    assert_non_null(strstr(g_out, "--ddp receive buffer"));
+    assert_non_null(strstr(g_out, "times 2 ranks on this machine"));
+    snprintf(args, sizeof args, "%s/bad4", g_tmp);
+    assert_int_not_equal(access(args, F_OK), 0);
 }
 
 int main(int argc, char** argv) {

@@ -19,6 +19,15 @@ int ddp_world_size_from_env(void) {
     return 1;
 }
 
+int ddp_local_size_from_env(void) {
+    static const char* const VARS[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < ARRAY_LEN(VARS); i++) {
+        const char* v = getenv(VARS[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return 1;
+}
+
 size_t ddp_buffer_bytes(int ranks, size_t numel) {
     // the receive buffer: R contributions to the largest chunk
     size_t chunk = ranks > 0 ? (numel + (size_t)ranks - 1) / (size_t)ranks : numel;

@@ -35,6 +35,9 @@ bool ddp_available(void);
 // The number of processes mpirun started (OMPI_COMM_WORLD_SIZE / PMI_SIZE), 1 when not under
 // mpirun; read from the environment, so it works without MPI too.
 int ddp_world_size_from_env(void);
+// The processes mpirun started on this machine (OMPI_COMM_WORLD_LOCAL_SIZE / MPI_LOCALNRANKS),
+// 1 when not under mpirun.
+int ddp_local_size_from_env(void);
 
 // MPI_Init; *out holds rank and size. STATUS_UNSUPPORTED (message says how to build with MPI)
 // in a build without MPI.

@@ -844,7 +844,9 @@ static void setup_schedule(Run* r) {
 // With --gradient-accumulation-steps N > 1 or --ddp a third table buffer (each micro-batch's
 // gradient, accum.c) is counted, with --ddp the reduction's receive buffer (ddp.h), with
 // --zero 1 this rank's shard of the state (plus, on rank 0 when it saves checkpoints, the
-// other ranks' state it gathers for the save). Every rank of a machine checks its own share.
+// other ranks' state it gathers for the save). The ranks mpirun started on this machine all
+// allocate at once: each counts its own need times their number (ddp_local_size_from_env),
+// taking the others to need what it needs (ZeRO-1 shards differ a little).
 static int check_memory(Run* r, int max_b) {
     size_t ws_bytes = 0;
     Status s = model_workspace_estimate_bytes(&r->table, max_b, (int)r->a.seq_len, &ws_bytes);
@@ -855,12 +857,14 @@ static int check_memory(Run* r, int max_b) {
         state = model_optim_estimate_bytes_owned(&r->table, r->optim, &r->ocfg, false, r->zero_owner, r->rank);
     int n_buf = r->a.grad_accum > 1 || r->ddp ? 3 : 2;
     uint64_t comm = r->ddp ? ddp_buffer_bytes(r->ranks, r->table.alloc_numel) : 0;
-    uint64_t need = (uint64_t)n_buf * buf + state + ws_bytes + comm;
-    char what[320], a[32], b[32], c[32], d[32];
-    snprintf(what, sizeof what, "params + grads%s %s x %d, %s optimizer state %s, activations %s%s%s",
+    const int local = r->ddp ? ddp_local_size_from_env() : 1;
+    uint64_t need = ((uint64_t)n_buf * buf + state + ws_bytes + comm) * (uint64_t)local;
+    char what[400], a[32], b[32], c[32], d[32], e[64] = "";
+    if (local > 1) snprintf(e, sizeof e, "; times %d ranks on this machine", local);
+    snprintf(what, sizeof what, "params + grads%s %s x %d, %s optimizer state %s, activations %s%s%s%s",
              n_buf == 3 ? " + micro-batch grads" : "", format_bytes_human(a, sizeof a, buf), n_buf, r->optim->name,
              format_bytes_human(b, sizeof b, state), format_bytes_human(c, sizeof c, ws_bytes),
-             comm ? ", --ddp receive buffer " : "", comm ? format_bytes_human(d, sizeof d, comm) : "");
+             comm ? ", --ddp receive buffer " : "", comm ? format_bytes_human(d, sizeof d, comm) : "", e);
     return memory_check("train", need, what, r->a.force);
 }
 
