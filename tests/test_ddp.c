@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/safetensors.h"
+#include "model/model.h"
 #include "optim/optim.h"
 #include "train/ddp.h"
 #include "cli_harness.h"
@@ -48,6 +49,7 @@
                      "--learning-rate 1e-3 --weight-decay 0.01 --num-train-examples 512 --num-eval-examples 32 " \
                      "--no-progress"
 static const char* g_common = COMMON;
+static const char* g_model = "tiny";  // the preset g_common names
 
 static char g_out[1 << 16];
 static bool g_have_mpirun;
@@ -182,6 +184,31 @@ static void check_equal_runs(const char* name, const char* single_args, const ch
     printf("%s: --ddp %s == one process %s (records, checkpoints 2 and 4); state bytes per rank %lld, %lld\n", name,
            ddp_args, single_args, (long long)json_integer_value(json_array_get(m, 0)),
            (long long)json_integer_value(json_array_get(m, 1)));
+    // the bytes rank 0 passed to MPI against the communication model, written out here: per
+    // step A reduce-scatter rounds of n - c_0 floats and the all-gather of its chunk c_0 =
+    // floor(n/2) to the other rank; ZeRO-1: its parameter range p_0 per step taken
+    ParamTable t;
+    assert_true(status_is_ok(param_table_build(model_config_find(g_model), &t)));
+    const uint64_t n = t.alloc_numel, c0 = n / 2;
+    param_table_free(&t);
+    const char* acc = strstr(ddp_args, "--gradient-accumulation-steps ");
+    const uint64_t A = acc ? strtoull(acc + 30, NULL, 10) : 1;
+    json_t* recs = json_object_get(j, "records");
+    uint64_t steps = json_array_size(recs), taken = 0;
+    for (size_t i = 0; i < steps; i++) taken += !json_is_true(json_object_get(json_array_get(recs, i), "skipped"));
+    json_t* pf = json_object_get(d, "zero_param_floats_per_rank");
+    const uint64_t p0 = (uint64_t)json_integer_value(json_array_get(pf, 0));
+    const uint64_t p1 = (uint64_t)json_integer_value(json_array_get(pf, 1));
+    assert_true(strstr(ddp_args, "--zero 1") ? p0 + p1 == n && p0 > 0 && p1 > 0 : p0 + p1 == 0);
+    const uint64_t grad = (uint64_t)json_integer_value(json_object_get(d, "rank0_grad_bytes"));
+    const uint64_t param = (uint64_t)json_integer_value(json_object_get(d, "rank0_param_bytes"));
+    printf("  rank 0 passed %llu gradient and %llu parameter bytes to MPI in %llu steps (%llu taken); model %llu and %llu\n",
+           (unsigned long long)grad, (unsigned long long)param, (unsigned long long)steps, (unsigned long long)taken,
+           (unsigned long long)(steps * 4 * (A * (n - c0) + c0)), (unsigned long long)(taken * 4 * p0));
+    assert_true(grad == steps * 4 * (A * (n - c0) + c0));
+    assert_true(param == taken * 4 * p0);
+    assert_true((uint64_t)json_integer_value(json_array_get(json_object_get(d, "model_grad_bytes_per_step_per_rank"), 0)) ==
+                4 * (A * (n - c0) + c0));
     json_decref(j);
 }
 
@@ -295,6 +322,7 @@ static void test_small_preset_onednn(void** s) {
     }
     SKIP_WITHOUT_MPI();
     g_common = COMMON_SMALL;
+    g_model = "small";
     check_equal_runs("small-onednn-fp32", "--backend onednn --gradient-accumulation-steps 4",
                      "--backend onednn --gradient-accumulation-steps 2");
     check_equal_runs("small-onednn-bf16", "--backend onednn --bf16 --gradient-accumulation-steps 4",
@@ -319,6 +347,7 @@ static void test_small_preset_onednn(void** s) {
         check_equal_runs(name, single, ddp);
     }
     g_common = COMMON;
+    g_model = "tiny";
 }
 
 static void test_bad_input(void** s) {

@@ -310,7 +310,8 @@ static uint64_t spec_state_bytes(const char* optim, bool hf_trainer, const Param
 // [start, e) ends at the first e where its bytes times the ranks left (R - r) reach the bytes
 // from `start` to the end, or where only one tensor per later rank is left; plus the shared
 // code maps (bitsandbytes: 2 x 256 fp32) that every rank holds.
-static void spec_zero1_ranks(const ParamTable* t, const char* optim, bool hf_trainer, int R, uint64_t* out) {
+static void spec_zero1_ranks(const ParamTable* t, const char* optim, bool hf_trainer, int R, uint64_t* out,
+                             size_t* first) {
     uint64_t* prefix = calloc(t->n + 1, sizeof *prefix);
     for (size_t i = 0; i < t->n; i++) prefix[i + 1] = prefix[i] + spec_state_bytes(optim, hf_trainer, &t->t[i]);
     size_t start = 0;
@@ -322,6 +323,7 @@ static void spec_zero1_ranks(const ParamTable* t, const char* optim, bool hf_tra
                      t->n - e == (size_t)(R - 1 - r)))
                 e++;
         out[r] = prefix[e] - prefix[start] + (!strcmp(optim, "adamw_bnb_8bit") ? 2 * 256 * 4 : 0);
+        first[r] = start;
         start = e;
     }
     free(prefix);
@@ -340,10 +342,12 @@ static void check_zero1_json(const char* model, const char* optim, int R) {
     size_t i;
     json_t* row;
     uint64_t want[64];
+    size_t first[64];
+    const uint64_t n = t.alloc_numel;
     json_array_foreach(json_object_get(root, "optimizers"), i, row) {
         const char* o = json_string_value(json_object_get(row, "optimizer"));
         bool hf = !strcmp(json_string_value(json_object_get(row, "variant")), "hf_trainer");
-        spec_zero1_ranks(&t, o, hf, R, want);
+        spec_zero1_ranks(&t, o, hf, R, want, first);
         json_t* pr = json_object_get(row, "zero1_per_rank");
         assert_int_equal(json_array_size(pr), R);
         for (int k = 0; k < R; k++) {
@@ -353,6 +357,14 @@ static void check_zero1_json(const char* model, const char* optim, int R) {
                    (long long)json_integer_value(json_object_get(e, "measured_bytes")), (unsigned long long)want[k]);
             assert_int_equal(json_integer_value(json_object_get(e, "estimate_bytes")), want[k]);
             assert_int_equal(json_integer_value(json_object_get(e, "measured_bytes")), want[k]);
+            // the communication model per step: the rank's gradient chunk c = floor((k+1)n/R) -
+            // floor(kn/R); it sends the others' pieces (n - c) and its chunk to R - 1 ranks, and
+            // its parameter range (first tensor's offset to the next rank's) to R - 1 ranks
+            const uint64_t c = (k + 1) * n / (uint64_t)R - (uint64_t)k * n / (uint64_t)R;
+            const uint64_t p = (k + 1 < R ? t.t[first[k + 1]].offset : n) - t.t[first[k]].offset;
+            assert_int_equal(json_integer_value(json_object_get(e, "comm_grad_bytes_per_step")),
+                             4 * (n - c + c * (uint64_t)(R - 1)));
+            assert_int_equal(json_integer_value(json_object_get(e, "comm_param_bytes_per_step")), 4 * p * (uint64_t)(R - 1));
         }
     }
     param_table_free(&t);
@@ -369,6 +381,7 @@ static void test_cli_zero1_per_rank(void** s) {
 #endif
     expect_exit2("memory --model tiny --zero 1", "give --ranks R with R >= 2");
     expect_exit2("memory --model tiny --ranks 41 --zero 1", "--ranks must be in [2, 40]");
+    expect_exit2("memory --model tiny --ranks 4 --machines 3", "--machines 3 must divide --ranks 4");
 }
 
 static void test_cli_bad_input_exits_2(void** s) {

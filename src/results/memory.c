@@ -29,6 +29,7 @@
 #include "core/rng.h"
 #include "model/activation_memory.h"
 #include "model/amp.h"
+#include "model/comm_model.h"
 #include "model/model.h"
 #include "results/results.h"
 
@@ -43,7 +44,7 @@ const Command cmd_memory = {
     .summary = "optimizer-state memory per optimizer: estimate vs measured, RSS, step speed",
     .usage = "trainbench memory [--model NAME | --config FILE.json] [--optim NAME|all] [--json | --out FILE] [--time] "
              "[--threads N] [--force]\n"
-             "                         [--ranks R [--zero 0|1]]\n"
+             "                         [--ranks R [--zero 0|1] [--machines N]]\n"
              "                         [--step] [--batch B] [--seq-len T] [--precision P] [--backend NAME]\n"
              "  --model   a preset (default distilbert-base-cased); --config  a HF config.json instead\n"
              "  --optim   one registered optimizer or all (default)\n"
@@ -51,7 +52,9 @@ const Command cmd_memory = {
              "  --out FILE  write that JSON to FILE atomically instead (temp + rename)\n"
              "  --time    also time one step over all tensors (after a warm-up step)\n"
              "  --ranks R --zero 1  also each rank's optimizer state under ZeRO-1 (train --ddp --zero 1's shard\n"
-             "            rule: whole tensors, contiguous runs balanced by state bytes), estimate vs measured\n"
+             "            rule: whole tensors, contiguous runs balanced by state bytes), estimate vs measured;\n"
+             "            --ranks R also the bytes each rank sends per step (model/comm_model.h), --machines N\n"
+             "            (divides R): the part of them addressed to other machines\n"
              "  --force   skip the up-front check of params + grads + the largest state against the\n"
              "            available memory (without it: exit 2 with both numbers when they do not fit)\n"
              "  --step    also one real training step (AdamW): activation + workspace estimate vs the\n"
@@ -81,6 +84,7 @@ typedef struct {
     int* last_tensor;
     size_t* rank_estimate;
     size_t* rank_measured;
+    size_t* rank_param_floats;  // the rank's parameter range (all-gathered after each step)
 } MemRow;
 
 // ---- formatting ----
@@ -185,8 +189,12 @@ static void measure_row_ranks(MemRow* r, const ParamTable* t, float* params, con
     r->last_tensor = xcalloc((size_t)ranks, sizeof(int));
     r->rank_estimate = xcalloc((size_t)ranks, sizeof(size_t));
     r->rank_measured = xcalloc((size_t)ranks, sizeof(size_t));
+    r->rank_param_floats = xcalloc((size_t)ranks, sizeof(size_t));
     for (size_t i = t->n; i-- > 0;) r->first_tensor[owner[i]] = (int)i;
     for (size_t i = 0; i < t->n; i++) r->last_tensor[owner[i]] = (int)i;
+    for (int k = 0; k < ranks; k++)  // train.c's zero_offsets: first tensor's offset to the next rank's
+        r->rank_param_floats[k] = (k + 1 < ranks ? t->t[r->first_tensor[k + 1]].offset : t->alloc_numel) -
+                                  t->t[r->first_tensor[k]].offset;
     for (int k = 0; k < ranks; k++) {
         r->rank_estimate[k] = model_optim_estimate_bytes_owned(t, r->optim, &cfg, r->embeddings_32bit, owner, k);
         ModelOptim mo;
@@ -203,6 +211,7 @@ static void mem_row_free(MemRow* r) {
     free(r->last_tensor);
     free(r->rank_estimate);
     free(r->rank_measured);
+    free(r->rank_param_floats);
 }
 
 // Rows for one optimizer: optimizers with bitsandbytes' size rule (min_8bit_size > 0 in their
@@ -367,6 +376,7 @@ typedef struct {
     const StepMem* step;  // NULL without --step
     int ranks;            // --ranks (1 without)
     int zero;             // --zero
+    int machines;         // --machines (communication model)
 } Report;
 
 static size_t training_total(const Report* rep, const MemRow* r) {
@@ -389,6 +399,7 @@ static json_t* report_json(const Report* rep) {
     json_object_set_new(root, "threads", json_integer(rep->threads));
     json_object_set_new(root, "ranks", json_integer(rep->ranks));
     json_object_set_new(root, "zero_stage", json_integer(rep->zero));
+    json_object_set_new(root, "machines", json_integer(rep->machines));
     json_t* arr = json_array();
     for (size_t i = 0; i < rep->n_rows; i++) {
         const MemRow* r = &rep->rows[i];
@@ -411,12 +422,19 @@ static json_t* report_json(const Report* rep) {
         json_object_set_new(o, "traffic_bytes_per_step", json_integer((json_int_t)r->traffic_bytes));
         if (r->rank_estimate) {
             json_t* pr = json_array();
-            for (int k = 0; k < rep->ranks; k++)
-                json_array_append_new(pr, json_pack("{s:i, s:i, s:i, s:I, s:I, s:b}", "rank", k, "first_tensor",
-                                                    r->first_tensor[k], "last_tensor", r->last_tensor[k],
-                                                    "estimate_bytes", (json_int_t)r->rank_estimate[k], "measured_bytes",
-                                                    (json_int_t)r->rank_measured[k], "estimate_equals_measured",
-                                                    r->rank_estimate[k] == r->rank_measured[k]));
+            for (int k = 0; k < rep->ranks; k++) {
+                CommStepBytes cm = comm_model_step_bytes(t->alloc_numel, rep->ranks, k, 1, r->rank_param_floats[k],
+                                                         rep->machines);
+                json_array_append_new(
+                    pr, json_pack("{s:i, s:i, s:i, s:I, s:I, s:b, s:I, s:I, s:I, s:I}", "rank", k, "first_tensor",
+                                  r->first_tensor[k], "last_tensor", r->last_tensor[k], "estimate_bytes",
+                                  (json_int_t)r->rank_estimate[k], "measured_bytes", (json_int_t)r->rank_measured[k],
+                                  "estimate_equals_measured", r->rank_estimate[k] == r->rank_measured[k],
+                                  "comm_grad_bytes_per_step", (json_int_t)cm.grad_bytes, "comm_param_bytes_per_step",
+                                  (json_int_t)cm.param_bytes, "comm_grad_bytes_to_other_machines",
+                                  (json_int_t)cm.grad_inter_bytes, "comm_param_bytes_to_other_machines",
+                                  (json_int_t)cm.param_inter_bytes));
+            }
             json_object_set_new(o, "zero1_per_rank", pr);
         }
         if (rep->timed) {
@@ -442,6 +460,17 @@ static void report_print(const Report* rep) {
            (long long)c->hidden_dim, (long long)c->max_positions, (long long)c->n_labels);
     printf("parameters: %s in %zu tensors; fp32 %s\n", fmt_count(a, sizeof a, t->numel), t->n,
            fmt_bytes(line, sizeof line, 4 * t->numel));
+    if (rep->ranks > 1) {  // model/comm_model.h: the same for every optimizer
+        printf("train --ddp over %d ranks on %d machine%s, per optimizer step and rank (model, one round: "
+               "--gradient-accumulation-steps 1; bytes sent, of which to other machines):\n",
+               rep->ranks, rep->machines, rep->machines == 1 ? "" : "s");
+        for (int k = 0; k < rep->ranks; k++) {
+            CommStepBytes cm = comm_model_step_bytes(t->alloc_numel, rep->ranks, k, 1, 0, rep->machines);
+            printf("  rank %d: gradient reduce-scatter + all-gather %s bytes (%s to other machines)%s\n", k,
+                   fmt_count(a, sizeof a, cm.grad_bytes), fmt_count(b, sizeof b, cm.grad_inter_bytes),
+                   rep->zero ? "; ZeRO-1 adds its parameter range, per optimizer below" : "");
+        }
+    }
     printf("MB = bytes / 1024^2. estimate: SPEC.md section 5 closed formula; measured: every state buffer the\n"
            "optimizer allocated, after one real step per tensor; RSS: process resident-set growth meanwhile.\n");
     for (size_t i = 0; i < rep->n_rows; i++) {
@@ -472,15 +501,19 @@ static void report_print(const Report* rep) {
         if (r->rank_estimate) {
             printf("  ZeRO-1 over %d ranks (whole tensors, contiguous runs balanced by state bytes; README "
                    "\"Distributed\"):\n", rep->ranks);
-            printf("    %4s  %-15s %18s %18s %9s  %s\n", "rank", "tensors", "estimate bytes", "measured bytes", "MB",
-                   "verdict");
+            printf("    %4s  %-15s %18s %18s %9s  %-8s %s\n", "rank", "tensors", "estimate bytes", "measured bytes",
+                   "MB", "verdict", "sends per step: gradient + parameters (model; to other machines)");
             for (int k = 0; k < rep->ranks; k++) {
-                char rng[32];
+                char rng[32], g[32], pb[32], gi[32], pi[32];
                 snprintf(rng, sizeof rng, "%d-%d (%d)", r->first_tensor[k], r->last_tensor[k],
                          r->last_tensor[k] - r->first_tensor[k] + 1);
-                printf("    %4d  %-15s %18s %18s %9.2f  %s\n", k, rng, fmt_count(a, sizeof a, r->rank_estimate[k]),
-                       fmt_count(b, sizeof b, r->rank_measured[k]), (double)r->rank_measured[k] / MIB,
-                       r->rank_estimate[k] == r->rank_measured[k] ? "exact" : "MISMATCH");
+                CommStepBytes cm = comm_model_step_bytes(t->alloc_numel, rep->ranks, k, 1, r->rank_param_floats[k],
+                                                         rep->machines);
+                printf("    %4d  %-15s %18s %18s %9.2f  %-8s %s + %s (%s + %s)\n", k, rng,
+                       fmt_count(a, sizeof a, r->rank_estimate[k]), fmt_count(b, sizeof b, r->rank_measured[k]),
+                       (double)r->rank_measured[k] / MIB, r->rank_estimate[k] == r->rank_measured[k] ? "exact" : "MISMATCH",
+                       fmt_count(g, sizeof g, cm.grad_bytes), fmt_count(pb, sizeof pb, cm.param_bytes),
+                       fmt_count(gi, sizeof gi, cm.grad_inter_bytes), fmt_count(pi, sizeof pi, cm.param_inter_bytes));
             }
         } else if (rep->ranks > 1) {
             printf("  %d ranks without ZeRO (--zero 0): every rank holds the whole state above\n", rep->ranks);
@@ -526,10 +559,12 @@ static int memory_run(int argc, char** argv) {
     StepMem step = {.B = 8, .T = 128};
     const char* precision = "fp32";
     const char* backend = NULL;
-    long ranks = 1, zero = 0;
+    long ranks = 1, zero = 0, machines = 1;
     for (int i = 1; i < argc; i++) {
         if (flag_matches(argv[i], "--ranks")) {
             if (!flag_int(&cmd_memory, argc, argv, &i, "--ranks", 1, 1 << 20, &ranks)) return 2;
+        } else if (flag_matches(argv[i], "--machines")) {
+            if (!flag_int(&cmd_memory, argc, argv, &i, "--machines", 1, 1 << 20, &machines)) return 2;
         } else if (flag_matches(argv[i], "--zero")) {
             if (!flag_int(&cmd_memory, argc, argv, &i, "--zero", 0, 1, &zero)) return 2;
         } else if (!strcmp(argv[i], "--step")) {
@@ -568,6 +603,9 @@ static int memory_run(int argc, char** argv) {
         }
     }
     if (model && config_path) return cli_usage_error(&cmd_memory, "give --model or --config, not both");
+    if (ranks % machines != 0)
+        return cli_usage_error(&cmd_memory, "--machines %ld must divide --ranks %ld (ranks are placed in equal blocks "
+                               "per machine)", machines, ranks);
     if (zero && ranks < 2)
         return cli_usage_error(&cmd_memory, "--zero 1 shards the optimizer state over ranks: give --ranks R with R >= 2");
     ModelConfig cfg;
@@ -690,7 +728,7 @@ static int memory_run(int argc, char** argv) {
                 }
         }
     }
-    Report rep = {model, &t, (int)threads, timed, rows, n_rows, step.wanted ? &step : NULL, (int)ranks, (int)zero};
+    Report rep = {model, &t, (int)threads, timed, rows, n_rows, step.wanted ? &step : NULL, (int)ranks, (int)zero, (int)machines};
     if (as_json) {
         json_t* root = report_json(&rep);
         if (out_path) {

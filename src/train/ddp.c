@@ -127,10 +127,8 @@ _Noreturn void ddp_abort(Ddp* d, int code) {
     exit(code);  // MPI_Abort does not return; this keeps the compiler's _Noreturn check happy
 }
 
-// Chunk r is [floor(r*numel/R), floor((r+1)*numel/R)): sizes differ by at most one float.
 void ddp_chunk(const Ddp* d, size_t numel, int r, size_t* begin, size_t* end) {
-    *begin = numel / (size_t)d->size * (size_t)r + numel % (size_t)d->size * (size_t)r / (size_t)d->size;
-    *end = numel / (size_t)d->size * (size_t)(r + 1) + numel % (size_t)d->size * (size_t)(r + 1) / (size_t)d->size;
+    comm_model_chunk(numel, d->size, r, begin, end);
 }
 
 static void check_mpi(int rc, const char* what) {

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "core/common.h"
+#include "model/comm_model.h"
 
 typedef struct Ddp Ddp;
 

@@ -477,6 +477,20 @@ static json_t* distributed_json(const Run* r) {
     }
     json_object_set_new(o, "optimizer_state_bytes_per_rank", m);
     json_object_set_new(o, "optimizer_state_estimate_bytes_per_rank", e);
+    // the communication model (model/comm_model.h) for one step of every rank, next to rank 0's measured bytes
+    json_t* pf = json_array();
+    json_t* mg = json_array();
+    json_t* mp = json_array();
+    for (int k = 0; k < r->ranks; k++) {
+        const size_t floats = r->zero_offsets ? r->zero_offsets[k + 1] - r->zero_offsets[k] : 0;
+        CommStepBytes model = comm_model_step_bytes(r->table.alloc_numel, r->ranks, k, (int)r->a.grad_accum, floats, 1);
+        json_array_append_new(pf, json_integer((json_int_t)floats));
+        json_array_append_new(mg, json_integer((json_int_t)model.grad_bytes));
+        json_array_append_new(mp, json_integer((json_int_t)model.param_bytes));
+    }
+    json_object_set_new(o, "zero_param_floats_per_rank", pf);
+    json_object_set_new(o, "model_grad_bytes_per_step_per_rank", mg);
+    json_object_set_new(o, "model_param_bytes_per_step_per_rank", mp);
     DdpTraffic tr = ddp_traffic(r->ddp);
     json_object_set_new(o, "rank0_grad_bytes", json_integer((json_int_t)tr.grad_bytes));
     json_object_set_new(o, "rank0_param_bytes", json_integer((json_int_t)tr.param_bytes));
