@@ -448,7 +448,10 @@ static void accum_free(Run* r) {
 static void load_step_batches(Run* r, StepRecord* rec) {
     const int64_t per_step = r->a.grad_accum * r->ranks;
     for (int k = 0; k < (int)r->a.grad_accum; k++) {
-        load_train_batch(r, r->step * per_step + (int64_t)k * r->ranks + r->rank, &r->micro[k]);
+        // j: this micro-batch's index within the optimizer step's R*N (round k, rank r->rank);
+        // anything keyed by the example's place in the step must use j*B, not k*B
+        const int64_t j = (int64_t)k * r->ranks + r->rank;
+        load_train_batch(r, r->step * per_step + j, &r->micro[k]);
         const ModelBatch mb = r->micro_mb[k] = model_batch_of(&r->micro[k]);
         rec->tokens += (int64_t)mb.B * mb.T;
         for (int b = 0; b < mb.B; b++)
