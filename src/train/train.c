@@ -525,9 +525,9 @@ static json_t* summary_json(const Run* r) {
     json_object_set_new(o, "train_runtime_s", json_real(time_sum));
     json_object_set_new(o, "mean_step_time_s", json_real(n ? time_sum / (double)n : 0));
     json_object_set_new(o, "tokens_per_s", json_real(time_sum > 0 ? (double)tokens / time_sum : 0));
+    // this process's state (with --zero 1 rank 0's shard; summary.distributed has every rank's)
     json_object_set_new(o, "optimizer_state_bytes", json_integer((json_int_t)model_optim_measured_bytes(&r->mo)));
-    json_object_set_new(o, "optimizer_state_estimate_bytes",
-                        json_integer((json_int_t)model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, false)));
+    json_object_set_new(o, "optimizer_state_estimate_bytes", json_integer((json_int_t)r->state_estimate[0]));
     json_object_set_new(o, "final_loss_scale", json_real(grad_scaler_loss_scale(&r->scaler)));
     if (r->rec.n_evals) {
         const EvalRecord* e = &r->rec.evals[r->rec.n_evals - 1];
@@ -966,6 +966,9 @@ static int setup(Run* r) {
     }
     int rc = check_memory(r, max_b);
     if (rc) return rc;
+    if (r->ddp && r->table.alloc_numel > (size_t)INT32_MAX)
+        return user_error("--ddp: the model's %zu floats exceed what one MPI collective counts (%d: MPI counts are "
+                          "int); use a model below 2^31 parameters", r->table.alloc_numel, INT32_MAX);
     r->params = param_table_alloc_buffer(&r->table);
     r->grads = param_table_alloc_buffer(&r->table);
     if (r->init_weights_path[0]) {
