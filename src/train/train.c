@@ -601,8 +601,8 @@ static CheckpointRun checkpoint_run_of(Run* r) {
 
 // --zero 1: rank 0 gathers every other rank's optimizer state for the checkpoint (temporary
 // states, freed after the save: rank 0 then briefly holds the whole state, README
-// "Distributed"); owners send their tensors' state in tensor order. Returns the tensors rank 0
-// borrowed (to give back with zero_release).
+// "Distributed"); owners send their tensors' state in tensor order. Rank 0 keeps the received
+// states in r->mo.states until zero_release frees them (model_optim_step never sees them).
 static void zero_gather(Run* r) {
     for (size_t i = 0; i < r->table.n; i++) {
         const int owner = r->zero_owner[i];
