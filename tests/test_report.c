@@ -564,6 +564,47 @@ static void test_truncated_plot_not_renamed(void** s) {
 // Result and output folders given as relative paths (as `make run` passes them): gnuplot runs
 // in the output folder, and its log path is still opened relative to ours (every plot used to
 // fail when the folder was relative).
+// train --ddp results: the scaling section splits each step from the phases and rank 0's
+// collective seconds and puts rank 0's measured MPI bytes per step beside the model's.
+static void test_scaling_section(void** s) {
+    (void)s;
+    char a[512], args[1024], sub[700];
+    snprintf(a, sizeof a, "%s/results/machineS/run1", g_tmp);
+    mkdir_p(a);
+    char m[4096];
+    snprintf(m, sizeof m, MACHINE_JSON, "null", "5555555eeee");
+    write_text(a, "machine.json", m);
+    // 10 steps, 6 s in all; 2 s in the gradient and 1 s in the parameter collectives; the
+    // optimizer phase 1.5 s of which the 1 s parameter all-gather: per step 600 ms = 200 + 100
+    // collectives + 50 optimizer + 250 the rest; 30,000 + 10,000 bytes = 4,000 per step
+    static const char* const RUNS[][2] = {
+        {"fp32-2x1", "\"distributed\": {\"ranks\": 2, \"zero_stage\": 1, \"rank0_grad_seconds\": 2.0, "
+                     "\"rank0_param_seconds\": 1.0, \"rank0_grad_bytes\": 30000, \"rank0_param_bytes\": 10000, "
+                     "\"model_grad_bytes_per_step_per_rank\": [3000, 3000], \"model_param_bytes_per_step_per_rank\": "
+                     "[1000, 1200]}, "},
+        {"fp32-1x2", ""},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(RUNS); i++) {
+        snprintf(sub, sizeof sub, "%s/train/%s", a, RUNS[i][0]);
+        mkdir_p(sub);
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "{\"status\": \"completed\", \"config\": {\"model\": \"small\", \"precision\": \"fp32\", "
+                 "\"optim\": \"adamw_torch\", \"backend\": \"openblas\", \"threads\": %d, "
+                 "\"gradient_accumulation_steps\": %d}, \"records\": [{\"step\": 1, \"loss\": 0.7}, {\"step\": 2, \"loss\": 0.6}], \"evals\": [], \"summary\": {\"steps\": 10, "
+                 "\"tokens_per_s\": %d, %s\"phases\": {\"steps\": 10, \"step_time_sum_s\": 6.0, \"forward\": "
+                 "{\"optimizer\": 0.0}, \"backward\": {\"optimizer\": 1.5}}}}\n",
+                 i ? 2 : 1, i ? 2 : 1, i ? 4000 : 1800, RUNS[i][1]);
+        write_text(sub, "results.json", text);
+    }
+    snprintf(args, sizeof args, "report %s", a);
+    char* md = report_md(args, a);
+    expect_in(md, "## Scaling: ranks × threads");
+    expect_in(md, "| fp32-2x1 | 2 | 1 | 1 | 2 | 1800 | 600.0 | 300.0 | 50.0 | 250.0 | 4000 | 4000 |");
+    expect_in(md, "| fp32-1x2 | 1 | 0 | 2 | 2 | 4000 | 600.0 | 0.0 | 150.0 | 450.0 | – | – |");
+    free(md);
+}
+
 static void test_relative_folders(void** s) {
     (void)s;
     char a[512], path[1024];
@@ -763,6 +804,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_truncated_plot_not_renamed),
         cmocka_unit_test(test_relative_folders),
         cmocka_unit_test(test_step_bound_targets_tradeoff),
+        cmocka_unit_test(test_scaling_section),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     cli_harness_cleanup("report");

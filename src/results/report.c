@@ -848,6 +848,62 @@ static void section_train(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "\n");
 }
 
+// Scaling over ranks x threads: every train run of the folder, one process or `train --ddp`
+// (summary.distributed), with its step time split into the collectives (rank 0's seconds in
+// the gradient and parameter collectives), the optimizer (its phase, less the ZeRO-1 parameter
+// all-gather charged to it) and the rest (forward, backward, loading: compute), per step of
+// this process; and rank 0's bytes passed to MPI per step next to the communication model's.
+static void section_scaling(FILE* md, const Run* r) {
+    fprintf(md, "## Scaling: ranks × threads (`train --ddp`)\n\n");
+    size_t n_ddp = 0;
+    for (size_t i = 0; i < r->ntr; i++)
+        n_ddp += json_object_get(json_object_get(r->tr[i].root, "summary"), "distributed") != NULL;
+    if (!n_ddp) {
+        fprintf(md, "_No data-parallel run among `train/*/results.json`_ (`mpirun -np 2 trainbench train --ddp "
+                    "--threads 1 --output-dir <this folder>/train/<name>` adds one, README \"Distributed\").\n\n");
+        return;
+    }
+    fprintf(md, "| run | ranks | ZeRO | threads per rank | micro-batches per step | tokens/s | step (ms) | collectives (ms) "
+                "| optimizer (ms) | compute and rest (ms) | MPI bytes per step, rank 0 | model |\n"
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < r->ntr; i++) {
+        const TrainRun* t = &r->tr[i];
+        json_t* s = json_object_get(t->root, "summary");
+        json_t* cfg = json_object_get(t->root, "config");
+        json_t* ph = json_object_get(s, "phases");
+        json_t* d = json_object_get(s, "distributed");
+        const double steps = (double)json_integer_value(json_object_get(ph, "steps"));
+        if (steps <= 0) continue;
+        const double step = json_number_value(json_object_get(ph, "step_time_sum_s")) / steps;
+        const double grad_s = json_number_value(json_object_get(d, "rank0_grad_seconds")) / steps;
+        const double param_s = json_number_value(json_object_get(d, "rank0_param_seconds")) / steps;
+        const double opt = (json_number_value(json_object_get(json_object_get(ph, "forward"), "optimizer")) +
+                            json_number_value(json_object_get(json_object_get(ph, "backward"), "optimizer"))) / steps -
+                           param_s;
+        const long long gas = json_integer_value(json_object_get(cfg, "gradient_accumulation_steps"));
+        const long long ranks = d ? json_integer_value(json_object_get(d, "ranks")) : 1;
+        char tps[32], bytes[48] = "–", model[48] = "–";
+        fmt_num(tps, sizeof tps, json_number_value(json_object_get(s, "tokens_per_s")));
+        if (d) {
+            snprintf(bytes, sizeof bytes, "%.0f",
+                     ((double)json_integer_value(json_object_get(d, "rank0_grad_bytes")) +
+                      (double)json_integer_value(json_object_get(d, "rank0_param_bytes"))) / steps);
+            snprintf(model, sizeof model, "%lld",
+                     (long long)(json_integer_value(json_array_get(json_object_get(d, "model_grad_bytes_per_step_per_rank"), 0)) +
+                                 json_integer_value(json_array_get(json_object_get(d, "model_param_bytes_per_step_per_rank"), 0))));
+        }
+        fprintf(md, "| %s | %lld | %lld | %lld | %lld | %s | %.1f | %.1f | %.1f | %.1f | %s | %s |\n", t->name, ranks,
+                d ? (long long)json_integer_value(json_object_get(d, "zero_stage")) : 0LL,
+                (long long)json_integer_value(json_object_get(cfg, "threads")), gas * ranks, tps, 1e3 * step,
+                1e3 * (grad_s + param_s), 1e3 * opt, 1e3 * (step - grad_s - param_s - opt), bytes, model);
+    }
+    fprintf(md, "\nPer optimizer step of rank 0 (which writes the results). Collectives: seconds inside the gradient "
+                "reduce-scatter + all-gather and the ZeRO-1 parameter all-gather, waiting for the slower rank included. "
+                "MPI bytes: the payload rank 0 passed to MPI per step, measured; model: the communication model for "
+                "a step (`trainbench memory --ranks R --zero 1 --machines N` gives it for other layouts; the "
+                "parameter part is for steps the GradScaler did not skip).\n\n");
+}
+
 typedef struct {
     char label[160];
     double tps, base;
@@ -2088,6 +2144,7 @@ static int run_report(int argc, char** argv) {
         section_train(&c, md.f, &runs[0]);
         section_step(&c, md.f, &runs[0]);
         section_tradeoff(&c, md.f, &runs[0]);
+        section_scaling(md.f, &runs[0]);
         section_speedup(&c, md.f, &runs[0]);
         section_underflow(&c, md.f, &runs[0]);
         section_peers(&c, md.f, &runs[0]);
