@@ -1,7 +1,7 @@
 // bench.h — what the benchmark files (bench_*.c) share: registration entry points, the
 // roofline values measured in this process, and small helpers. Benchmark ids follow DESIGN.md:
 //   roofline/<probe>, convert/<dtype>/<n>, gemm/<backend>/<dtype>/<ta><tb>/<M>x<N>x<K>,
-//   optim/<name>/<n>.
+//   optim/<name>/<n>, comm/reduce/<bytes> (under mpirun only).
 // Every benchmark checks its result once (first run) before it is timed; a failing check is
 // reported with bench_skip_with_error("failed: ...") and an unsupported combination with
 // "unsupported: <reason>", never timed and never silently replaced by another path.
@@ -35,6 +35,12 @@ void bench_register_convert(void);
 void bench_register_gemm(void);
 void bench_register_optim(void);
 void bench_register_train(void);
+// comm/reduce/<bytes> (bench_comm.c), only under mpirun -np R >= 2: rank 0 registers and
+// times, the other ranks call bench_comm_serve until rank 0's bench_comm_stop.
+struct Ddp;
+void bench_register_comm(struct Ddp* d);
+void bench_comm_serve(struct Ddp* d);
+void bench_comm_stop(void);
 
 // ---- helpers (bench_util.c) ----
 // Seconds from a monotonic clock.

@@ -350,6 +350,40 @@ static void test_small_preset_onednn(void** s) {
     g_model = "tiny";
 }
 
+// The benchmark binary under mpirun: comm/reduce/4096 runs (its check: rank 0's reduced values
+// equal the float32 sum of every rank's known values in rank order) and reports its counters.
+static void test_comm_benchmark(void** s) {
+    (void)s;
+    SKIP_WITHOUT_MPI();
+    char bench[4200], cmd[8192];
+    snprintf(bench, sizeof bench, "%s", g_bin);
+    char* slash = strrchr(bench, '/');
+    snprintf(slash ? slash + 1 : bench, sizeof bench - (size_t)(slash ? slash + 1 - bench : 0), "bench/trainbench-bench");
+    if (access(bench, X_OK) != 0) {
+        printf("skipped: %s not built (make bench-build; the ASan build has none)\n", bench);
+        skip();
+    }
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s --benchmark_filter='^comm/reduce/4096' --benchmark_min_time=0.01 "
+             "--benchmark_format=json 2>&1", bench);
+    int rc = cli_capture(cmd, g_out, sizeof g_out);
+    printf("$ mpirun -np 2 trainbench-bench --benchmark_filter=^comm/reduce/4096 -> exit %d\n", rc);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    const char* j = strchr(g_out, '{');
+    assert_non_null(j);
+    json_t* root = json_loads(j, JSON_DISABLE_EOF_CHECK, NULL);
+    assert_non_null(root);
+    json_t* b = json_array_get(json_object_get(root, "benchmarks"), 0);
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "name")), "comm/reduce/4096/real_time");
+    assert_null(json_object_get(b, "error_occurred") && json_is_true(json_object_get(b, "error_occurred")) ? b : NULL);
+    assert_true(json_number_value(json_object_get(b, "bytes_per_second")) > 0);
+    assert_int_equal((int)json_number_value(json_object_get(b, "ranks")), 2);
+    assert_int_equal((int)json_number_value(json_object_get(b, "bytes_passed")), 4096);  // 2048 out, 2048 gathered
+    printf("comm/reduce/4096 on 2 ranks: %.3g bytes/s\n", json_number_value(json_object_get(b, "bytes_per_second")));
+    json_decref(root);
+}
+
 static void test_bad_input(void** s) {
     (void)s;
     char args[1024];
@@ -399,6 +433,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_zero1_equals_accumulation),
         cmocka_unit_test(test_repeat_and_resume),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_comm_benchmark),
         cmocka_unit_test(test_small_preset_onednn),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -63,6 +63,7 @@ void ddp_allgather_float(Ddp* d, float mine, float* all) { UNREACHABLE; }
 void ddp_allgather_u64(Ddp* d, uint64_t mine, uint64_t* all) { UNREACHABLE; }
 void ddp_sum_u64(Ddp* d, uint64_t* v, int n) { UNREACHABLE; }
 int ddp_max_int(Ddp* d, int v) { UNREACHABLE; }
+int64_t ddp_bcast_i64(Ddp* d, int64_t v) { UNREACHABLE; }
 void ddp_send_bytes(Ddp* d, const void* buf, size_t n, int to, int tag) { UNREACHABLE; }
 void ddp_recv_bytes(Ddp* d, void* buf, size_t n, int from, int tag) { UNREACHABLE; }
 void ddp_barrier(Ddp* d) { UNREACHABLE; }
@@ -223,6 +224,12 @@ void ddp_sum_u64(Ddp* d, uint64_t* v, int n) {
 int ddp_max_int(Ddp* d, int v) {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce (exit code)");
     d->traffic.other_bytes += sizeof(int);
+    return v;
+}
+
+int64_t ddp_bcast_i64(Ddp* d, int64_t v) {
+    check_mpi(MPI_Bcast(&v, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    d->traffic.other_bytes += sizeof v;
     return v;
 }
 

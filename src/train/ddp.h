@@ -74,6 +74,8 @@ void ddp_allgather_u64(Ddp* d, uint64_t mine, uint64_t* all);
 void ddp_sum_u64(Ddp* d, uint64_t* v, int n);
 // The largest of every rank's v, on every rank (agreeing on an exit code).
 int ddp_max_int(Ddp* d, int v);
+// Rank 0's v on every rank (the benchmark binary's command to its serving ranks).
+int64_t ddp_bcast_i64(Ddp* d, int64_t v);
 // Point to point, for gathering ZeRO-1 state to rank 0 for a checkpoint: tag = tensor index.
 void ddp_send_bytes(Ddp* d, const void* buf, size_t n, int to, int tag);
 void ddp_recv_bytes(Ddp* d, void* buf, size_t n, int from, int tag);
