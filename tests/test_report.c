@@ -565,7 +565,9 @@ static void test_truncated_plot_not_renamed(void** s) {
 // in the output folder, and its log path is still opened relative to ours (every plot used to
 // fail when the folder was relative).
 // train --ddp results: the scaling section splits each step from the phases and rank 0's
-// collective seconds and puts rank 0's measured MPI bytes per step beside the model's.
+// collective seconds and puts rank 0's measured MPI bytes per step beside the model's. Its rows:
+// scaling/* (what `trainbench run` writes) and the data-parallel runs among train/*; a
+// one-process train/* run (make run's precision x optimizer runs) is not a scaling row.
 static void test_scaling_section(void** s) {
     (void)s;
     char a[512], args[1024], sub[700];
@@ -577,15 +579,16 @@ static void test_scaling_section(void** s) {
     // 10 steps, 6 s in all; 2 s in the gradient and 1 s in the parameter collectives; the
     // optimizer phase 1.5 s of which the 1 s parameter all-gather: per step 600 ms = 200 + 100
     // collectives + 50 optimizer + 250 the rest; 30,000 + 10,000 bytes = 4,000 per step
-    static const char* const RUNS[][2] = {
-        {"fp32-2x1", "\"distributed\": {\"ranks\": 2, \"zero_stage\": 1, \"rank0_grad_seconds\": 2.0, "
+    static const char* const RUNS[][3] = {
+        {"train", "fp32-2x1", "\"distributed\": {\"ranks\": 2, \"zero_stage\": 1, \"rank0_grad_seconds\": 2.0, "
                      "\"rank0_param_seconds\": 1.0, \"rank0_grad_bytes\": 30000, \"rank0_param_bytes\": 10000, "
                      "\"model_grad_bytes_per_step_per_rank\": [3000, 3000], \"model_param_bytes_per_step_per_rank\": "
                      "[1000, 1200]}, "},
-        {"fp32-1x2", ""},
+        {"scaling", "fp32-1x2", ""},
+        {"train", "fp32-adamw_torch", ""},
     };
     for (size_t i = 0; i < ARRAY_LEN(RUNS); i++) {
-        snprintf(sub, sizeof sub, "%s/train/%s", a, RUNS[i][0]);
+        snprintf(sub, sizeof sub, "%s/%s/%s", a, RUNS[i][0], RUNS[i][1]);
         mkdir_p(sub);
         char text[2048];
         snprintf(text, sizeof text,
@@ -594,7 +597,7 @@ static void test_scaling_section(void** s) {
                  "\"gradient_accumulation_steps\": %d}, \"records\": [{\"step\": 1, \"loss\": 0.7}, {\"step\": 2, \"loss\": 0.6}], \"evals\": [], \"summary\": {\"steps\": 10, "
                  "\"tokens_per_s\": %d, %s\"phases\": {\"steps\": 10, \"step_time_sum_s\": 6.0, \"forward\": "
                  "{\"optimizer\": 0.0}, \"backward\": {\"optimizer\": 1.5}}}}\n",
-                 i ? 2 : 1, i ? 2 : 1, i ? 4000 : 1800, RUNS[i][1]);
+                 i ? 2 : 1, i ? 2 : 1, i ? 4000 : 1800, RUNS[i][2]);
         write_text(sub, "results.json", text);
     }
     snprintf(args, sizeof args, "report %s", a);
@@ -602,6 +605,10 @@ static void test_scaling_section(void** s) {
     expect_in(md, "## Scaling: ranks × threads");
     expect_in(md, "| fp32-2x1 | 2 | 1 | 1 | 2 | 1800 | 600.0 | 300.0 | 50.0 | 250.0 | 4000 | 4000 |");
     expect_in(md, "| fp32-1x2 | 1 | 0 | 2 | 2 | 4000 | 600.0 | 0.0 | 150.0 | 450.0 | – | – |");
+    const char* sec = strstr(md, "## Scaling: ranks");  // the section, up to the next one
+    const char* end = strstr(sec + 1, "\n## ");
+    const char* other = strstr(sec, "| fp32-adamw_torch |");
+    assert_true(other == NULL || (end != NULL && other > end));
     free(md);
 }
 

@@ -13,6 +13,9 @@
 //   train        `trainbench train` tiny preset per precision:backend x optimizer: train/<p>-<o>/
 //   tradeoff     the optimizer trade-off: every registered optimizer x {fp32, bf16} (onednn) x
 //                --tradeoff-seeds seeds, tiny preset, --tradeoff-steps steps: tradeoff/<p>-<o>-seed<k>/
+//   scaling      ranks x threads (tiny, fp32, openblas): one process with 1 and 2 threads, and
+//                `mpirun -np 2 train --ddp` plain and --zero 1: scaling/<ranks>x<threads>[-zero1]/
+//                (the data-parallel rows are skipped, saying so, in a build without MPI)
 //   report       `trainbench report` of the folder
 // Prints one line per phase with the elapsed seconds, and at the end the time per phase against
 // the 10-minute budget of `make run`. Every phase runs even when an earlier one
@@ -30,6 +33,7 @@
 #include "core/common.h"
 #include "optim/optim.h"
 #include "results/results.h"
+#include "train/ddp.h"
 
 static int run_main(int argc, char** argv);
 
@@ -366,6 +370,70 @@ static void phase_tradeoff(Job* j) {
             }
 }
 
+// Scaling (issue 15 item 4): ranks x threads on the tiny preset, fp32 on openblas (the backend
+// whose results do not depend on the split, README "Determinism"), the same global batch of 2
+// micro-batches per step in every row: one process with 1 and with 2 threads (gradient
+// accumulation 2), and `mpirun -np 2 train --ddp` with 1 thread per rank, plain and ZeRO-1.
+// The report's Scaling section reads scaling/*/results.json. Budget: 4 runs of 100 steps of
+// 2 x 16 x 32 tokens, ~1 s (one process) and ~4 s (two ranks: MPI start-up, then ~15 ms per
+// step on 2 cores) each on a quiet machine: ~10 s.
+#define RUN_SCALING_ARGS                                                                                    \
+    "--model tiny --precision fp32 --backend openblas --optim adamw_torch --max-steps 100 "                \
+    "--per-device-train-batch-size 16 --seq-len 32 --num-train-examples 4000 --num-eval-examples 64 "      \
+    "--eval-steps 1000 --lr-scheduler-type constant --max-grad-norm 0 --no-progress"
+static void phase_scaling(Job* j) {
+    static const struct {
+        const char* name;
+        int ranks;
+        const char* args;
+    } ROWS[] = {{"1x1", 1, "--threads 1 --gradient-accumulation-steps 2"},
+                {"1x2", 1, "--threads 2 --gradient-accumulation-steps 2"},
+                {"2x1", 2, "--threads 1 --ddp"},
+                {"2x1-zero1", 2, "--threads 1 --ddp --zero 1"}};
+    char sdir[4200];
+    snprintf(sdir, sizeof sdir, "%s/scaling", j->dir);
+    Status s = make_dirs(sdir);
+    if (!status_is_ok(s)) {
+        fprintf(stderr, "trainbench run: %s\n", s.msg);
+        fail(j, "scaling");
+        return;
+    }
+    // Open MPI refuses to start as root unless told; in containers cross-memory attach is
+    // blocked (README "Distributed"). Set for mpirun only when we are root.
+    if (geteuid() == 0) {
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    }
+    for (size_t i = 0; i < ARRAY_LEN(ROWS); i++) {
+        if (ROWS[i].ranks > 1 && !ddp_available()) {
+            printf("run: scaling %s skipped: this trainbench was built without MPI (make WITHOUT=mpi); `make deps` "
+                   "and a rebuild add the data-parallel rows\n", ROWS[i].name);
+            continue;
+        }
+        phase(j, "scaling %s (tiny, fp32, openblas: %d rank(s), %s)", ROWS[i].name, ROWS[i].ranks, ROWS[i].args);
+        char out[4400], log[4400], buf[4096], np[16];
+        snprintf(out, sizeof out, "%s/%s", sdir, ROWS[i].name);
+        snprintf(log, sizeof log, "%s/%s.log", sdir, ROWS[i].name);
+        snprintf(np, sizeof np, "%d", ROWS[i].ranks);
+        const char* argv[64] = {"mpirun", "-np", np, "--oversubscribe", "--bind-to", "none", "--mca",
+                                "btl_vader_single_copy_mechanism", "none"};
+        int n = ROWS[i].ranks > 1 ? 9 : 0;
+        argv[n++] = j->self;
+        argv[n++] = "train";
+        argv[n++] = "--output-dir";
+        argv[n++] = out;
+        char both[1024];
+        snprintf(both, sizeof both, "%s %s", RUN_SCALING_ARGS, ROWS[i].args);
+        split_args(both, buf, sizeof buf, argv, n, 64);
+        if (run_program(argv, NULL, log, log) != 0) {
+            char name[64];
+            snprintf(name, sizeof name, "scaling:%s", ROWS[i].name);
+            fail(j, name);
+            tail(log, 3);
+        }
+    }
+}
+
 static void phase_report(Job* j) {
     phase(j, "report");
     const char* argv[] = {j->self, "report", j->dir, NULL};
@@ -430,6 +498,7 @@ static int run_main(int argc, char** argv) {
     phase_peers(&j);
     phase_train(&j);
     phase_tradeoff(&j);
+    phase_scaling(&j);
     phase_report(&j);
     phase(&j, "done");
     print_budget(&j);

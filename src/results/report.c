@@ -59,6 +59,8 @@ typedef struct Run {
     size_t ntr;
     TrainRun* to;     // tradeoff/*/results.json: the optimizer trade-off runs (`trainbench run`)
     size_t nto;
+    TrainRun* sc;     // scaling/*/results.json: ranks x threads runs (`trainbench run`'s scaling phase)
+    size_t nsc;
     struct Run* peers;  // peers.json indexed like bench.json; NULL when absent
 } Run;
 
@@ -162,10 +164,13 @@ static int load_run(Run* r, const char* dir) {
         r->peers->b = r->peers->bf.v;
         r->peers->nb = r->peers->bf.n;
     }
-    if (!load_train_dir(dir, "train", &r->tr, &r->ntr) || !load_train_dir(dir, "tradeoff", &r->to, &r->nto)) return 2;
-    if (!r->machine && !r->bf.root && !r->has_memory && !r->peers && !r->ntr && !r->nto) {
+    if (!load_train_dir(dir, "train", &r->tr, &r->ntr) || !load_train_dir(dir, "tradeoff", &r->to, &r->nto) ||
+        !load_train_dir(dir, "scaling", &r->sc, &r->nsc))
+        return 2;
+    if (!r->machine && !r->bf.root && !r->has_memory && !r->peers && !r->ntr && !r->nto && !r->nsc) {
         fprintf(stderr, "trainbench report: %s holds no result file (machine.json, bench.json, memory.json, "
-                        "peers.json, train/*/results.json or tradeoff/*/results.json): nothing to report\n", dir);
+                        "peers.json, train/*/results.json, tradeoff/*/results.json or scaling/*/results.json): "
+                        "nothing to report\n", dir);
         return 2;
     }
     return 0;
@@ -182,6 +187,11 @@ static void free_run(Run* r) {
         train_file_free(&r->to[i].f);
     }
     free(r->to);
+    for (size_t i = 0; i < r->nsc; i++) {
+        free(r->sc[i].name);
+        train_file_free(&r->sc[i].f);
+    }
+    free(r->sc);
     machine_file_free(&r->mf);
     bench_file_free(&r->bf);
     memory_file_free(&r->mem);
@@ -848,26 +858,29 @@ static void section_train(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "\n");
 }
 
-// Scaling over ranks x threads: every train run of the folder, one process or `train --ddp`
-// (summary.distributed), with its step time split into the collectives (rank 0's seconds in
+// Scaling over ranks x threads: the folder's scaling/*/results.json (`trainbench run`: one
+// process with 1 and 2 threads, `train --ddp` on 2 ranks plain and ZeRO-1) and any `train --ddp`
+// run (summary.distributed) among train/*/results.json, with its step time split into the collectives (rank 0's seconds in
 // the gradient and parameter collectives), the optimizer (its phase, less the ZeRO-1 parameter
 // all-gather charged to it) and the rest (forward, backward, loading: compute), per step of
 // this process; and rank 0's bytes passed to MPI per step next to the communication model's.
 static void section_scaling(FILE* md, const Run* r) {
     fprintf(md, "## Scaling: ranks × threads (`train --ddp`)\n\n");
-    size_t n_ddp = 0;
-    for (size_t i = 0; i < r->ntr; i++)
-        n_ddp += json_object_get(json_object_get(r->tr[i].root, "summary"), "distributed") != NULL;
-    if (!n_ddp) {
-        fprintf(md, "_No data-parallel run among `train/*/results.json`_ (`mpirun -np 2 trainbench train --ddp "
+    const TrainRun* rows[512];
+    size_t n = 0;
+    for (size_t i = 0; i < r->nsc && n < ARRAY_LEN(rows); i++) rows[n++] = &r->sc[i];
+    for (size_t i = 0; i < r->ntr && n < ARRAY_LEN(rows); i++)
+        if (json_object_get(json_object_get(r->tr[i].root, "summary"), "distributed")) rows[n++] = &r->tr[i];
+    if (!n) {
+        fprintf(md, "_No run in `scaling/` and no data-parallel run among `train/*/results.json`_ (`trainbench run` adds the scaling rows; `mpirun -np 2 trainbench train --ddp "
                     "--threads 1 --output-dir <this folder>/train/<name>` adds one, README \"Distributed\").\n\n");
         return;
     }
     fprintf(md, "| run | ranks | ZeRO | threads per rank | micro-batches per step | tokens/s | step (ms) | collectives (ms) "
                 "| optimizer (ms) | compute and rest (ms) | MPI bytes per step, rank 0 | model |\n"
                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (size_t i = 0; i < r->ntr; i++) {
-        const TrainRun* t = &r->tr[i];
+    for (size_t i = 0; i < n; i++) {
+        const TrainRun* t = rows[i];
         json_t* s = json_object_get(t->root, "summary");
         json_t* cfg = json_object_get(t->root, "config");
         json_t* ph = json_object_get(s, "phases");
