@@ -106,7 +106,12 @@ ADAPTER_torch_as_hf      = -DADAPTER_OPTIM='"adafactor_torch"' -DADAPTER_IMPLEME
 PLUGIN_ADAPTERS = $(OPTIM_NAMES) adafactor_noclip torch_as_hf
 PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update lerp_weight crash nan hang refuse_nd abi \
                   textbook reordered l2_muladd l2_fma bc_f32
-PLUGIN_SOS      = $(PLUGIN_ADAPTERS:%=$(PLUGIN_DIR)/adapter_%.so) $(PLUGIN_PLAIN:%=$(PLUGIN_DIR)/adamw_%.so)
+# adafactor_<x>.so / aftorch_<x>.so: tests/plugins/adafactor_plain.c / adafactor_torch_plain.c with
+# -DVARIANT=VARIANT_<X>: correct in other rounding orders (must CONFORM) or with one known mistake
+PLUGIN_AFHF     = seq f64 pairwise no_clip no_scale warmup_ignored decay_fixed eps1_outside
+PLUGIN_AFTORCH  = lerp_other sum_f64 pairwise no_clip lerp_weight_swapped
+PLUGIN_SOS      = $(PLUGIN_ADAPTERS:%=$(PLUGIN_DIR)/adapter_%.so) $(PLUGIN_PLAIN:%=$(PLUGIN_DIR)/adamw_%.so) \
+                  $(PLUGIN_AFHF:%=$(PLUGIN_DIR)/adafactor_%.so) $(PLUGIN_AFTORCH:%=$(PLUGIN_DIR)/aftorch_%.so)
 
 .SECONDARY: $(PLUGIN_OBJS)  # keep them: they are made by a pattern rule for a pattern rule
 $(PLUGIN_DIR)/obj/%.o: src/%.c
@@ -121,6 +126,16 @@ $(PLUGIN_DIR)/adamw_%.so: tests/plugins/adamw_plain.c src/validate/trainbench_pl
 	@mkdir -p $(dir $@)
 	$(CC) -std=c99 $(OPT) -g -Wall -Wextra -ffp-contract=off -Isrc $(PLUGIN_FLAGS) $(SANITIZE) \
 	    -DMISTAKE=MISTAKE_$(shell echo $* | tr a-z A-Z) -shared $< $(SANITIZE) -o $@ -lm
+
+$(PLUGIN_DIR)/adafactor_%.so: tests/plugins/adafactor_plain.c src/validate/trainbench_plugin.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c99 $(OPT) -g -Wall -Wextra -ffp-contract=off -Isrc $(PLUGIN_FLAGS) $(SANITIZE) \
+	    -DVARIANT=VARIANT_$(shell echo $* | tr a-z A-Z) -shared $< $(SANITIZE) -o $@ -lm
+
+$(PLUGIN_DIR)/aftorch_%.so: tests/plugins/adafactor_torch_plain.c src/validate/trainbench_plugin.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c99 $(OPT) -g -Wall -Wextra -ffp-contract=off -Isrc $(PLUGIN_FLAGS) $(SANITIZE) \
+	    -DVARIANT=VARIANT_$(shell echo $* | tr a-z A-Z) -shared $< $(SANITIZE) -o $@ -lm
 
 $(BUILD)/tests/test_plugin: $(PLUGIN_SOS) $(BUILD)/trainbench
 

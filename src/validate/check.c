@@ -33,6 +33,7 @@
 #include "validate/compare.h"
 #include "validate/compare_dtype.h"
 #include "validate/conform.h"
+#include "validate/rounding_band.h"
 #include "optim/optim.h"
 #include "core/safetensors.h"
 
@@ -193,17 +194,13 @@ static Status replay_movement(const SafeTensors* g, const Optimizer* o, int64_t 
     OptimState* state = o->init(&shape, &cfg);
     RoundingBand rb = {.n = n};
     const size_t nb = (n ? n : 1) * sizeof(double);
-    if (bands && o->rounding_band_step) {
-        rb.param = xcalloc(1, nb);
-        for (int i = 0; i < state->n_tensors; i++)
-            if (state->tensors[i].dtype == DTYPE_F32 && shape_numel(&state->tensors[i].shape) == n) rb.state[i] = xcalloc(1, nb);
-        for (int i = 0; i < 4; i++) rb.aux[i] = xcalloc(1, nb);
-    }
+    const RoundingBandStep band_step = bands ? rounding_band_of(o) : NULL;
+    if (band_step) rounding_band_alloc(&rb, n, state);
     for (int64_t t = 1; t <= max_k; t++) {
         memcpy(before, p, n * sizeof(float));
         o->step(state, p, all_grads + (size_t)(t - 1) * n, &cfg);
         for (size_t i = 0; i < n; i++) acc[i] += fabs((double)p[i] - (double)before[i]);
-        if (rb.param) o->rounding_band_step(&rb, state, before, p, all_grads + (size_t)(t - 1) * n, &cfg);
+        if (rb.param) band_step(&rb, state, before, p, all_grads + (size_t)(t - 1) * n, &cfg);
         if (want[t]) {
             moved[t] = xmalloc((n ? n : 1) * sizeof(double));
             memcpy(moved[t], acc, n * sizeof(double));
@@ -214,15 +211,15 @@ static Status replay_movement(const SafeTensors* g, const Optimizer* o, int64_t 
                 for (int i = 0; i < state->n_tensors; i++) {
                     if (!rb.state[i]) continue;
                     snprintf(b->names[b->n_state], sizeof b->names[0], "%s", state->tensors[i].name);
-                    b->state[b->n_state] = xmalloc(nb);
-                    memcpy(b->state[b->n_state++], rb.state[i], nb);
+                    const size_t nbi = (shape_numel(&state->tensors[i].shape) ? shape_numel(&state->tensors[i].shape) : 1) *
+                                       sizeof(double);
+                    b->state[b->n_state] = xmalloc(nbi);
+                    memcpy(b->state[b->n_state++], rb.state[i], nbi);
                 }
             }
         }
     }
-    free(rb.param);
-    for (int i = 0; i < OPTIM_MAX_STATE; i++) free(rb.state[i]);
-    for (int i = 0; i < 4; i++) free(rb.aux[i]);
+    rounding_band_free(&rb);
     o->free(state);
     free(acc);
     free(before);
@@ -509,7 +506,7 @@ static int check_run(int argc, char** argv) {
         if (r->step > max_k) max_k = r->step;
         r->key = optim ? optim_tensor_key(g->name, &r->kstep) : NULL;
         // the rounding-order band needs the replay up to every optimizer tensor's step
-        if (r->key && opt->rounding_band_step && !ov.exact && !ov.have_atol && !ov.have_rtol && r->kstep > max_k)
+        if (r->key && rounding_band_of(opt) && !ov.exact && !ov.have_atol && !ov.have_rtol && r->kstep > max_k)
             max_k = r->kstep;
     }
     if (n_problems) {
@@ -537,7 +534,7 @@ static int check_run(int argc, char** argv) {
             if (rows[i].key && rows[i].kstep <= max_k) want[rows[i].kstep] = true;
         }
         s = replay_movement(&gold, opt, max_k, want, moved,
-                            opt->rounding_band_step && !ov.exact && !ov.have_atol && !ov.have_rtol ? bands : NULL);
+                            rounding_band_of(opt) && !ov.exact && !ov.have_atol && !ov.have_rtol ? bands : NULL);
         free(want);
         if (!status_is_ok(s)) {
             fprintf(stderr, "trainbench check: %s\n", s.msg);

@@ -21,6 +21,7 @@
 #include "core/safetensors.h"
 #include "core/junit.h"
 #include "results/results.h"
+#include "validate/rounding_band.h"
 #include "validate/trainbench_plugin.h"
 
 // Tolerances, per optimizer and tensor: |x - ref| <= atol + rtol*|ref| + move_k*moved, where
@@ -557,9 +558,10 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
     // The rounding-order band follows the expected values' trajectory: the golden's (our
     // registered optimizer replays it bit for bit) or the variant's.
     const Optimizer* band_o = ref ? ref->o : optim_find(tol_name);
-    if (status_is_ok(s) && !ref && band_o->rounding_band_step && !status_is_ok(optim_config_from_json(band_o, hp, &bcfg)))
-        band_o = NULL;
-    if (band_o && !band_o->rounding_band_step) band_o = NULL;
+    RoundingBandStep band_step = rounding_band_of(band_o);
+    if (status_is_ok(s) && !ref && band_step && !status_is_ok(optim_config_from_json(band_o, hp, &bcfg)))
+        band_step = NULL;
+    if (!band_step) band_o = NULL;
     json_decref(hp);
     if (!status_is_ok(s)) {
         Status e = status_make(s.code, "%s: %s", path, s.msg);
@@ -600,11 +602,7 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
             bp = rp;
             bstate = rstate;
         }
-        band.param = xcalloc(n ? n : 1, sizeof(double));
-        for (int i = 0; i < bstate->n_tensors; i++)
-            if (bstate->tensors[i].dtype == DTYPE_F32 && shape_numel(&bstate->tensors[i].shape) == n)
-                band.state[i] = xcalloc(n ? n : 1, sizeof(double));
-        for (int i = 0; i < 4; i++) band.aux[i] = xcalloc(n ? n : 1, sizeof(double));
+        rounding_band_alloc(&band, n, bstate);
     }
     g_case_hparams = hparams;
     OptimState* state = subject->o->init(&shape, &cfg);
@@ -617,7 +615,7 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
         if (band_o) memcpy(bp_prev, bp, n * sizeof(float));
         if (ref) ref->o->step(rstate, rp, all_grads + (size_t)(t - 1) * n, &rcfg);
         if (band_o && !ref) band_o->step(bstate, bp, all_grads + (size_t)(t - 1) * n, &bcfg);
-        if (band_o) band_o->rounding_band_step(&band, bstate, bp_prev, bp, all_grads + (size_t)(t - 1) * n, band_cfg);
+        if (band_o) band_step(&band, bstate, bp_prev, bp, all_grads + (size_t)(t - 1) * n, band_cfg);
         for (size_t i = 0; i < n; i++) moved[i] += fabs((double)p[i] - (double)before[i]);
         if (!in_list(checks, t)) continue;
         char key[256];
@@ -689,9 +687,7 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
         free(bp);
     }
     free(bp_prev);
-    free(band.param);
-    for (int i = 0; i < OPTIM_MAX_STATE; i++) free(band.state[i]);
-    for (int i = 0; i < 4; i++) free(band.aux[i]);
+    rounding_band_free(&band);
     free(rp);
     free(before);
     free(moved);
