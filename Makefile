@@ -109,7 +109,7 @@ PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update le
 # adafactor_<x>.so / aftorch_<x>.so: tests/plugins/adafactor_plain.c / adafactor_torch_plain.c with
 # -DVARIANT=VARIANT_<X>: correct in other rounding orders (must CONFORM) or with one known mistake
 PLUGIN_AFHF     = seq f64 pairwise no_clip no_scale warmup_ignored decay_fixed eps1_outside
-PLUGIN_AFTORCH  = lerp_other sum_f64 pairwise no_clip lerp_weight_swapped
+PLUGIN_AFTORCH  = lerp_other sum_f64 pairwise no_clip decay_fixed no_wd
 PLUGIN_SOS      = $(PLUGIN_ADAPTERS:%=$(PLUGIN_DIR)/adapter_%.so) $(PLUGIN_PLAIN:%=$(PLUGIN_DIR)/adamw_%.so) \
                   $(PLUGIN_AFHF:%=$(PLUGIN_DIR)/adafactor_%.so) $(PLUGIN_AFTORCH:%=$(PLUGIN_DIR)/aftorch_%.so)
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "optim/torch_reduce.h"
 #include "optim/torch_sqrt.h"
 
 // ---- AdamW (torch) with one mistake ----
@@ -116,7 +117,85 @@ static void band_l2_decay(RoundingBand* b, const OptimState* st, const float* p_
     free(ep_prev);
 }
 
+// ---- transformers Adafactor with one mistake ----
+// A scalar copy of optim_adafactor_hf.c's step (the same fp32 rounding points and torch
+// reduction orders, torch_reduce.h), with a switch on the mistake.
+typedef enum {
+    HM_EPS1_OUTSIDE,  // u = g^2 (no eps1), and rsqrt(row + eps1), rsqrt(col + eps1) / rsqrt(v + eps1)
+} AfhfMistake;
+
+static float afhf_rms_f32(const float* x, size_t n) { return torch_norm2_f32(x, n) / (float)pow((double)n, 0.5); }
+
+static void afhf_mistake_step(OptimState* st, float* p, const float* g, const OptimConfig* c, AfhfMistake mk) {
+    const size_t n = shape_numel(&st->shape);
+    float* U = xmalloc((n ? n : 1) * sizeof(float));  // (n) the update
+    st->step++;
+    const double t = (double)st->step;
+    const float rms = afhf_rms_f32(p, n);
+    *(float*)optim_state_find(st, "RMS")->data = rms;
+    double rel = c->lr;
+    if (c->relative_step) rel = fmin(c->warmup_init ? 1e-6 * t : 1e-2, 1.0 / sqrt(t));
+    const bool lr_is_f32 = c->scale_parameter && (double)rms > c->eps2;
+    const float lr_f32 = lr_is_f32 ? rms * (float)rel : (float)((c->scale_parameter ? c->eps2 : 1.0) * rel);
+    const double lr_t = lr_is_f32 ? (double)lr_f32 : (c->scale_parameter ? c->eps2 : 1.0) * rel;
+    const double b2t = 1.0 - pow(t, c->decay_rate);
+    const float keep = (float)b2t, add = (float)(1.0 - b2t);
+    const float eps_in = mk == HM_EPS1_OUTSIDE ? 0.0f : (float)c->eps1;   // the library: g^2 + eps1
+    const float eps_out = mk == HM_EPS1_OUTSIDE ? (float)c->eps1 : 0.0f;  // the mistake: on the moment
+    if (st->shape.ndim >= 2) {
+        size_t batch, R, C;
+        shape_as_matrices(&st->shape, &batch, &R, &C);
+        float* cbuf = xmalloc((C ? C : 1) * sizeof(float));  // (C) column means, then c_factor
+        float* rows = optim_state_find(st, "exp_avg_sq_row")->data;
+        float* cols = optim_state_find(st, "exp_avg_sq_col")->data;
+        for (size_t i = 0; i < n; i++) U[i] = g[i] * g[i] + eps_in;
+        for (size_t b = 0; b < batch; b++) {
+            float* ub = U + b * R * C;
+            float* row = rows + b * R;
+            float* col = cols + b * C;
+            for (size_t i = 0; i < R; i++) row[i] = fmaf(torch_sum_f32(ub + i * C, C) / (float)C, add, row[i] * keep);
+            torch_sum_dim0_f32(cbuf, ub, R, C);
+            for (size_t j = 0; j < C; j++) col[j] = fmaf(cbuf[j] / (float)R, add, col[j] * keep);
+            for (size_t j = 0; j < C; j++) cbuf[j] = 1.0f / sqrtf(col[j] + eps_out);
+            const float rm = torch_sum_f32(row, R) / (float)R;
+            for (size_t i = 0; i < R; i++) {
+                const float r_factor = 1.0f / sqrtf((row[i] + eps_out) / rm);
+                for (size_t j = 0; j < C; j++) ub[i * C + j] = (r_factor * cbuf[j]) * g[b * R * C + i * C + j];
+            }
+        }
+        free(cbuf);
+    } else {
+        float* v = optim_state_find(st, "exp_avg_sq")->data;
+        for (size_t i = 0; i < n; i++) {
+            v[i] = fmaf(add, g[i] * g[i] + eps_in, v[i] * keep);
+            U[i] = (1.0f / sqrtf(v[i] + eps_out)) * g[i];
+        }
+    }
+    float clip = afhf_rms_f32(U, n) / (float)c->clip_threshold;
+    if (clip < 1.0f) clip = 1.0f;
+    const float alpha = lr_is_f32 ? (float)(-c->weight_decay) * lr_f32 : (float)(-c->weight_decay * lr_t);
+    float* m = c->has_beta1 ? optim_state_find(st, "exp_avg")->data : NULL;
+    const float b1 = (float)c->beta1, w1 = (float)(1.0 - c->beta1);
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i];
+        if (c->weight_decay != 0) pi = fmaf(alpha, pi, pi);
+        if (m) {
+            m[i] = fmaf(w1, (U[i] / clip) * lr_f32, m[i] * b1);
+            p[i] = pi - m[i];
+        } else {
+            p[i] = pi - (U[i] / clip) * lr_f32;
+        }
+    }
+    free(U);
+}
+
+static void step_afhf_eps1_outside(OptimState* st, float* p, const float* g, const OptimConfig* c) {
+    afhf_mistake_step(st, p, g, c, HM_EPS1_OUTSIDE);
+}
+
 static void tweak_no_decay(OptimConfig* c) { c->weight_decay = 0; }
+static void tweak_no_warmup_init(OptimConfig* c) { c->warmup_init = false; }
+static void tweak_decay_rate_default(OptimConfig* c) { c->decay_rate = -0.8; }
 static void tweak_no_clip_hf(OptimConfig* c) { c->clip_threshold = INFINITY; }
 static void tweak_no_clip_torch(OptimConfig* c) { c->d = INFINITY; }
 static void tweak_no_scale_parameter(OptimConfig* c) { c->scale_parameter = false; }
@@ -124,15 +203,17 @@ static void tweak_no_8bit(OptimConfig* c) { c->min_8bit_size = SIZE_MAX; }
 
 typedef struct {
     OptimMistake m;
-    void (*step)(OptimState*, float*, const float*, const OptimConfig*);  // AdamW step variant, or NULL
+    void (*step)(OptimState*, float*, const float*, const OptimConfig*);  // step variant, or NULL
+    const Optimizer* base;  // whose vtable the step variant replaces (NULL: adamw_torch)
 } Row;
 
 // Designated initializers: a row names only what it uses.
-#define ADAMW_ROW(id_, text_, step_) {{.optim = "adamw_torch", .id = id_, .text = text_}, step_}
+#define ADAMW_ROW(id_, text_, step_) {{.optim = "adamw_torch", .id = id_, .text = text_}, step_, NULL}
+#define STEP_ROW(optim_, base_, id_, text_, step_) {{.optim = optim_, .id = id_, .text = text_}, step_, base_}
 #define TWEAK_ROW(optim_, id_, text_, tweak_, params_only_) \
-    {{.optim = optim_, .id = id_, .text = text_, .tweak = tweak_, .params_only = params_only_}, NULL}
+    {{.optim = optim_, .id = id_, .text = text_, .tweak = tweak_, .params_only = params_only_}, NULL, NULL}
 #define DIALECT_ROW(optim_, id_, text_, other_) \
-    {{.optim = optim_, .id = id_, .text = text_, .variant = other_, .parse_as = other_, .params_only = true}, NULL}
+    {{.optim = optim_, .id = id_, .text = text_, .variant = other_, .parse_as = other_, .params_only = true}, NULL, NULL}
 
 static const Row ROWS[] = {
     ADAMW_ROW("eps_inside_sqrt", "eps inside the sqrt: sqrt(v_hat + eps) instead of sqrt(v_hat) + eps", step_eps_inside_sqrt),
@@ -152,10 +233,14 @@ static const Row ROWS[] = {
     TWEAK_ROW("adafactor", "no_update_clipping", "update clipping missing (U / max(1, RMS(U)/clip_threshold))", tweak_no_clip_hf, false),
     TWEAK_ROW("adafactor", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
     TWEAK_ROW("adafactor", "scale_parameter_ignored", "scale_parameter ignored (lr not multiplied by max(eps2, RMS(p)))", tweak_no_scale_parameter, false),
+    TWEAK_ROW("adafactor", "warmup_init_ignored", "warmup_init ignored (relative step min(1e-2, 1/sqrt(t)) instead of min(1e-6*t, 1/sqrt(t)))", tweak_no_warmup_init, false),
+    TWEAK_ROW("adafactor", "decay_rate_ignored", "decay_rate ignored (beta2t = 1 - t^-0.8 whatever decay_rate says)", tweak_decay_rate_default, false),
+    STEP_ROW("adafactor", &optim_adafactor_hf, "eps1_outside", "eps1 added to the second moment (rsqrt(v + eps1)) instead of to the squared gradient (g^2 + eps1)", step_afhf_eps1_outside),
     DIALECT_ROW("adafactor", "dialect_adafactor_torch", "the other dialect: torch.optim.Adafactor (adafactor_torch) on these hyperparameters", &optim_adafactor_torch),
 
     TWEAK_ROW("adafactor_torch", "no_update_clipping", "update clipping missing (alpha / max(1, RMS(U)/d))", tweak_no_clip_torch, false),
     TWEAK_ROW("adafactor_torch", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
+    TWEAK_ROW("adafactor_torch", "beta2_decay_ignored", "beta2_decay ignored (w = t^-0.8 whatever beta2_decay says)", tweak_decay_rate_default, false),
     DIALECT_ROW("adafactor_torch", "dialect_adafactor", "the other dialect: transformers Adafactor (adafactor) on these hyperparameters", &optim_adafactor_hf),
 
     TWEAK_ROW("adamw_bnb_8bit", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
@@ -163,19 +248,20 @@ static const Row ROWS[] = {
 };
 
 static OptimMistake g_table[ARRAY_LEN(ROWS)];
-static Optimizer g_adamw_variants[ARRAY_LEN(ROWS)];
+static Optimizer g_step_variants[ARRAY_LEN(ROWS)];
 
-// The AdamW variants are optim_adamw_torch with another step; built once (a static
+// The step variants are their optimizer (optim_adamw_torch unless the row names another) with
+// another step; built once (a static
 // initializer cannot copy another object).
 static void table_init(void) {
     if (g_table[0].optim) return;
     for (size_t i = 0; i < ARRAY_LEN(ROWS); i++) {
         g_table[i] = ROWS[i].m;
         if (ROWS[i].step) {
-            g_adamw_variants[i] = optim_adamw_torch;
-            g_adamw_variants[i].step = ROWS[i].step;
-            if (ROWS[i].step == step_l2_decay) g_adamw_variants[i].rounding_band_step = band_l2_decay;
-            g_table[i].variant = &g_adamw_variants[i];
+            g_step_variants[i] = ROWS[i].base ? *ROWS[i].base : optim_adamw_torch;
+            g_step_variants[i].step = ROWS[i].step;
+            if (ROWS[i].step == step_l2_decay) g_step_variants[i].rounding_band_step = band_l2_decay;
+            g_table[i].variant = &g_step_variants[i];
         }
     }
 }

@@ -186,8 +186,10 @@ void band_adafactor_hf_step(RoundingBand* b, const OptimState* st, const float* 
     double su = 0;
     for (size_t i = 0; i < n; i++) su += U[i] * U[i];
     const double rms_u = n ? sqrt(su / (double)n) : 0;
+    // (clamp_(min=1) keeps a NaN: NaN everywhere, no band; an infinite RMS makes every finite
+    // element's update exactly 0)
     const double clip = fmax(1.0, rms_u / c->clip_threshold);
-    const double rho_clip = clip_rel_band(rms_u / c->clip_threshold, rms_rel_band(U, rho, n));
+    const double rho_clip = isinf(clip) ? 0 : clip_rel_band(rms_u / c->clip_threshold, rms_rel_band(U, rho, n));
     const float* m = c->has_beta1 ? state_data(st, "exp_avg") : NULL;
     double* Em = c->has_beta1 ? rounding_band_state(b, st, "exp_avg") : NULL;
     double* m_prev = b->aux[2];
@@ -195,7 +197,7 @@ void band_adafactor_hf_step(RoundingBand* b, const OptimState* st, const float* 
     for (size_t i = 0; i < n; i++) {
         // Uh = U/clip*lr_t (division or multiplication by 1/clip, then lr: 2u per side)
         const double uh = U[i] / clip * lr_t;
-        const double rho_uh = rho[i] + rho_clip + rho_lr + 4 * BU;
+        const double rho_uh = uh != 0 ? rho[i] + rho_clip + rho_lr + 4 * BU : 0;
         double e_upd;
         if (m) {
             // m = b1*m + (1-b1)*Uh: the coefficients, the products, the sum (fma or not): 4u
@@ -321,16 +323,19 @@ void band_adafactor_torch_step(RoundingBand* b, const OptimState* st, const floa
     double su = 0;
     for (size_t i = 0; i < n; i++) su += U[i] * U[i];
     const double r = n ? sqrt(su / (double)n) / c->d : 0;
-    const double denom = fmax(1.0, r);
-    const double rho_denom = clip_rel_band(r, rms_rel_band(U, rho, n));
-    // p = p*decay + a*U with a = -alpha/denom as fp32 (2u per side): decay's coefficient and
-    // product (2u per side of |p|), the final sum (u per side of |p_t|)
+    // torch's Python max(1.0, nan) is 1.0: a NaN norm leaves denom exactly 1; an infinite norm
+    // makes it inf and the update exactly 0 (for finite U): no band needed from it either way
+    const double denom = isnan(r) ? 1.0 : fmax(1.0, r);
+    const double rho_denom = isfinite(r) ? clip_rel_band(r, rms_rel_band(U, rho, n)) : 0;
+    // p = p*decay + a*U with a = -alpha/denom as fp32 (2u per side): decay's coefficient
+    // (1 - lr*wd, or lr*wd, rounded: u (1 + lr*wd) of |p| per side) and product or difference
+    // (u of |p| + |lr*wd*p| per side), the final sum (u per side of |p_t|)
     const double a = alpha / denom, rho_a = rho_alpha + rho_denom + 4 * BU;
-    const double decay = 1.0 - c->lr * c->weight_decay;
+    const double lw = fabs(c->lr * c->weight_decay), decay = 1.0 - c->lr * c->weight_decay;
     for (size_t i = 0; i < n; i++) {
         const double upd = fabs(a * U[i]);
-        double e = fabs(decay) * Ep[i] + upd * (rho_a + rho[i]) + 2 * BU * fabs((double)p[i]) + BSUB;
-        if (c->weight_decay != 0) e += 4 * BU * fabs(decay * p_prev[i]);
+        double e = fabs(decay) * Ep[i] + (upd != 0 ? upd * (rho_a + rho[i]) : 0) + 2 * BU * fabs((double)p[i]) + BSUB;
+        if (c->weight_decay != 0) e += 4 * BU * fabs((double)p_prev[i]) * (1 + lw);
         Ep[i] = finite_or_nan(e);
     }
     free(U);
