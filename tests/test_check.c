@@ -307,6 +307,46 @@ static void test_one_ulp_in_bit_exact_state_fails(void** s) {
     assert_non_null(strstr(g_out, "bands: 19 bit-identical, 0 within tolerance, 0 differ by rounding only (CONFORMS), 1 FAIL"));
 }
 
+// Both Adafactor dialects have a rounding-order band too (src/validate/band_adafactor.c): a
+// factored second moment and a parameter each 1 ulp off at step 5 are outside the bit-exact
+// tolerance but inside the band (CONFORMS, exit 0, each named as differing by rounding only);
+// 1e-3 relative off is beyond it (FAIL, and the bands line says which tensor).
+typedef struct {
+    const char* name;
+    size_t index;
+    float rel;  // 0: one ulp up
+} Nudge;
+static void nudge(const char* name, DType dt, void* data, size_t numel, void* ctx) {
+    for (const Nudge* n = ctx; n->name; n++) {
+        if (strcmp(name, n->name) != 0) continue;
+        assert_int_equal(dt, DTYPE_F32);
+        assert_true(n->index < numel);
+        float* x = data;
+        x[n->index] = n->rel ? x[n->index] * (1 + n->rel) : nextafterf(x[n->index], INFINITY);
+    }
+}
+static void test_adafactor_bands_in_check(void** s) {
+    (void)s;
+    char path[512], args[2048];
+    static const char* const HF = "reference/golden/optim/adafactor/matrix_64x96_wd.safetensors";
+    Nudge ulp[] = {{"expect.step5.state.exp_avg_sq_row", 3, 0}, {"expect.step5.param", 7, 0}, {NULL, 0, 0}};
+    write_from_golden(HF, "afhf_ulp.safetensors", NULL, nudge, ulp, path, sizeof path);
+    snprintf(args, sizeof args, "%s %s", HF, path);
+    expect(args, 0, "CONFORMS: 25 of 25 tensors within tolerance or the rounding-order band (23 bit-identical, 2 differ");
+    assert_non_null(strstr(g_out, "expect.step5.state.exp_avg_sq_row "));
+    Nudge far[] = {{"expect.step5.state.exp_avg_sq_row", 3, 1e-3f}, {"expect.step5.param", 7, 0}, {NULL, 0, 0}};
+    write_from_golden(HF, "afhf_far.safetensors", NULL, nudge, far, path, sizeof path);
+    snprintf(args, sizeof args, "%s %s", HF, path);
+    expect(args, 1, "FAIL: 1 of 25 tensors outside tolerance: expect.step5.state.exp_avg_sq_row ");
+    assert_non_null(strstr(g_out, "bands: 23 bit-identical, 0 within tolerance, 1 differ by rounding only (CONFORMS), 1 FAIL"));
+    static const char* const TORCH = "reference/golden/optim/adafactor_torch/vec_257.safetensors";
+    Nudge tv[] = {{"expect.step10.state.variance", 100, 0}, {NULL, 0, 0}};
+    write_from_golden(TORCH, "aft_ulp.safetensors", NULL, nudge, tv, path, sizeof path);
+    snprintf(args, sizeof args, "%s %s", TORCH, path);
+    expect(args, 0, "CONFORMS: ");
+    assert_non_null(strstr(g_out, "expect.step10.state.variance "));
+}
+
 // An optimizer golden missing a state tensor at a checked step is unusable (exit 2, named):
 // otherwise a candidate would "pass" a comparison that never happened.
 static void test_golden_missing_state_exits_2(void** s) {
@@ -391,6 +431,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_bad_input_exits_2),
         cmocka_unit_test(test_golden_itself_passes),
         cmocka_unit_test(test_one_ulp_in_bit_exact_state_fails),
+        cmocka_unit_test(test_adafactor_bands_in_check),
         cmocka_unit_test(test_movement_term_from_replay),
         cmocka_unit_test(test_golden_missing_state_exits_2),
         cmocka_unit_test(test_bnb_codes_rule),
