@@ -73,14 +73,16 @@ typedef struct OptimState {
 // The rounding-order band of one tensor per element (reference/CONFORMANCE.md "Verdict bands"):
 // the largest |x - reference| an implementation of the same formulas with other correctly
 // rounded fp32 orderings (fma vs mul+add, operand order, lerp either way, bias corrections in
-// double) can reach. `param` and `state[i]` (indexed like the reference state's tensors[],
-// NULL for tensors without a band) are owned by conform; aux[] are zeroed scratch arrays of
-// numel doubles each, for the optimizer's own envelopes.
+// double) can reach. `param` (numel) and `state[i]` (indexed like the reference state's
+// tensors[], each of that tensor's numel; a U8 code tensor's band counts code steps; NULL for
+// tensors without a band) are owned by conform; aux[] are zeroed scratch arrays of numel
+// doubles each, for the optimizer's own envelopes. A NaN band: none (bit-exact only there).
+#define ROUNDING_BAND_AUX 8
 typedef struct {
     size_t n;
     double* param;
     double* state[OPTIM_MAX_STATE];
-    double* aux[4];
+    double* aux[ROUNDING_BAND_AUX];
 } RoundingBand;
 
 typedef struct Optimizer {

@@ -32,6 +32,7 @@ RoundingBandStep rounding_band_of(const Optimizer* o) {
     } TABLE[] = {
         {"adafactor", band_adafactor_hf_step},
         {"adafactor_torch", band_adafactor_torch_step},
+        {"adamw_bnb_8bit", band_adamw_bnb_8bit_step},
     };
     for (size_t i = 0; i < ARRAY_LEN(TABLE); i++)
         if (!strcmp(o->name, TABLE[i].name)) return TABLE[i].step;
@@ -44,15 +45,17 @@ void rounding_band_alloc(RoundingBand* b, size_t n, const OptimState* st) {
     b->param = xcalloc(n ? n : 1, sizeof(double));
     for (int i = 0; i < st->n_tensors; i++) {
         const size_t k = shape_numel(&st->tensors[i].shape);
-        if (st->tensors[i].dtype == DTYPE_F32) b->state[i] = xcalloc(k ? k : 1, sizeof(double));
+        // F32: a band in the tensor's units; U8 (8-bit codes): in code steps
+        if (st->tensors[i].dtype == DTYPE_F32 || st->tensors[i].dtype == DTYPE_U8)
+            b->state[i] = xcalloc(k ? k : 1, sizeof(double));
     }
-    for (int i = 0; i < 4; i++) b->aux[i] = xcalloc(n ? n : 1, sizeof(double));
+    for (int i = 0; i < ROUNDING_BAND_AUX; i++) b->aux[i] = xcalloc(n ? n : 1, sizeof(double));
 }
 
 void rounding_band_free(RoundingBand* b) {
     free(b->param);
     for (int i = 0; i < OPTIM_MAX_STATE; i++) free(b->state[i]);
-    for (int i = 0; i < 4; i++) free(b->aux[i]);
+    for (int i = 0; i < ROUNDING_BAND_AUX; i++) free(b->aux[i]);
     memset(b, 0, sizeof *b);
 }
 

@@ -17,9 +17,9 @@ typedef void (*RoundingBandStep)(RoundingBand* b, const OptimState* st, const fl
 // recurrence, so it gets the same band); NULL: no band derived.
 RoundingBandStep rounding_band_of(const Optimizer* o);
 
-// Allocates b's arrays for a state laid out like st (param band n doubles, one band per F32
-// state tensor of that tensor's numel, aux[] of n doubles each), all zero; rounding_band_free
-// releases them.
+// Allocates b's arrays for a state laid out like st (param band n doubles, one band per F32 or
+// U8 state tensor of that tensor's numel: U8 codes' bands count code steps; aux[] of n doubles
+// each), all zero; rounding_band_free releases them.
 void rounding_band_alloc(RoundingBand* b, size_t n, const OptimState* st);
 void rounding_band_free(RoundingBand* b);
 // The band array of st's tensor `name` (NULL: none).
@@ -27,6 +27,8 @@ double* rounding_band_state(const RoundingBand* b, const OptimState* st, const c
 
 void band_adafactor_hf_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
                             const float* g, const OptimConfig* cfg);
+void band_adamw_bnb_8bit_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
+                              const float* g, const OptimConfig* cfg);
 void band_adafactor_torch_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
                                const float* g, const OptimConfig* cfg);
 

@@ -1,0 +1,186 @@
+// band_adamw_bnb_8bit.c — the rounding-order band of bitsandbytes' AdamW8bit on CPU
+// ("adamw_bnb_8bit"), derived in reference/CONFORMANCE.md "The 8-bit AdamW band, derived".
+// Below min_8bit_size (4096 elements) the state is fp32 and the update is AdamW's recurrence
+// (eps scaled by sqrt(1 - b2^t), an algebraic rewrite of the same update): AdamW's band
+// (optim_adamw_torch.c) applies as it is. From 4096 elements the state is requantized every
+// step (OPTIM_SEMANTICS.md 4.2-4.4): per element a float band on the new m and v (before
+// quantization) as AdamW's, per 256-block a band on absmax (the largest of the block's m or v
+// bands: |max|x| - max|y|| <= max|x - y|), and per code the codes a correct implementation can
+// reach: the library's quantizer (1/absmax, the 65,536-point grid, its lookup table) applied to
+// every value within the band of the reference's normalized m or v. A code that can differ
+// carries the distance to the farthest reachable code, in code steps (the U8 band), and the
+// dequantized state of the next step carries that code's value gap times absmax.
+// Not here: a different quantizer (exact nearest code, as bitsandbytes' GPU kernels): that is
+// not a rounding order; CONFORMANCE.md "8-bit: an implementation that picks the exact nearest
+// code" has the measurements and the verdict.
+#include "validate/rounding_band.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#define BU 0x1p-24
+#define BSUB (8 * 0x1p-149)
+#define BLOCK 256
+#define GRID 65536
+
+// The library's lookup table (OPTIM_SEMANTICS.md 4.4, build_quantize_lut): lut[j] = number of
+// midpoints RN(RN(code[i] + code[i+1]) * 0.5) strictly below the grid point -1 + 2j/65535.
+// The band needs it to know which grid cells map to which code; the maps are the optimizer's
+// own (its find_shared_state: qmap1, qmap2).
+static uint8_t g_lut[2][GRID];
+static const float* g_map[2];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void luts_init(void) {
+    for (int k = 0; k < 2; k++) {
+        const StateTensor* q = optim_adamw_bnb_8bit.find_shared_state(k ? "qmap2" : "qmap1");
+        CHECK(q && shape_numel(&q->shape) == 256, "adamw_bnb_8bit has no 256-entry qmap%d", k + 1);
+        g_map[k] = q->data;
+        float mid[255];
+        for (int i = 0; i < 255; i++) mid[i] = (g_map[k][i] + g_map[k][i + 1]) * 0.5f;
+        int c = 0;
+        for (int j = 0; j < GRID; j++) {
+            const float val = ((float)j + (float)j) / 65535.0f - 1.0f;
+            while (c < 255 && mid[c] < val) c++;
+            g_lut[k][j] = (uint8_t)c;
+        }
+    }
+}
+
+// The grid cell of a normalized value y (clamped to [-1, 1]): trunc((y + 1)/2 * 65535 + 0.5),
+// in exact arithmetic (the band's endpoints are already widened for the library's roundings).
+static int grid_cell(double y) {
+    y = y < -1 ? -1 : y > 1 ? 1 : y;
+    double z = floor((y + 1) * 0.5 * 65535.0 + 0.5);
+    return z < 0 ? 0 : z > GRID - 1 ? GRID - 1 : (int)z;
+}
+
+// The values a correct implementation can hold are tracked as intervals, not as a symmetric
+// band: quantization snaps an interval that holds no decision boundary back to one code (width
+// 0), where a symmetric band around the reference code would keep widening. Per element and
+// state: the reference's dequantized value (the library's float, for recomputing its m and v)
+// and the interval [lo, hi] of every correct implementation's dequantized value.
+typedef struct {
+    double *ref, *lo, *hi;  // (n) each
+} DeqInterval;
+
+// |x| over the interval [lo, hi]: its smallest and largest value
+static inline double abs_lo(double lo, double hi) { return lo > 0 ? lo : hi < 0 ? -hi : 0; }
+static inline double abs_hi(double lo, double hi) { return fmax(fabs(lo), fabs(hi)); }
+
+// One state (k = 0: m with qmap1; k = 1: v with qmap2) of one block after the step: x (len) the
+// reference's new values before quantization and [xlo, xhi] every correct implementation's;
+// codes/absmax the reference's new state. Writes the codes' band (code steps; NaN: identical
+// only), absmax's band, and the next step's dequantized intervals (dq + off).
+static void quantize_interval(int k, const float* x, const double* xlo, const double* xhi, size_t len,
+                              const uint8_t* codes, float absmax, double* code_band, double* e_absmax, DeqInterval dq,
+                              size_t off) {
+    // absmax = max |x| over the block (NaN ignored): within [max |x|_lo, max |x|_hi]
+    double a_lo = 0, a_hi = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (isnan(x[i])) continue;
+        a_lo = fmax(a_lo, abs_lo(xlo[i], xhi[i]));
+        a_hi = fmax(a_hi, abs_hi(xlo[i], xhi[i]));
+    }
+    *e_absmax = isfinite(absmax) && isfinite(a_hi) ? fmax(a_hi - absmax, absmax - a_lo) : NAN;
+    for (size_t i = 0; i < len; i++) {
+        const int c = codes[i];
+        const double ref = (double)(g_map[k][c] * absmax);  // the library's RN(code * absmax)
+        dq.ref[off + i] = ref;
+        if (a_hi == 0) {  // exact zeros everywhere in the block, in every ordering: codes 0
+            code_band[i] = 0;
+            dq.lo[off + i] = dq.hi[off + i] = ref;
+            continue;
+        }
+        if (!isfinite(x[i]) || !isfinite(xlo[i]) || !isfinite(xhi[i]) || !isfinite(absmax) || !isfinite(a_hi)) {
+            code_band[i] = NAN;  // NaN/inf reach the library's undefined conversion: exact only
+            dq.lo[off + i] = dq.hi[off + i] = NAN;
+            continue;
+        }
+        int c_lo = c, c_hi = c;
+        if (a_lo > 0) {
+            // y = x * RN(1/absmax) over x in [xlo, xhi], absmax in [a_lo, a_hi] (y is monotone in
+            // each), widened by another ordering's normalization (x/absmax or x*RN(1/absmax):
+            // 2u of |y|) and index arithmetic (RN(y + 1), the fma into the grid: 2^-23)
+            const double y_lo = xlo[i] >= 0 ? xlo[i] / a_hi : xlo[i] / a_lo;
+            const double y_hi = xhi[i] >= 0 ? xhi[i] / a_lo : xhi[i] / a_hi;
+            const double w_lo = 2 * BU * fabs(y_lo) + 0x1p-23, w_hi = 2 * BU * fabs(y_hi) + 0x1p-23;
+            // v >= 0: its normalized value never goes below 0
+            c_lo = g_lut[k][grid_cell(k == 1 ? fmax(0.0, y_lo - w_lo) : y_lo - w_lo)];
+            c_hi = g_lut[k][grid_cell(y_hi + w_hi)];
+            if (c < c_lo) c_lo = c;
+            if (c > c_hi) c_hi = c;
+        } else {  // a correct implementation may find this block all zero: codes 0
+            c_lo = 0;
+            if (c_hi < 255 && k == 0) c_hi = 255;
+        }
+        code_band[i] = (double)(c - c_lo > c_hi - c ? c - c_lo : c_hi - c);
+        // the dequantized value code[c'] * absmax' over the reachable codes and absmax
+        const double q_lo = g_map[k][c_lo], q_hi = g_map[k][c_hi];
+        dq.lo[off + i] = fmin(ref, q_lo * (q_lo >= 0 ? a_lo : a_hi));
+        dq.hi[off + i] = fmax(ref, q_hi * (q_hi >= 0 ? a_hi : a_lo));
+    }
+}
+
+void band_adamw_bnb_8bit_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
+                              const float* g, const OptimConfig* c) {
+    const StateTensor* s1 = optim_state_find(st, "state1");
+    if (!s1 || s1->dtype == DTYPE_F32) {  // the 32-bit path: AdamW's recurrence, AdamW's band
+        optim_adamw_torch.rounding_band_step(b, st, p_prev, p, g, c);
+        return;
+    }
+    CHECK(pthread_once(&g_once, luts_init) == 0);
+    const size_t n = b->n;
+    const uint8_t* c1 = s1->data;
+    const uint8_t* c2 = optim_state_find(st, "state2")->data;
+    const float* am1 = optim_state_find(st, "absmax1")->data;
+    const float* am2 = optim_state_find(st, "absmax2")->data;
+    double* Bc1 = rounding_band_state(b, st, "state1");
+    double* Bc2 = rounding_band_state(b, st, "state2");
+    double* Ba1 = rounding_band_state(b, st, "absmax1");
+    double* Ba2 = rounding_band_state(b, st, "absmax2");
+    // aux: the dequantized m and v of the previous step (0 before the first: absmax 0)
+    const DeqInterval M = {b->aux[0], b->aux[1], b->aux[2]}, V = {b->aux[3], b->aux[4], b->aux[5]};
+    double* Ep = b->param;
+    const double t = (double)st->step, b1 = c->beta1, b2 = c->beta2;
+    const double s = c->lr / (1.0 - pow(b1, t)), cc = sqrt(1.0 - pow(b2, t));
+    const double d = c->weight_decay > 0 ? 1.0 - c->lr * c->weight_decay : 1.0;
+    const float b1f = (float)b1, w1f = (float)(1.0 - b1), b2f = (float)b2, w2f = (float)(1.0 - b2);
+    float m[BLOCK], v[BLOCK];
+    double mlo[BLOCK], mhi[BLOCK], vlo[BLOCK], vhi[BLOCK];
+    for (size_t off = 0; off < n; off += BLOCK) {
+        const size_t len = n - off < BLOCK ? n - off : BLOCK, blk = off / BLOCK;
+        for (size_t j = 0; j < len; j++) {
+            const size_t i = off + j;
+            const double gi = g[i];
+            // the reference's new m and v, as the library computes them (OPTIM_SEMANTICS.md 4.2)
+            m[j] = fmaf(g[i], w1f, (float)M.ref[i] * b1f);
+            v[j] = fmaf(w2f * g[i], g[i], (float)V.ref[i] * b2f);
+            // every correct implementation's: m = b1*m_dq + (1-b1)*g over its dequantized
+            // interval (b1, 1-b1 >= 0: monotone), plus its own roundings: the dequantizing
+            // product, the coefficients, the products and the sum, or either lerp formula:
+            // 5u of the operands' magnitudes (a subnormal step when any is nonzero; exact zeros
+            // stay exact in every ordering)
+            const double am = abs_hi(M.lo[i], M.hi[i]), av = abs_hi(V.lo[i], V.hi[i]);
+            const double rm = 5 * BU * (b1 * am + fabs(gi) * (1 + (1 - b1))) + (am != 0 || gi != 0 ? BSUB : 0);
+            const double rv = 5 * BU * (b2 * av + (1 - b2) * gi * gi) + (av != 0 || gi != 0 ? BSUB : 0);
+            mlo[j] = fmin(m[j], b1 * M.lo[i] + (1 - b1) * gi - rm);
+            mhi[j] = fmax(m[j], b1 * M.hi[i] + (1 - b1) * gi + rm);
+            vlo[j] = fmin(v[j], b2 * V.lo[i] + (1 - b2) * gi * gi - rv);
+            vhi[j] = fmax(v[j], b2 * V.hi[i] + (1 - b2) * gi * gi + rv);
+            // the parameter: AdamW's band (optim_adamw_torch.c) on the new m and v, with their
+            // distances from the reference's as E_m, E_v
+            const double em = fmax(mhi[j] - m[j], m[j] - mlo[j]), ev = fmax(vhi[j] - v[j], v[j] - vlo[j]);
+            const double vi = v[j], D = sqrt(vi) / cc + c->eps, U = s * m[j] / D;
+            const double rel_v = vi > 0 ? ev / (2 * vi) : 0;
+            const double e = fabs(d) * Ep[i] + 2 * BU * fabs((double)p_prev[i]) * (1 + fabs(c->lr * c->weight_decay)) +
+                             BU * fabs((double)p[i]) + fabs(U) * (10 * BU + rel_v) + (D > 0 ? s * em / D : INFINITY) +
+                             BSUB;
+            Ep[i] = isfinite(e) ? e : NAN;
+        }
+        quantize_interval(0, m, mlo, mhi, len, c1 + off, am1[blk], Bc1 + off, &Ba1[blk], M, off);
+        quantize_interval(1, v, vlo, vhi, len, c2 + off, am2[blk], Bc2 + off, &Ba2[blk], V, off);
+    }
+}
