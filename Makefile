@@ -110,8 +110,11 @@ PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update le
 # -DVARIANT=VARIANT_<X>: correct in other rounding orders (must CONFORM) or with one known mistake
 PLUGIN_AFHF     = seq f64 pairwise no_clip no_scale warmup_ignored decay_fixed eps1_outside
 PLUGIN_AFTORCH  = lerp_other sum_f64 pairwise no_clip decay_fixed no_wd
+# bnb_<x>.so: tests/plugins/adamw_bnb_8bit_plain.c likewise (plus NEAREST: the GPU kernels' quantizer)
+PLUGIN_BNB      = muladd lerp nearest linear_map signed_v l2
 PLUGIN_SOS      = $(PLUGIN_ADAPTERS:%=$(PLUGIN_DIR)/adapter_%.so) $(PLUGIN_PLAIN:%=$(PLUGIN_DIR)/adamw_%.so) \
-                  $(PLUGIN_AFHF:%=$(PLUGIN_DIR)/adafactor_%.so) $(PLUGIN_AFTORCH:%=$(PLUGIN_DIR)/aftorch_%.so)
+                  $(PLUGIN_AFHF:%=$(PLUGIN_DIR)/adafactor_%.so) $(PLUGIN_AFTORCH:%=$(PLUGIN_DIR)/aftorch_%.so) \
+                  $(PLUGIN_BNB:%=$(PLUGIN_DIR)/bnb_%.so)
 
 .SECONDARY: $(PLUGIN_OBJS)  # keep them: they are made by a pattern rule for a pattern rule
 $(PLUGIN_DIR)/obj/%.o: src/%.c
@@ -133,6 +136,11 @@ $(PLUGIN_DIR)/adafactor_%.so: tests/plugins/adafactor_plain.c src/validate/train
 	    -DVARIANT=VARIANT_$(shell echo $* | tr a-z A-Z) -shared $< $(SANITIZE) -o $@ -lm
 
 $(PLUGIN_DIR)/aftorch_%.so: tests/plugins/adafactor_torch_plain.c src/validate/trainbench_plugin.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c99 $(OPT) -g -Wall -Wextra -ffp-contract=off -Isrc $(PLUGIN_FLAGS) $(SANITIZE) \
+	    -DVARIANT=VARIANT_$(shell echo $* | tr a-z A-Z) -shared $< $(SANITIZE) -o $@ -lm
+
+$(PLUGIN_DIR)/bnb_%.so: tests/plugins/adamw_bnb_8bit_plain.c src/validate/trainbench_plugin.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c99 $(OPT) -g -Wall -Wextra -ffp-contract=off -Isrc $(PLUGIN_FLAGS) $(SANITIZE) \
 	    -DVARIANT=VARIANT_$(shell echo $* | tr a-z A-Z) -shared $< $(SANITIZE) -o $@ -lm

@@ -83,6 +83,12 @@ typedef struct {
     double* param;
     double* state[OPTIM_MAX_STATE];
     double* aux[ROUNDING_BAND_AUX];
+    // Set by the caller from the band's reference (NULL: the optimizer's own): its code maps
+    // (bitsandbytes' qmap1/qmap2, from its find_shared_state) and, when the reference is a
+    // known-mistake variant, the mistake's id (optim_mistakes.h), for bands whose reference
+    // values are recomputed rather than read from the state (the 8-bit path).
+    const float* qmap[2];
+    const char* recurrence;
 } RoundingBand;
 
 typedef struct Optimizer {

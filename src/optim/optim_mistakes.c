@@ -9,8 +9,10 @@
 #include "optim/optim_mistakes.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "optim/torch_reduce.h"
 #include "optim/torch_sqrt.h"
@@ -94,7 +96,7 @@ ADAMW_MISTAKE(bc_f32, AM_BC_F32)
 // on the magnitude of what it really sums, |g| + |wd*p| (g + wd*p may cancel), without
 // decoupled decay, plus p's own error fed back through wd*p into m and v; so that the L2
 // mistake is named in any rounding style (fma, or g + wd*p with two roundings).
-static void band_l2_decay(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p, const float* g,
+void optim_mistake_band_l2_decay(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p, const float* g,
                           const OptimConfig* c) {
     const size_t n = b->n ? b->n : 1;
     float* g2 = xmalloc(n * sizeof(float));
@@ -193,6 +195,154 @@ static void step_afhf_eps1_outside(OptimState* st, float* p, const float* g, con
     afhf_mistake_step(st, p, g, c, HM_EPS1_OUTSIDE);
 }
 
+// ---- bitsandbytes 8-bit AdamW (CPU) with one mistake ----
+// A scalar copy of optim_adamw_bnb_8bit.c's two paths (the same fp32 rounding points, torch's
+// sqrt, the library's absmax, grid index and lookup table, OPTIM_SEMANTICS.md 4.1-4.4), with a
+// switch on the mistake; the quantizer's maps are the library's (its find_shared_state) or the
+// mistake's own.
+typedef enum {
+    BM_L2_DECAY,      // g <- fma(wd, p, g) (Adam's L2 penalty), no decoupled decay
+    BM_LINEAR_MAP,    // both states quantized with linear maps instead of the dynamic ones
+    BM_SIGNED_V,      // state2 (v) quantized with the signed map of state1
+    BM_NEAREST_CODE,  // each code the exact nearest of the 256 (bitsandbytes' GPU rule), no grid
+} BnbMistake;
+
+#define BM_GRID 65536
+enum { BMAP_DYN_SIGNED, BMAP_DYN_UNSIGNED, BMAP_LIN_SIGNED, BMAP_LIN_UNSIGNED, BMAP_COUNT };
+static float g_bm_lin[2][256];                 // linspace(-1, 1, 256), linspace(0, 1, 256)
+static const float* g_bm_map[BMAP_COUNT];
+static uint8_t g_bm_lut[BMAP_COUNT][BM_GRID];
+static pthread_once_t g_bm_once = PTHREAD_ONCE_INIT;
+
+static void bm_maps_init(void) {
+    for (int i = 0; i < 256; i++) {
+        g_bm_lin[0][i] = -1.0f + 2.0f * (float)i / 255.0f;
+        g_bm_lin[1][i] = (float)i / 255.0f;
+    }
+    g_bm_map[BMAP_DYN_SIGNED] = optim_adamw_bnb_8bit.find_shared_state("qmap1")->data;
+    g_bm_map[BMAP_DYN_UNSIGNED] = optim_adamw_bnb_8bit.find_shared_state("qmap2")->data;
+    g_bm_map[BMAP_LIN_SIGNED] = g_bm_lin[0];
+    g_bm_map[BMAP_LIN_UNSIGNED] = g_bm_lin[1];
+    for (int k = 0; k < BMAP_COUNT; k++) {  // build_quantize_lut (OPTIM_SEMANTICS.md 4.4)
+        int c = 0;
+        for (int j = 0; j < BM_GRID; j++) {
+            const float val = -1.0f + (2.0f * (float)j) / (float)(BM_GRID - 1);
+            while (c < 255 && 0.5f * (g_bm_map[k][c] + g_bm_map[k][c + 1]) < val) c++;
+            g_bm_lut[k][j] = (uint8_t)c;
+        }
+    }
+    torch_sqrt_init();
+}
+
+// the maps (state1, state2) a mistake quantizes with
+static void bm_maps_of(BnbMistake mk, int* k1, int* k2) {
+    *k1 = mk == BM_LINEAR_MAP ? BMAP_LIN_SIGNED : BMAP_DYN_SIGNED;
+    *k2 = mk == BM_LINEAR_MAP ? BMAP_LIN_UNSIGNED : mk == BM_SIGNED_V ? BMAP_DYN_SIGNED : BMAP_DYN_UNSIGNED;
+}
+
+// The library's code of y = x * RN(1/absmax) (absmax > 0): clamp, the grid index (a NaN gives
+// index 0, as the .so's conversion does on x86-64), the lookup table; or the exact nearest code.
+static uint8_t bm_quantize(float x, float inv, int k, BnbMistake mk) {
+    float y = x * inv;
+    y = (-1.0f > y) ? -1.0f : (y > 1.0f ? 1.0f : y);
+    if (mk == BM_NEAREST_CODE) {
+        if (y != y) return 0;
+        int best = 0;  // ties: the lower code
+        for (int c = 1; c < 256; c++)
+            if (fabsf(g_bm_map[k][c] - y) < fabsf(g_bm_map[k][best] - y)) best = c;
+        return (uint8_t)best;
+    }
+    float f = fmaf((y + 1.0f) * 0.5f, 65535.0f, 0.5f);
+    f = (f == f) ? f : 0.0f;
+    return g_bm_lut[k][(uint32_t)(int32_t)f & 0xFFFFu];
+}
+
+// absmax of a block as the library computes it: max |x| ignoring NaN, 0 when nothing is > 0
+static float bm_absmax(const float* x, size_t len) {
+    float a = 0.0f;
+    for (size_t i = 0; i < len; i++)
+        if (fabsf(x[i]) > a) a = fabsf(x[i]);  // NaN compares false: ignored
+    return a;
+}
+
+static void bnb_mistake_step(OptimState* st, float* p, const float* g, const OptimConfig* c, BnbMistake mk) {
+    CHECK(pthread_once(&g_bm_once, bm_maps_init) == 0);
+    st->step++;
+    const double t = (double)st->step;
+    const double c1 = 1.0 - pow(c->beta1, t), c2 = sqrt(1.0 - pow(c->beta2, t));
+    const size_t n = shape_numel(&st->shape);
+    const float b1 = (float)c->beta1, w1 = (float)(1.0 - c->beta1), b2 = (float)c->beta2, w2 = (float)(1.0 - c->beta2);
+    const bool decoupled = c->weight_decay > 0.0 && mk != BM_L2_DECAY;
+    const float decay = decoupled ? (float)(1.0 - c->lr * c->weight_decay) : 1.0f, wd = (float)c->weight_decay;
+    const StateTensor* s1 = optim_state_find(st, "state1");
+    if (s1->dtype == DTYPE_F32) {  // numel < min_8bit_size: the 32-bit update (4.1)
+        float* m = s1->data;
+        float* v = optim_state_find(st, "state2")->data;
+        const float eps_c2 = (float)(c->eps * c2), step = (float)(-c->lr * c2 / c1);
+        for (size_t i = 0; i < n; i++) {
+            const float gi = mk == BM_L2_DECAY ? fmaf(wd, p[i], g[i]) : g[i];
+            m[i] = fmaf(gi, w1, m[i] * b1);
+            v[i] = fmaf(w2 * gi, gi, v[i] * b2);
+            const float u = m[i] / (torch_sqrtf(v[i]) + eps_c2);
+            p[i] = fmaf(u, step, p[i] * decay);
+        }
+        return;
+    }
+    int k1, k2;
+    bm_maps_of(mk, &k1, &k2);
+    uint8_t* q1 = s1->data;
+    uint8_t* q2 = optim_state_find(st, "state2")->data;
+    float* am1 = optim_state_find(st, "absmax1")->data;
+    float* am2 = optim_state_find(st, "absmax2")->data;
+    const float c2f = (float)c2, eps = (float)c->eps, step = (float)(-c->lr / c1);
+    float m[256], v[256];
+    for (size_t off = 0; off < n; off += 256) {
+        const size_t len = n - off < 256 ? n - off : 256, b = off / 256;
+        for (size_t j = 0; j < len; j++) {
+            const size_t i = off + j;
+            const float gi = mk == BM_L2_DECAY ? fmaf(wd, p[i], g[i]) : g[i];
+            m[j] = fmaf(gi, w1, (g_bm_map[k1][q1[i]] * am1[b]) * b1);
+            v[j] = fmaf(w2 * gi, gi, (g_bm_map[k2][q2[i]] * am2[b]) * b2);
+            const float denom = torch_sqrtf(v[j]) / c2f + eps;
+            p[i] = p[i] * decay + (step * m[j]) / denom;
+        }
+        am1[b] = bm_absmax(m, len);
+        am2[b] = bm_absmax(v, len);
+        const float inv1 = 1.0f / am1[b], inv2 = 1.0f / am2[b];
+        for (size_t j = 0; j < len; j++) {
+            q1[off + j] = am1[b] == 0.0f ? 0 : bm_quantize(m[j], inv1, k1, mk);
+            q2[off + j] = am2[b] == 0.0f ? 0 : bm_quantize(v[j], inv2, k2, mk);
+        }
+    }
+}
+
+#define BNB_MISTAKE(tag, mk)                                                                    \
+    static void step_bnb_##tag(OptimState* st, float* p, const float* g, const OptimConfig* c) { \
+        bnb_mistake_step(st, p, g, c, mk);                                                      \
+    }
+BNB_MISTAKE(l2_decay, BM_L2_DECAY)
+BNB_MISTAKE(linear_map, BM_LINEAR_MAP)
+BNB_MISTAKE(signed_v, BM_SIGNED_V)
+BNB_MISTAKE(nearest_code, BM_NEAREST_CODE)
+
+// The maps a variant lists as qmap1/qmap2 (its find_shared_state).
+static const StateTensor* bm_shared(BnbMistake mk, const char* name) {
+    CHECK(pthread_once(&g_bm_once, bm_maps_init) == 0);
+    static StateTensor t[BMAP_COUNT][2];
+    int k[2];
+    bm_maps_of(mk, &k[0], &k[1]);
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(name, i ? "qmap2" : "qmap1") != 0) continue;
+        StateTensor* out = &t[k[i]][i];
+        *out = (StateTensor){"", DTYPE_F32, {1, {256}}, (void*)g_bm_map[k[i]]};
+        snprintf(out->name, sizeof out->name, "%s", name);
+        return out;
+    }
+    return NULL;
+}
+static const StateTensor* shared_linear_map(const char* name) { return bm_shared(BM_LINEAR_MAP, name); }
+static const StateTensor* shared_signed_v(const char* name) { return bm_shared(BM_SIGNED_V, name); }
+
 static void tweak_no_decay(OptimConfig* c) { c->weight_decay = 0; }
 static void tweak_no_warmup_init(OptimConfig* c) { c->warmup_init = false; }
 static void tweak_decay_rate_default(OptimConfig* c) { c->decay_rate = -0.8; }
@@ -205,15 +355,18 @@ typedef struct {
     OptimMistake m;
     void (*step)(OptimState*, float*, const float*, const OptimConfig*);  // step variant, or NULL
     const Optimizer* base;  // whose vtable the step variant replaces (NULL: adamw_torch)
+    const StateTensor* (*shared)(const char* name);  // the variant's shared state (maps), or NULL
 } Row;
 
 // Designated initializers: a row names only what it uses.
-#define ADAMW_ROW(id_, text_, step_) {{.optim = "adamw_torch", .id = id_, .text = text_}, step_, NULL}
-#define STEP_ROW(optim_, base_, id_, text_, step_) {{.optim = optim_, .id = id_, .text = text_}, step_, base_}
+#define ADAMW_ROW(id_, text_, step_) {{.optim = "adamw_torch", .id = id_, .text = text_}, step_, NULL, NULL}
+#define STEP_ROW(optim_, base_, id_, text_, step_) {{.optim = optim_, .id = id_, .text = text_}, step_, base_, NULL}
+#define MAPS_ROW(optim_, base_, id_, text_, step_, shared_) \
+    {{.optim = optim_, .id = id_, .text = text_}, step_, base_, shared_}
 #define TWEAK_ROW(optim_, id_, text_, tweak_, params_only_) \
-    {{.optim = optim_, .id = id_, .text = text_, .tweak = tweak_, .params_only = params_only_}, NULL, NULL}
+    {{.optim = optim_, .id = id_, .text = text_, .tweak = tweak_, .params_only = params_only_}, NULL, NULL, NULL}
 #define DIALECT_ROW(optim_, id_, text_, other_) \
-    {{.optim = optim_, .id = id_, .text = text_, .variant = other_, .parse_as = other_, .params_only = true}, NULL, NULL}
+    {{.optim = optim_, .id = id_, .text = text_, .variant = other_, .parse_as = other_, .params_only = true}, NULL, NULL, NULL}
 
 static const Row ROWS[] = {
     ADAMW_ROW("eps_inside_sqrt", "eps inside the sqrt: sqrt(v_hat + eps) instead of sqrt(v_hat) + eps", step_eps_inside_sqrt),
@@ -245,6 +398,10 @@ static const Row ROWS[] = {
 
     TWEAK_ROW("adamw_bnb_8bit", "no_weight_decay", "weight decay missing", tweak_no_decay, false),
     TWEAK_ROW("adamw_bnb_8bit", "fp32_state", "no 8-bit quantization: fp32 state for every tensor", tweak_no_8bit, true),
+    STEP_ROW("adamw_bnb_8bit", &optim_adamw_bnb_8bit, "l2_decay", "L2 penalty added to the gradient (Adam) instead of decoupled weight decay (AdamW)", step_bnb_l2_decay),
+    MAPS_ROW("adamw_bnb_8bit", &optim_adamw_bnb_8bit, "linear_map", "states quantized with linear maps instead of bitsandbytes' dynamic maps", step_bnb_linear_map, shared_linear_map),
+    MAPS_ROW("adamw_bnb_8bit", &optim_adamw_bnb_8bit, "signed_map_for_v", "state2 (v) quantized with the signed map of state1 instead of the unsigned map", step_bnb_signed_v, shared_signed_v),
+    STEP_ROW("adamw_bnb_8bit", &optim_adamw_bnb_8bit, "nearest_code", "exact nearest-code quantization (bitsandbytes' GPU kernels) instead of the CPU lookup table's 65,536-point grid", step_bnb_nearest_code),
 };
 
 static OptimMistake g_table[ARRAY_LEN(ROWS)];
@@ -260,7 +417,8 @@ static void table_init(void) {
         if (ROWS[i].step) {
             g_step_variants[i] = ROWS[i].base ? *ROWS[i].base : optim_adamw_torch;
             g_step_variants[i].step = ROWS[i].step;
-            if (ROWS[i].step == step_l2_decay) g_step_variants[i].rounding_band_step = band_l2_decay;
+            if (ROWS[i].shared) g_step_variants[i].find_shared_state = ROWS[i].shared;
+            if (ROWS[i].step == step_l2_decay) g_step_variants[i].rounding_band_step = optim_mistake_band_l2_decay;
             g_table[i].variant = &g_step_variants[i];
         }
     }

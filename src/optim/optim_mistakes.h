@@ -26,6 +26,10 @@ typedef struct {
 } OptimMistake;
 
 size_t optim_mistake_count(void);
+// The AdamW L2 variant's rounding-order band (AdamW's, on the gradient it really sums; also the
+// 32-bit path of bitsandbytes' L2 variant, which is AdamW's recurrence).
+void optim_mistake_band_l2_decay(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
+                                 const float* g, const OptimConfig* c);
 const OptimMistake* optim_mistake_at(size_t i);
 
 #endif

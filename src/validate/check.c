@@ -195,7 +195,10 @@ static Status replay_movement(const SafeTensors* g, const Optimizer* o, int64_t 
     RoundingBand rb = {.n = n};
     const size_t nb = (n ? n : 1) * sizeof(double);
     const RoundingBandStep band_step = bands ? rounding_band_of(o) : NULL;
-    if (band_step) rounding_band_alloc(&rb, n, state);
+    if (band_step) {
+        rounding_band_alloc(&rb, n, state);
+        rounding_band_follow(&rb, o, NULL);
+    }
     for (int64_t t = 1; t <= max_k; t++) {
         memcpy(before, p, n * sizeof(float));
         o->step(state, p, all_grads + (size_t)(t - 1) * n, &cfg);

@@ -460,11 +460,12 @@ typedef struct {
     const Optimizer* parse_as;      // NULL: o
     void (*tweak)(OptimConfig* c);  // NULL: none
     bool tweak_must_change;         // a pure tweak that changes nothing does not apply
+    const char* mistake;            // the known mistake's id (NULL: none)
 } Runner;
 
 static Runner runner_of_mistake(const OptimMistake* m) {
     Runner r = {m->variant ? m->variant : optim_find(m->optim), m->parse_as, m->tweak,
-                m->tweak && !m->variant && !m->parse_as};
+                m->tweak && !m->variant && !m->parse_as, m->id};
     CHECK(r.o, "mistake %s of unknown optimizer %s", m->id, m->optim);
     return r;
 }
@@ -621,6 +622,7 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
             bstate = rstate;
         }
         rounding_band_alloc(&band, n, bstate);
+        rounding_band_follow(&band, band_o, ref ? ref->mistake : NULL);
     }
     g_case_hparams = hparams;
     OptimState* state = subject->o->init(&shape, &cfg);
@@ -718,13 +720,13 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
 }
 
 Status conform_run_case(const Optimizer* o, const char* path, FILE* log, ConformSummary* sum) {
-    Runner r = {o, NULL, NULL, false};
+    Runner r = {o, NULL, NULL, false, NULL};
     return run_case(o->name, &r, NULL, false, path, log, sum);
 }
 
 Status conform_run_case_vs_mistake(const Optimizer* o, const char* path, const OptimMistake* m, FILE* log,
                                    ConformSummary* sum) {
-    Runner r = {o, NULL, NULL, false}, ref = runner_of_mistake(m);
+    Runner r = {o, NULL, NULL, false, NULL}, ref = runner_of_mistake(m);
     return run_case(o->name, &r, &ref, m->params_only, path, log, sum);
 }
 

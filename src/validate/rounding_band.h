@@ -22,6 +22,9 @@ RoundingBandStep rounding_band_of(const Optimizer* o);
 // each), all zero; rounding_band_free releases them.
 void rounding_band_alloc(RoundingBand* b, size_t n, const OptimState* st);
 void rounding_band_free(RoundingBand* b);
+// Points b at the band reference's code maps (o's find_shared_state qmap1/qmap2, if any) and,
+// for a known-mistake variant, at its id (the recurrence the band follows); NULL: none.
+void rounding_band_follow(RoundingBand* b, const Optimizer* o, const char* mistake_id);
 // The band array of st's tensor `name` (NULL: none).
 double* rounding_band_state(const RoundingBand* b, const OptimState* st, const char* name);
 
