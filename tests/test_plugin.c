@@ -318,6 +318,37 @@ static void test_adafactor_mistakes_named(void** s) {
     expect_named_only("aftorch_no_wd.so", "", "weight decay missing", 8, HUGE);
 }
 
+// ---- 8-bit AdamW: the band of src/validate/band_adamw_bnb_8bit.c ----
+// Correct 8-bit AdamW in other fp32 orders (tests/plugins/adamw_bnb_8bit_plain.c): PASS or
+// CONFORMS everywhere except where the order changes a non-finite or overflowing value:
+// (1-b2)*(g*g) overflows where the library's ((1-b2)*g)*g does not (grads_huge, both paths), a
+// lerp of an inf state is NaN (grads_nonfinite, both paths), and x / absmax is finite where the
+// library's x * RN(1/absmax) is x * inf (subnormal absmax: grads_subnormal).
+static void test_reordered_bnb_conforms(void** s) {
+    (void)s;
+    static const char* const MULADD[] = {"fp32_state_grads_huge_vec_33", "grads_huge_vec_33", "grads_subnormal_vec_33", NULL};
+    static const char* const LERP[] = {"fp32_state_grads_huge_vec_33", "fp32_state_grads_nonfinite_vec_33",
+                                       "grads_huge_vec_33", "grads_nonfinite_vec_33", NULL};
+    expect_all_conform("bnb_muladd.so", 43, 30, MULADD);
+    expect_all_conform("bnb_lerp.so", 43, 30, LERP);
+}
+
+// The 8-bit known mistakes, and the GPU kernels' exact nearest-code quantizer (a different
+// quantizer, not a rounding order: reference/CONFORMANCE.md), each named on every failing case
+// but the non-finite ones above.
+static void test_bnb_mistakes_named(void** s) {
+    (void)s;
+    // the cases on the 8-bit path of a few hundred elements (both lerp branches, block edges,
+    // lr 0, eps 1, shapes): the nearest-code plugin searches all 256 codes per element, and the
+    // diagnosis replays 6 mistakes per case (the whole set: reference/CONFORMANCE.md)
+#define BNB_CASES "--case 'beta1_*,block_edge_vec_25*,block_edge_vec_51*,lr_0_vec_257,eps_1_vec_257,row_1x37,three_d_2x3x5'"
+    expect_named_only("bnb_nearest.so", BNB_CASES, "exact nearest-code quantization", 12, NULL);
+    expect_named_only("bnb_signed_v.so", BNB_CASES, "state2 (v) quantized with the signed map", 12, NULL);
+    expect_named_only("bnb_linear_map.so", BNB_CASES, "states quantized with linear maps", 12, NULL);
+    static const char* const L2[] = {"fp32_state_grads_huge_vec_33", "grads_huge_vec_33", NULL};
+    expect_named_only("bnb_l2.so", "", "L2 penalty added to the gradient", 37, L2);
+}
+
 static void test_crash_is_reported_and_other_cases_run(void** s) {
     (void)s;
     int rc = conform("--plugin %s " SEED_CASES, "adamw_crash.so");
@@ -465,6 +496,8 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_reordered_adafactor_conforms),
         cmocka_unit_test(test_reordered_adafactor_torch_conforms),
         cmocka_unit_test(test_adafactor_mistakes_named),
+        cmocka_unit_test(test_reordered_bnb_conforms),
+        cmocka_unit_test(test_bnb_mistakes_named),
         cmocka_unit_test(test_crash_is_reported_and_other_cases_run),
         cmocka_unit_test(test_nan_output_fails_undiagnosed),
         cmocka_unit_test(test_hang_times_out),

@@ -245,12 +245,16 @@ static void bm_maps_of(BnbMistake mk, int* k1, int* k2) {
 static uint8_t bm_quantize(float x, float inv, int k, BnbMistake mk) {
     float y = x * inv;
     y = (-1.0f > y) ? -1.0f : (y > 1.0f ? 1.0f : y);
-    if (mk == BM_NEAREST_CODE) {
+    if (mk == BM_NEAREST_CODE) {  // the map is sorted: the last code <= y, or the next if nearer (ties: lower)
         if (y != y) return 0;
-        int best = 0;  // ties: the lower code
-        for (int c = 1; c < 256; c++)
-            if (fabsf(g_bm_map[k][c] - y) < fabsf(g_bm_map[k][best] - y)) best = c;
-        return (uint8_t)best;
+        const float* q = g_bm_map[k];
+        int lo = 0, hi = 255;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (q[mid] <= y) lo = mid;
+            else hi = mid - 1;
+        }
+        return (uint8_t)(lo < 255 && fabsf(q[lo + 1] - y) < fabsf(q[lo] - y) ? lo + 1 : lo);
     }
     float f = fmaf((y + 1.0f) * 0.5f, 65535.0f, 0.5f);
     f = (f == f) ? f : 0.0f;
