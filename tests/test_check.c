@@ -347,6 +347,37 @@ static void test_adafactor_bands_in_check(void** s) {
     assert_non_null(strstr(g_out, "expect.step10.state.variance "));
 }
 
+// The 8-bit codes have a band too (src/validate/band_adamw_bnb_8bit.c): at step 5 of vec_4096,
+// element 65 of state2 (code 12) sits where a correct ordering of v's update can land up to two
+// codes lower (the unsigned map's small codes are finer than the quantizer's grid). Two codes
+// lower breaks the codes rule (at most 1 apart) but is inside the band: CONFORMS; two codes
+// higher is not reachable: FAIL.
+typedef struct {
+    const char* name;
+    size_t index;
+    int delta;
+} CodeNudge;
+static void code_nudge(const char* name, DType dt, void* data, size_t numel, void* ctx) {
+    const CodeNudge* n = ctx;
+    if (strcmp(name, n->name) != 0) return;
+    assert_int_equal(dt, DTYPE_U8);
+    assert_true(n->index < numel);
+    uint8_t* c = data;
+    assert_int_equal(c[n->index], 12);
+    c[n->index] = (uint8_t)(c[n->index] + n->delta);
+}
+static void test_bnb_code_band(void** s) {
+    (void)s;
+    char path[512], args[2048];
+    CodeNudge down = {"expect.step5.state.state2", 65, -2}, up = {"expect.step5.state.state2", 65, 2};
+    write_from_golden(BNB_GOLDEN, "bnb_down.safetensors", NULL, code_nudge, &down, path, sizeof path);
+    snprintf(args, sizeof args, "%s %s", BNB_GOLDEN, path);
+    expect(args, 0, "CONFORMS: 40 of 40 tensors within tolerance or the rounding-order band (39 bit-identical, 1 differ");
+    write_from_golden(BNB_GOLDEN, "bnb_up.safetensors", NULL, code_nudge, &up, path, sizeof path);
+    snprintf(args, sizeof args, "%s %s", BNB_GOLDEN, path);
+    expect(args, 1, "FAIL: 1 of 40 tensors outside tolerance: expect.step5.state.state2 ");
+}
+
 // An optimizer golden missing a state tensor at a checked step is unusable (exit 2, named):
 // otherwise a candidate would "pass" a comparison that never happened.
 static void test_golden_missing_state_exits_2(void** s) {
@@ -432,6 +463,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_golden_itself_passes),
         cmocka_unit_test(test_one_ulp_in_bit_exact_state_fails),
         cmocka_unit_test(test_adafactor_bands_in_check),
+        cmocka_unit_test(test_bnb_code_band),
         cmocka_unit_test(test_movement_term_from_replay),
         cmocka_unit_test(test_golden_missing_state_exits_2),
         cmocka_unit_test(test_bnb_codes_rule),

@@ -8,8 +8,8 @@
 // bands: |max|x| - max|y|| <= max|x - y|), and per code the codes a correct implementation can
 // reach: the library's quantizer (1/absmax, the 65,536-point grid, its lookup table) applied to
 // every value within the band of the reference's normalized m or v. A code that can differ
-// carries the distance to the farthest reachable code, in code steps (the U8 band), and the
-// dequantized state of the next step carries that code's value gap times absmax.
+// carries how many code steps below and above the reference's it may be (the U8 band,
+// code_band_pack), and the dequantized state of the next step the reachable codes' values.
 // Not here: a different quantizer (exact nearest code, as bitsandbytes' GPU kernels): that is
 // not a rounding order; CONFORMANCE.md "8-bit: an implementation that picks the exact nearest
 // code" has the measurements and the verdict.
@@ -156,7 +156,7 @@ static void quantize_interval(const Quantizer* q, bool non_negative, const float
             if (c < c_lo) c_lo = c;
             if (c > c_hi) c_hi = c;
         }
-        code_band[i] = (double)(c - c_lo > c_hi - c ? c - c_lo : c_hi - c);
+        code_band[i] = code_band_pack(c - c_lo, c_hi - c);
         // the dequantized value code[c'] * absmax' over the reachable codes and absmax
         const double q_lo = q->map[c_lo], q_hi = q->map[c_hi];
         dq.lo[off + i] = fmin(ref, q_lo * (q_lo >= 0 ? a_lo : a_hi));

@@ -191,12 +191,14 @@ size_t conform_count_beyond_band(const float* x, const float* ref, size_t n, con
     return beyond;
 }
 
-// Codes farther from the golden's than their band allows (band[i] code steps; NaN: identical only).
+// Codes outside the codes their band reaches below and above the golden's (code_band_pack;
+// NaN: identical only).
 size_t conform_codes_beyond_band(const uint8_t* x, const uint8_t* ref, size_t n, const double* band) {
     size_t beyond = 0;
     for (size_t i = 0; i < n; i++) {
-        const int dist = abs((int)x[i] - (int)ref[i]);
-        if (dist && !(dist <= band[i])) beyond++;
+        const int dist = (int)x[i] - (int)ref[i];
+        if (dist && (isnan(band[i]) || (dist < 0 ? -dist > code_band_down(band[i]) : dist > code_band_up(band[i]))))
+            beyond++;
     }
     return beyond;
 }

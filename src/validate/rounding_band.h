@@ -7,7 +7,15 @@
 #ifndef TRAINBENCH_ROUNDING_BAND_H
 #define TRAINBENCH_ROUNDING_BAND_H
 
+#include <math.h>
+
 #include "optim/optim.h"
+
+// A U8 code tensor's band per element: how many code steps below and above the reference's
+// code a correct implementation can reach, packed in one double (NaN: none, identical only).
+static inline double code_band_pack(int down, int up) { return (double)down + 1024.0 * (double)up; }
+static inline int code_band_down(double b) { return (int)(b - 1024.0 * floor(b / 1024.0)); }
+static inline int code_band_up(double b) { return (int)floor(b / 1024.0); }
 
 typedef void (*RoundingBandStep)(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
                                  const float* g, const OptimConfig* cfg);
@@ -18,8 +26,8 @@ typedef void (*RoundingBandStep)(RoundingBand* b, const OptimState* st, const fl
 RoundingBandStep rounding_band_of(const Optimizer* o);
 
 // Allocates b's arrays for a state laid out like st (param band n doubles, one band per F32 or
-// U8 state tensor of that tensor's numel: U8 codes' bands count code steps; aux[] of n doubles
-// each), all zero; rounding_band_free releases them.
+// U8 state tensor of that tensor's numel: U8 codes' bands are code_band_pack()ed; aux[] of n
+// doubles each), all zero; rounding_band_free releases them.
 void rounding_band_alloc(RoundingBand* b, size_t n, const OptimState* st);
 void rounding_band_free(RoundingBand* b);
 // Points b at the band reference's code maps (o's find_shared_state qmap1/qmap2, if any) and,
