@@ -1,7 +1,6 @@
 // band_adafactor.c — the rounding-order bands of both Adafactor dialects (transformers'
 // Adafactor "adafactor", torch.optim.Adafactor "adafactor_torch"), derived in
-// reference/CONFORMANCE.md "The Adafactor bands, derived"; the registry of the bands kept in
-// src/validate (rounding_band_of) and the band arrays' allocation.
+// reference/CONFORMANCE.md "The Adafactor bands, derived".
 // Each step follows the reference trajectory (the golden's, replayed bit for bit by our own
 // optimizer, or a known-mistake variant's): from the reference state after the step, the
 // params before and after it and the gradient, it advances per element a first-order bound
@@ -12,7 +11,8 @@
 // Reductions: a sum of n non-negative terms computed in any order is within (n-1)u of its
 // exact value relatively (first order: every partial sum is <= the total), sequential,
 // pairwise, 8-lane or float64 alike; the terms here (squares, second moments) are all >= 0.
-// Not here: comparing against the band (conform.c), adamw_torch's band (its optimizer file).
+// Not here: comparing against the band (conform.c), the registry and the band arrays
+// (rounding_band.c), adamw_torch's band (its optimizer file).
 #include "validate/rounding_band.h"
 
 #include <math.h>
@@ -21,57 +21,6 @@
 
 #define BU 0x1p-24                 // unit roundoff of fp32
 #define BSUB (8 * 0x1p-149)        // below 2^-126 a rounding errs by half a subnormal step absolutely
-
-// ---- registry and arrays ----
-RoundingBandStep rounding_band_of(const Optimizer* o) {
-    if (!o) return NULL;
-    if (o->rounding_band_step) return o->rounding_band_step;
-    static const struct {
-        const char* name;
-        RoundingBandStep step;
-    } TABLE[] = {
-        {"adafactor", band_adafactor_hf_step},
-        {"adafactor_torch", band_adafactor_torch_step},
-        {"adamw_bnb_8bit", band_adamw_bnb_8bit_step},
-    };
-    for (size_t i = 0; i < ARRAY_LEN(TABLE); i++)
-        if (!strcmp(o->name, TABLE[i].name)) return TABLE[i].step;
-    return NULL;
-}
-
-void rounding_band_alloc(RoundingBand* b, size_t n, const OptimState* st) {
-    memset(b, 0, sizeof *b);
-    b->n = n;
-    b->param = xcalloc(n ? n : 1, sizeof(double));
-    for (int i = 0; i < st->n_tensors; i++) {
-        const size_t k = shape_numel(&st->tensors[i].shape);
-        // F32: a band in the tensor's units; U8 (8-bit codes): in code steps
-        if (st->tensors[i].dtype == DTYPE_F32 || st->tensors[i].dtype == DTYPE_U8)
-            b->state[i] = xcalloc(k ? k : 1, sizeof(double));
-    }
-    for (int i = 0; i < ROUNDING_BAND_AUX; i++) b->aux[i] = xcalloc(n ? n : 1, sizeof(double));
-}
-
-void rounding_band_free(RoundingBand* b) {
-    free(b->param);
-    for (int i = 0; i < OPTIM_MAX_STATE; i++) free(b->state[i]);
-    for (int i = 0; i < ROUNDING_BAND_AUX; i++) free(b->aux[i]);
-    memset(b, 0, sizeof *b);
-}
-
-void rounding_band_follow(RoundingBand* b, const Optimizer* o, const char* mistake_id) {
-    for (int k = 0; k < 2; k++) {
-        const StateTensor* q = o && o->find_shared_state ? o->find_shared_state(k ? "qmap2" : "qmap1") : NULL;
-        b->qmap[k] = q && q->dtype == DTYPE_F32 && shape_numel(&q->shape) == 256 ? q->data : NULL;
-    }
-    b->recurrence = mistake_id;
-}
-
-double* rounding_band_state(const RoundingBand* b, const OptimState* st, const char* name) {
-    for (int i = 0; i < st->n_tensors; i++)
-        if (!strcmp(st->tensors[i].name, name)) return b->state[i];
-    return NULL;
-}
 
 static const float* state_data(const OptimState* st, const char* name) {
     const StateTensor* t = optim_state_find(st, name);

@@ -251,9 +251,10 @@ static void compare_row(Row* r, const double* moved, const double* band) {
         double u1 = mism <= 0 ? 0 : allowed > 0 ? mism / allowed : INFINITY;
         double u2 = u.max_dist == 0 ? 0 : r->tol.max_code_dist > 0 ? (double)u.max_dist / r->tol.max_code_dist : INFINITY;
         r->used = u1 > u2 ? u1 : u2;
-        if (!r->ok && band && conform_codes_beyond_band(c->data, g->data, n, band) == 0) {
+        double bused;
+        if (!r->ok && band && conform_codes_beyond_band(c->data, g->data, n, band, &bused) == 0) {
             r->ok = r->rounding_only = true;  // every differing code is one the rounding-order band reaches
-            r->used = 1;
+            r->used = bused;
         }
         return;
     }

@@ -58,8 +58,9 @@ Status conform_golden_validate(const SafeTensors* st, const char* optim_name);
 // Elements of x beyond max(tolerance, rounding-order band) against ref (band[i] NaN: no band,
 // bit-exact or NaN-as-NaN only there); *used = the largest share of that allowance used.
 // U8 codes of x outside the codes band[i] reaches below and above ref's (rounding_band.h
-// code_band_pack; NaN: any difference); 0 = all within.
-size_t conform_codes_beyond_band(const uint8_t* x, const uint8_t* ref, size_t n, const double* band);
+// code_band_pack; NaN: any difference); 0 = all within. *used: the largest share of the
+// reachable codes on a differing code's side.
+size_t conform_codes_beyond_band(const uint8_t* x, const uint8_t* ref, size_t n, const double* band, double* used);
 size_t conform_count_beyond_band(const float* x, const float* ref, size_t n, const Tolerance* tol, const double* moved,
                                  const double* band, double* used);
 
