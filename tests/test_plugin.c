@@ -308,14 +308,15 @@ static void test_adafactor_mistakes_named(void** s) {
     // where 0/0 makes RMS(U) NaN the library's clip is NaN (clamp keeps it), the plugin's 1
     static const char* const NAN_CLIP[] = {"eps1_0_vec_257", "grads_nonfinite_vec_33", NULL};
     expect_named_only("adafactor_no_clip.so", "", "update clipping missing", 31, NAN_CLIP);
-    expect_named_only("adafactor_no_scale.so", "", "scale_parameter ignored", 5, NULL);
-    expect_named_only("adafactor_warmup_ignored.so", "", "warmup_init ignored", 2, NULL);
-    expect_named_only("adafactor_decay_fixed.so", "", "decay_rate ignored", 3, NULL);
-    expect_named_only("adafactor_eps1_outside.so", "", "eps1 added to the second moment", 3, NULL);
+    expect_named_only("adafactor_no_scale.so", "--case '*scale_parameter*,relative_step_*,all_flags_vec_257,vec_257'", "scale_parameter ignored", 5, NULL);
+    expect_named_only("adafactor_warmup_ignored.so", "--case 'relative_step_*,all_flags_vec_257'", "warmup_init ignored", 2, NULL);
+    expect_named_only("adafactor_decay_fixed.so", "--case 'decay_rate_*,vec_257'", "decay_rate ignored", 3, NULL);
+    expect_named_only("adafactor_eps1_outside.so", "--case 'eps1_*,grads_all_zero_vec_33,grads_subnormal_vec_33,vec_257'", "eps1 added to the second moment", 3, NULL);
     static const char* const HUGE[] = {"grads_huge_vec_33", NULL};  // written with lerp's other formula
     expect_named_only("aftorch_no_clip.so", "", "update clipping missing (alpha", 24, HUGE);
-    expect_named_only("aftorch_decay_fixed.so", "", "beta2_decay ignored", 3, HUGE);
-    expect_named_only("aftorch_no_wd.so", "", "weight decay missing", 8, HUGE);
+    // the cases where the mistake can act (the full sets: reference/CONFORMANCE.md)
+    expect_named_only("aftorch_decay_fixed.so", "--case 'beta2_decay_*,vec_257'", "beta2_decay ignored", 3, NULL);
+    expect_named_only("aftorch_no_wd.so", "--case 'wd_*,matrix_*,vec_*,d_2_eps_20x28'", "weight decay missing", 8, NULL);
 }
 
 // ---- 8-bit AdamW: the band of src/validate/band_adamw_bnb_8bit.c ----
@@ -341,12 +342,14 @@ static void test_bnb_mistakes_named(void** s) {
     // the cases on the 8-bit path of a few hundred elements (both lerp branches, block edges,
     // lr 0, eps 1, shapes): the nearest-code plugin searches all 256 codes per element, and the
     // diagnosis replays 6 mistakes per case (the whole set: reference/CONFORMANCE.md)
-#define BNB_CASES "--case 'beta1_*,block_edge_vec_25*,block_edge_vec_51*,lr_0_vec_257,eps_1_vec_257,row_1x37,three_d_2x3x5'"
-    expect_named_only("bnb_nearest.so", BNB_CASES, "exact nearest-code quantization", 12, NULL);
-    expect_named_only("bnb_signed_v.so", BNB_CASES, "state2 (v) quantized with the signed map", 12, NULL);
-    expect_named_only("bnb_linear_map.so", BNB_CASES, "states quantized with linear maps", 12, NULL);
-    static const char* const L2[] = {"fp32_state_grads_huge_vec_33", "grads_huge_vec_33", NULL};
-    expect_named_only("bnb_l2.so", "", "L2 penalty added to the gradient", 37, L2);
+#define BNB_CASES "--case 'beta1_*,block_edge_vec_25*,block_edge_vec_51*,lr_0_vec_257,eps_1_vec_257,row_1x37,three_d_2x3x5"
+#define BNB_CASES_END "'"
+    expect_named_only("bnb_nearest.so", BNB_CASES BNB_CASES_END, "exact nearest-code quantization", 12, NULL);
+    expect_named_only("bnb_signed_v.so", BNB_CASES BNB_CASES_END, "state2 (v) quantized with the signed map", 12, NULL);
+    expect_named_only("bnb_linear_map.so", BNB_CASES BNB_CASES_END, "states quantized with linear maps", 12, NULL);
+    // both paths (vec_257, vec_1: 32-bit; the others 8-bit), decay at lr*wd 1, a matrix
+    expect_named_only("bnb_l2.so", BNB_CASES ",vec_257,vec_1,wd_lr_x_wd_1_vec_257,matrix_64x96_wd'",
+                      "L2 penalty added to the gradient", 16, NULL);
 }
 
 static void test_crash_is_reported_and_other_cases_run(void** s) {
