@@ -108,7 +108,7 @@ PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update le
                   textbook reordered l2_muladd l2_fma bc_f32
 # adafactor_<x>.so / aftorch_<x>.so: tests/plugins/adafactor_plain.c / adafactor_torch_plain.c with
 # -DVARIANT=VARIANT_<X>: correct in other rounding orders (must CONFORM) or with one known mistake
-PLUGIN_AFHF     = seq f64 pairwise no_clip no_scale warmup_ignored decay_fixed eps1_outside
+PLUGIN_AFHF     = seq f64 pairwise no_clip no_scale warmup_ignored decay_fixed eps1_outside eps1_squared
 PLUGIN_AFTORCH  = lerp_other sum_f64 pairwise no_clip decay_fixed no_wd
 # bnb_<x>.so: tests/plugins/adamw_bnb_8bit_plain.c likewise (plus NEAREST: the GPU kernels' quantizer)
 PLUGIN_BNB      = muladd lerp nearest linear_map signed_v l2

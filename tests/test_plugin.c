@@ -42,6 +42,13 @@ static int conform(const char* fmt, const char* plugin) {
     "--case 'matrix_*,vec_*,three_d_3x16x24,scale_parameter_20x28,relative_step_*,beta1_20x28,all_flags_vec_257," \
     "clip_threshold_0.5_20x28,rho_relative_20x28,tiny_params_vec_257,d_2_eps_20x28'"
 
+// Lines of g_out containing `needle`.
+static size_t count_lines_with(const char* needle) {
+    size_t n = 0;
+    for (const char* p = strstr(g_out, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
 static void show_and_fail(const char* why) {
     printf("%s; output was:\n%s\n", why, g_out);
     fail();
@@ -311,6 +318,16 @@ static void test_adafactor_mistakes_named(void** s) {
     expect_named_only("adafactor_no_scale.so", "--case '*scale_parameter*,relative_step_*,all_flags_vec_257,vec_257'", "scale_parameter ignored", 5, NULL);
     expect_named_only("adafactor_warmup_ignored.so", "--case 'relative_step_*,all_flags_vec_257'", "warmup_init ignored", 2, NULL);
     expect_named_only("adafactor_decay_fixed.so", "--case 'decay_rate_*,vec_257'", "decay_rate ignored", 3, NULL);
+    // (g + eps1)^2: with eps1 = 1e-30 it is "eps1 missing" (the zero and subnormal gradients,
+    // where both it and the other dialect give the same all-NaN parameters: both named); with
+    // eps1 = 1e-3 it is neither (2 g eps1 is added): no mistake claimed
+    int rc = conform("--plugin %s --case 'eps1_*,grads_all_zero_vec_33,grads_subnormal_vec_33,vec_257'",
+                     "adafactor_eps1_squared.so");
+    printf("%s", g_out);
+    if (rc != 1 || rows_with("FAIL", NULL) != 3 || !strstr(g_out, "grads_all_zero_vec_33      FAIL") ||
+        !strstr(g_out, "grads_subnormal_vec_33     FAIL") || count_lines_with("consistent with: eps1 missing") != 2 ||
+        count_lines_with("no known mistake fits") != 1 || !strstr(g_out, "eps1_1e-3_20x28            FAIL"))
+        show_and_fail("(g + eps1)^2");
     expect_named_only("adafactor_eps1_outside.so", "--case 'eps1_*,grads_all_zero_vec_33,grads_subnormal_vec_33,vec_257'", "eps1 added to the second moment", 3, NULL);
     static const char* const HUGE[] = {"grads_huge_vec_33", NULL};  // written with lerp's other formula
     expect_named_only("aftorch_no_clip.so", "", "update clipping missing (alpha", 24, HUGE);

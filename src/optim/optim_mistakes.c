@@ -350,6 +350,7 @@ static const StateTensor* shared_signed_v(const char* name) { return bm_shared(B
 static void tweak_no_decay(OptimConfig* c) { c->weight_decay = 0; }
 static void tweak_no_warmup_init(OptimConfig* c) { c->warmup_init = false; }
 static void tweak_decay_rate_default(OptimConfig* c) { c->decay_rate = -0.8; }
+static void tweak_no_eps1(OptimConfig* c) { c->eps1 = 0; }
 static void tweak_no_clip_hf(OptimConfig* c) { c->clip_threshold = INFINITY; }
 static void tweak_no_clip_torch(OptimConfig* c) { c->d = INFINITY; }
 static void tweak_no_scale_parameter(OptimConfig* c) { c->scale_parameter = false; }
@@ -393,6 +394,7 @@ static const Row ROWS[] = {
     TWEAK_ROW("adafactor", "warmup_init_ignored", "warmup_init ignored (relative step min(1e-2, 1/sqrt(t)) instead of min(1e-6*t, 1/sqrt(t)))", tweak_no_warmup_init, false),
     TWEAK_ROW("adafactor", "decay_rate_ignored", "decay_rate ignored (beta2t = 1 - t^-0.8 whatever decay_rate says)", tweak_decay_rate_default, false),
     STEP_ROW("adafactor", &optim_adafactor_hf, "eps1_outside", "eps1 added to the second moment (rsqrt(v + eps1)) instead of to the squared gradient (g^2 + eps1)", step_afhf_eps1_outside),
+    TWEAK_ROW("adafactor", "eps1_missing", "eps1 missing (g^2 without + eps1; also (g + eps1)^2, where eps1 underflows)", tweak_no_eps1, false),
     DIALECT_ROW("adafactor", "dialect_adafactor_torch", "the other dialect: torch.optim.Adafactor (adafactor_torch) on these hyperparameters", &optim_adafactor_torch),
 
     TWEAK_ROW("adafactor_torch", "no_update_clipping", "update clipping missing (alpha / max(1, RMS(U)/d))", tweak_no_clip_torch, false),

@@ -20,6 +20,7 @@
  *     WARMUP_IGNORED   warmup_init ignored (min step 1e-2 instead of 1e-6*t)
  *     DECAY_FIXED      decay_rate ignored: beta2t = 1 - t^-0.8 whatever decay_rate says
  *     EPS1_OUTSIDE     eps1 added to the second moment (rsqrt(v + eps1)) instead of to g^2
+ *     EPS1_SQUARED     (g + eps1)^2 instead of g^2 + eps1 (eps1 = 1e-30 underflows: eps1 missing)
  */
 #include <math.h>
 #include <stdlib.h>
@@ -35,10 +36,11 @@
 #define VARIANT_WARMUP_IGNORED 6
 #define VARIANT_DECAY_FIXED 7
 #define VARIANT_EPS1_OUTSIDE 8
+#define VARIANT_EPS1_SQUARED 9
 #ifndef VARIANT
 #define VARIANT VARIANT_SEQ
 #endif
-#if VARIANT < VARIANT_SEQ || VARIANT > VARIANT_EPS1_OUTSIDE /* an undefined name reads as 0 */
+#if VARIANT < VARIANT_SEQ || VARIANT > VARIANT_EPS1_SQUARED /* an undefined name reads as 0 */
 #error "unknown VARIANT"
 #endif
 /* the mistakes are written in the SEQ style */
@@ -170,6 +172,8 @@ static const char* af_step(void* state, float* p, const float* g, int64_t numel)
     for (size_t i = 0; i < n; i++) {
 #if STYLE_F64
         U[i] = fmaf(g[i], g[i], eps1);
+#elif VARIANT == VARIANT_EPS1_SQUARED
+        U[i] = (g[i] + eps1) * (g[i] + eps1);
 #else
         U[i] = g[i] * g[i] + eps1;
 #endif
