@@ -74,7 +74,8 @@ typedef struct OptimState {
 // the largest |x - reference| an implementation of the same formulas with other correctly
 // rounded fp32 orderings (fma vs mul+add, operand order, lerp either way, bias corrections in
 // double) can reach. `param` (numel) and `state[i]` (indexed like the reference state's
-// tensors[], each of that tensor's numel; a U8 code tensor's band counts code steps; NULL for
+// tensors[], each of that tensor's numel; a U8 code tensor's band: the code steps below and
+// above the reference's code that it reaches, validate/rounding_band.h code_band_pack; NULL for
 // tensors without a band) are owned by conform; aux[] are zeroed scratch arrays of numel
 // doubles each, for the optimizer's own envelopes. A NaN band: none (bit-exact only there).
 #define ROUNDING_BAND_AUX 8

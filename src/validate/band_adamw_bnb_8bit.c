@@ -3,16 +3,17 @@
 // Below min_8bit_size (4096 elements) the state is fp32 and the update is AdamW's recurrence
 // (eps scaled by sqrt(1 - b2^t), an algebraic rewrite of the same update): AdamW's band
 // (optim_adamw_torch.c) applies as it is. From 4096 elements the state is requantized every
-// step (OPTIM_SEMANTICS.md 4.2-4.4): per element a float band on the new m and v (before
-// quantization) as AdamW's, per 256-block a band on absmax (the largest of the block's m or v
-// bands: |max|x| - max|y|| <= max|x - y|), and per code the codes a correct implementation can
-// reach: the library's quantizer (1/absmax, the 65,536-point grid, its lookup table) applied to
-// every value within the band of the reference's normalized m or v. A code that can differ
-// carries how many code steps below and above the reference's it may be (the U8 band,
-// code_band_pack), and the dequantized state of the next step the reachable codes' values.
-// Not here: a different quantizer (exact nearest code, as bitsandbytes' GPU kernels): that is
-// not a rounding order; CONFORMANCE.md "8-bit: an implementation that picks the exact nearest
-// code" has the measurements and the verdict.
+// step (OPTIM_SEMANTICS.md 4.2-4.4), and the band tracks intervals: per element the values of m
+// and v every correct implementation can hold (from its dequantized interval and its own
+// roundings), per 256-block the absmax interval, and per code the codes the library's quantizer
+// (1/absmax, the 65,536-point grid, its lookup table) reaches from those intervals: how many
+// code steps below and above the library's code (the U8 band, code_band_pack). The next step
+// starts from the dequantized values of the reachable codes. The parameter's band is AdamW's
+// with the update taken over the m and v intervals exactly.
+// A known-mistake variant's band follows the variant (RoundingBand.qmap: its maps;
+// .recurrence "l2_decay": the gradient it sums; "nearest_code": its quantizer).
+// Not here: whether the exact nearest code (bitsandbytes' GPU kernels) is a rounding order (it is
+// not: CONFORMANCE.md "8-bit: an implementation that picks the exact nearest code").
 #include "validate/rounding_band.h"
 
 #include "optim/optim_mistakes.h"
