@@ -147,10 +147,11 @@ static void quantize_interval(const Quantizer* q, bool non_negative, const float
         } else {
             // y = x * RN(1/absmax) over x in [xlo, xhi], absmax in [a_lo, a_hi] (y is monotone in
             // each), widened by another ordering's normalization (x/absmax or x*RN(1/absmax):
-            // 2u of |y|) and index arithmetic (RN(y + 1), the fma into the grid: 2^-23)
+            // 2u of |y|) and index arithmetic in another order (RN(y + 1): 2^-24; (t * 65535) + 0.5
+            // fused or not: up to 2 roundings of 2^-9 of a grid step, 9.3e-8 in y): 2^-22)
             const double y_lo = xlo[i] >= 0 ? xlo[i] / a_hi : xlo[i] / a_lo;
             const double y_hi = xhi[i] >= 0 ? xhi[i] / a_lo : xhi[i] / a_hi;
-            const double w_lo = 2 * BU * fabs(y_lo) + 0x1p-23, w_hi = 2 * BU * fabs(y_hi) + 0x1p-23;
+            const double w_lo = 2 * BU * fabs(y_lo) + 0x1p-22, w_hi = 2 * BU * fabs(y_hi) + 0x1p-22;
             // v >= 0: its normalized value never goes below 0
             c_lo = code_of(q, non_negative ? fmax(0.0, y_lo - w_lo) : y_lo - w_lo);
             c_hi = code_of(q, y_hi + w_hi);
