@@ -179,7 +179,7 @@ static void golden_replay_step(GoldenReplay* r, int k, TrainStepResult* out) {
         const size_t i = (size_t)k * r->N + m;
         for (int b = 0; b < B; b++) r->lab[m][b] = (int32_t)((const int64_t*)r->labels->data)[i * B + b];
         mb[m] = (ModelBatch){(const int64_t*)r->ids->data + i * B * T, (const int64_t*)r->mask->data + i * B * T,
-                             r->lab[m], B, T};
+                             r->lab[m], B, T, 0, 0, NULL};
     }
     assert_true(status_is_ok(train_step(&r->ts, mb, out)));
 }

@@ -374,7 +374,7 @@ static void test_unsupported_backend_mode(void** state) {
     param_table_init_weights(&t, p, 1, 0.02f);
     const int64_t ids[4] = {1, 5, 6, 0}, mask[4] = {1, 1, 1, 0};
     const int32_t labels[1] = {1};
-    ModelBatch batch = {ids, mask, labels, 1, 4};
+    ModelBatch batch = {ids, mask, labels, 1, 4, 0, 0, NULL};
     ModelWorkspace* ws;
     assert_true(status_is_ok(model_workspace_new(&t, 1, 4, &ws)));
     int n_unsupported = 0;

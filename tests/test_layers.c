@@ -463,7 +463,7 @@ static void attention_case(bool with_mask) {
     AttentionGrads ag = {gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], gw[6], gw[7]};
     float *q = malloc(N * D * 4), *k = malloc(N * D * 4), *v = malloc(N * D * 4), *ctx = malloc(N * D * 4);
     float* p = malloc(B * H * T * T * 4);
-    AttentionActs acts = {q, k, v, p, ctx};
+    AttentionActs acts = {q, k, v, p, ctx, {NULL, 0}, NULL};
     float *out = malloc(N * D * 4), *dy = rnd(N * D, 1), *dx = rnd(N * D, 1), *dx0 = copy_f(dx, N * D);
     float* work = malloc(attention_work_floats(B, T, D) * sizeof(float));
     LayerCtx c;
@@ -551,7 +551,7 @@ static void test_classifier_head(void** state) {
     float *gWp = rnd(D * D, 1), *gbp = rnd(D, 1), *gWc = rnd(L * D, 1), *gbc = rnd(L, 1);
     float *gWp0 = copy_f(gWp, D * D), *gbp0 = copy_f(gbp, D), *gWc0 = copy_f(gWc, L * D), *gbc0 = copy_f(gbc, L);
     float pooled[24], pre[24], act[24], logits[9], work[48];
-    ClassifierActs a = {pooled, pre, act};
+    ClassifierActs a = {pooled, pre, act, {NULL, 0}, NULL};
     ClassifierParams cp = {Wp, bp, Wc, bc};
     ClassifierGrads cg = {gWp, gbp, gWc, gbc};
     LayerCtx c;
@@ -704,7 +704,7 @@ static void test_whole_model_tiny_fd(void** state) {
     const int64_t ids[12] = {1, 5, 9, 33, 12, 60, 1, 7, 7, 20, 0, 0};
     const int64_t mask[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
     const int32_t labels[2] = {1, 1};
-    ModelBatch batch = {ids, mask, labels, B, T};
+    ModelBatch batch = {ids, mask, labels, B, T, 0, 0, NULL};
     ModelWorkspace* ws;
     assert_true(status_is_ok(model_workspace_new(&t, B, T, &ws)));
     float loss;

@@ -231,7 +231,7 @@ static void term_scales(const ParamTable* t, const float* params, const ModelBat
     for (int b = 0; b < batch->B; b++) {
         ModelBatch one = {batch->input_ids + (size_t)b * batch->T,
                           batch->attention_mask ? batch->attention_mask + (size_t)b * batch->T : NULL,
-                          batch->labels + b, 1, batch->T};
+                          batch->labels + b, 1, batch->T, 0, 0, NULL};
         float loss;
         assert_true(status_is_ok(model_forward(ws, params, &one, amp_mode_find("fp32"), gemm, &loss, NULL)));
         model_zero_grad(t, g);
@@ -305,7 +305,7 @@ static void run_golden(const char* path, CaseResult* r) {
     assert_int_equal(lab_t->numel, (size_t)B);
     int32_t* labels = malloc((size_t)B * sizeof(int32_t));
     for (int b = 0; b < B; b++) labels[b] = (int32_t)((const int64_t*)lab_t->data)[b];
-    ModelBatch batch = {ids_t->data, mask_t->data, labels, B, T};
+    ModelBatch batch = {ids_t->data, mask_t->data, labels, B, T, 0, 0, NULL};
 
     Gemm gemm;
     // one thread: the naive backend gives the same bits for any thread count (gemm_naive.c), and
@@ -623,7 +623,7 @@ static int run_train_golden(const char* golden) {
     for (int step = 0; step < S; step++) {
         for (int b = 0; b < B; b++) labels[b] = (int32_t)((const int64_t*)lab->data)[(size_t)step * B + b];
         ModelBatch batch = {(const int64_t*)ids->data + (size_t)step * B * T,
-                            (const int64_t*)mask->data + (size_t)step * B * T, labels, B, T};
+                            (const int64_t*)mask->data + (size_t)step * B * T, labels, B, T, 0, 0, NULL};
         float loss;
         assert_true(status_is_ok(model_forward(ws, params, &batch, mode, &gemm, &loss, NULL)));
         const float used_scale = grad_scaler_loss_scale(&scaler);

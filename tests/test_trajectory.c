@@ -166,7 +166,7 @@ static void check_sum_order(const char* golden) {
     for (int m = 0; m < g.N; m++) {
         for (int b = 0; b < B; b++) g.lab[m][b] = (int32_t)((const int64_t*)g.labels->data)[m * B + b];
         mb[m] = (ModelBatch){(const int64_t*)g.ids->data + (size_t)m * B * T,
-                             (const int64_t*)g.mask->data + (size_t)m * B * T, g.lab[m], B, T};
+                             (const int64_t*)g.mask->data + (size_t)m * B * T, g.lab[m], B, T, 0, 0, NULL};
     }
     const float seed = grad_scaler_loss_scale(&g.scaler) / (float)g.N;
     for (int m = 0; m < g.N; m++) {

@@ -73,7 +73,7 @@ Status hf_weights_save(const ParamTable* t, const float* buf, const char* path) 
     return s;
 }
 
-Status hf_config_save(const ModelConfig* c, const char* path) {
+Status hf_config_save(const ModelConfig* c, const DropoutConfig* dropout, const char* path) {
     json_t* o = json_object();
     json_object_set_new(o, "model_type", json_string("distilbert"));
     json_object_set_new(o, "architectures", json_pack("[s]", "DistilBertForSequenceClassification"));
@@ -85,9 +85,9 @@ Status hf_config_save(const ModelConfig* c, const char* path) {
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_positions));
     json_object_set_new(o, "num_labels", json_integer(c->n_labels));
     json_object_set_new(o, "activation", json_string("gelu"));
-    json_object_set_new(o, "dropout", json_real(0.0));
-    json_object_set_new(o, "attention_dropout", json_real(0.0));
-    json_object_set_new(o, "seq_classif_dropout", json_real(0.0));
+    json_object_set_new(o, "dropout", json_real(dropout ? dropout->hidden : 0.0));
+    json_object_set_new(o, "attention_dropout", json_real(dropout ? dropout->attention : 0.0));
+    json_object_set_new(o, "seq_classif_dropout", json_real(dropout ? dropout->classifier : 0.0));
     json_object_set_new(o, "pad_token_id", json_integer(MODEL_PAD_TOKEN_ID));
     json_object_set_new(o, "initializer_range", json_real(0.02));
     json_object_set_new(o, "sinusoidal_pos_embds", json_false());

@@ -22,9 +22,9 @@ Status hf_weights_load(const ParamTable* t, float* buf, const char* path);
 // {"format": "pt"} (what save_pretrained writes), atomically.
 Status hf_weights_save(const ParamTable* t, const float* buf, const char* path);
 
-// config.json for this shape as transformers' DistilBertConfig reads it (dropouts 0, gelu,
-// eager attention not stored), written atomically; `DistilBertForSequenceClassification.
-// from_pretrained(dir)` then loads the folder.
-Status hf_config_save(const ModelConfig* c, const char* path);
+// config.json for this shape as transformers' DistilBertConfig reads it (the run's dropout
+// probabilities, or 0 when dropout is NULL; gelu; eager attention not stored), written
+// atomically; `DistilBertForSequenceClassification.from_pretrained(dir)` then loads the folder.
+Status hf_config_save(const ModelConfig* c, const DropoutConfig* dropout, const char* path);
 
 #endif

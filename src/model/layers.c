@@ -669,7 +669,8 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
     const DType low = c->low;
     const size_t es = dtype_traits(low)->size;
     // R(P) for the context products: (B, H, T, T) in the GEMM dtype (P itself in fp32 mode)
-    void* pl = low == DTYPE_F32 ? (void*)a->p : scratch(c, LAYER_SCRATCH_P, (size_t)B * (size_t)H * TT * es);
+    float* pv = a->drop.keep ? a->pd : a->p;  // what the PV product reads (dropout: P * noise)
+    void* pl = low == DTYPE_F32 ? (void*)pv : scratch(c, LAYER_SCRATCH_P, (size_t)B * (size_t)H * TT * es);
     if (!status_is_ok(s = heads_open(c, omp_get_max_threads()))) return s;
     const float scale = attention_scaling(dh);
     const DType pdt = key_mask ? DTYPE_F32 : low;
@@ -692,7 +693,9 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
                 round_to(row, (size_t)T, low);  // T <= PAR_MIN: no nested team
                 softmax_forward_row(row, row, key_mask ? key_mask + (size_t)b * (size_t)T : NULL, T, pdt);
             }
-            if (low != DTYPE_F32) dtype_from_f32_row((char*)pl + poff * es, low, S, TT);
+            if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
+                dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
+            if (low != DTYPE_F32) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
             hs = head_mm(c, hw, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D, a->ctx + off, D);
         }
         keep_first_error(&first, &hs);
@@ -722,7 +725,7 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     const void* ql = gemm_input(c, LAYER_SCRATCH_Q, a->q, nd);                           // (B, T, D)
     const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);                           // (B, T, D)
     const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);                           // (B, T, D)
-    const void* pl = gemm_input(c, LAYER_SCRATCH_P, a->p, (size_t)B * (size_t)H * TT);  // (B, H, T, T)
+    const void* pl = gemm_input(c, LAYER_SCRATCH_P, a->drop.keep ? a->pd : a->p, (size_t)B * (size_t)H * TT);
     if (!status_is_ok(s = heads_open(c, omp_get_max_threads()))) return s;
     const float scale = attention_scaling(dh);
     const DType low = c->low;
@@ -743,6 +746,8 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         if (status_is_ok(hs))
             hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dv + off, D);
         if (status_is_ok(hs)) {
+            if (a->drop.keep)  // the dropout's backward: dP * noise, in P's dtype
+                dropout_mul(dP, dP, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
             // softmax backward in its forward dtype (fp32 P and the widened dP with a mask)
             const float* P = a->p + poff;  // (T, T)
             for (int i = 0; i < T; i++)
@@ -788,7 +793,9 @@ Status classifier_forward(LayerCtx* c, float* logits, const ClassifierActs* a, c
     Status s = linear_forward(c, a->pre, a->pooled, w->Wpre, w->bpre, B, D, D);
     if (!status_is_ok(s)) return s;
     relu_forward(a->act, a->pre, (size_t)B * (size_t)D);
-    return linear_forward(c, logits, a->act, w->Wcls, w->bcls, B, D, L);
+    if (!a->drop.keep) return linear_forward(c, logits, a->act, w->Wcls, w->bcls, B, D, L);
+    dropout_mul(a->dropped, a->act, a->drop.keep, (size_t)B * (size_t)D, dropout_scale(a->drop.p, c->low), c->low);
+    return linear_forward(c, logits, a->dropped, w->Wcls, w->bcls, B, D, L);
 }
 
 Status classifier_backward(LayerCtx* c, float* dh, const ClassifierGrads* g, const float* dlogits,
@@ -797,8 +804,10 @@ Status classifier_backward(LayerCtx* c, float* dh, const ClassifierGrads* g, con
     const size_t bd = (size_t)B * (size_t)D;
     float* dact = work;  // (B, D)
     memset(dact, 0, bd * sizeof(float));
-    Status s = linear_backward(c, dact, g->Wcls, g->bcls, dlogits, a->act, w->Wcls, B, D, L);
+    Status s = linear_backward(c, dact, g->Wcls, g->bcls, dlogits, a->drop.keep ? a->dropped : a->act, w->Wcls, B,
+                               D, L);
     if (!status_is_ok(s)) return s;
+    if (a->drop.keep) dropout_mul(dact, dact, a->drop.keep, bd, dropout_scale(a->drop.p, c->low), c->low);
     float* dpre = dact;  // ReLU backward in place: (B, D)
     for (size_t i = 0; i < bd; i++) dpre[i] = a->act[i] > 0.0f ? dact[i] : 0.0f;
     float* dpooled = work + bd;  // (B, D)

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "model/amp.h"
+#include "model/dropout.h"
 #include "model/phase.h"
 #include "core/common.h"
 #include "core/dtype.h"
@@ -129,6 +130,7 @@ void softmax_backward_row(float* dx, const float* dp, const float* p, int n, DTy
 //                  P = softmax(S') in fp32 (not rounded)
 //   without:       P = R(softmax(S))   (transformers passes no mask when nothing is padded,
 //                  so the softmax runs in the low dtype)
+//   training with attention dropout: P <- dropout(P) in P's dtype (acts->drop, dropout.h)
 //   ctx_h = R(R(P) @ v_h); out = linear(ctx) with out_lin.
 // key_mask (B, T): additive, 0 for a real token and -FLT_MAX (torch.finfo(float32).min) for a
 // padded key, or NULL. Masked keys get probability exactly 0, hence zero gradient.
@@ -144,6 +146,11 @@ typedef struct {
     float* v;    // (B, T, D)
     float* p;    // (B, H, T, T) softmax output: fp32 with a key_mask, low values without
     float* ctx;  // (B, T, D) heads merged, low values
+    // attention dropout (dropout.h), training only: drop.keep (B, H, T, T) or NULL (none).
+    // With it, pd (B, H, T, T) receives P * noise in P's dtype (fp32 with a key_mask, low
+    // without), which the PV product reads instead of P; the softmax backward still uses P.
+    DropoutMask drop;
+    float* pd;
 } AttentionActs;
 
 float attention_scaling(int dh);  // float(dh ** -0.5)
@@ -161,7 +168,8 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
                           const float* key_mask, float* work, int B, int T, int D, int H);
 
 // ---- classifier head on the first token (DistilBertForSequenceClassification):
-//   pooled = h[:, 0] (fp32) ; pre = linear(pooled) (low) ; act = relu(pre) ; logits = linear(act)
+//   pooled = h[:, 0] (fp32) ; pre = linear(pooled) (low) ; act = relu(pre) ;
+//   [training: act = dropout(act) in low] ; logits = linear(act)
 typedef struct {
     const float *Wpre, *bpre;  // pre_classifier (D, D), (D)
     const float *Wcls, *bcls;  // classifier (L, D), (L)
@@ -173,6 +181,10 @@ typedef struct {
     float* pooled;  // (B, D) fp32 copy of h[:, 0]
     float* pre;     // (B, D) pre_classifier output (low)
     float* act;     // (B, D) relu(pre)
+    // seq_classif_dropout (dropout.h), training only: drop.keep (B, D) or NULL (none); with it
+    // dropped (B, D) = act * noise in the low dtype, the classifier's input.
+    DropoutMask drop;
+    float* dropped;
 } ClassifierActs;
 
 // h (B, T, D); logits (B, L) low values

@@ -182,6 +182,12 @@ static const char* const IGNORED_KEYS[] = {
     "output_attentions", "return_dict", "torchscript", "bos_token_id", "eos_token_id", "use_cache",
 };
 
+// DistilBertConfig's dropout keys, in DropoutConfig field order, and their defaults there
+// (transformers 5.24 configuration_distilbert.py: dropout 0.1, attention_dropout 0.1,
+// seq_classif_dropout 0.2), which a config.json without the key gets.
+static const char* const DROPOUT_KEYS[] = {"dropout", "attention_dropout", "seq_classif_dropout"};
+static const double DROPOUT_DEFAULTS[] = {0.1, 0.1, 0.2};
+
 static Status json_int_field(const char* path, const char* key, json_t* v, int64_t* out) {
     if (!json_is_integer(v))
         return status_make(STATUS_INVALID, "%s: %s must be an integer", path, key);
@@ -190,7 +196,7 @@ static Status json_int_field(const char* path, const char* key, json_t* v, int64
 }
 
 // The settings of a DistilBertConfig that change what DistilBertForSequenceClassification
-// computes in training, beyond its shape. What this model implements: GELU, no dropout (yet),
+// computes in training, beyond its shape. What this model implements: GELU, the three dropouts,
 // padding row 0, HF's N(0, 0.02) init, single-label cross-entropy. Anything else is refused by
 // name, so a config.json never trains silently as something it does not describe. Keys that
 // do not change the math stay ignored: qa_dropout (only DistilBertForQuestionAnswering uses
@@ -201,14 +207,13 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels) 
     json_t* v = json_object_get(root, "activation");
     if (v && (!json_is_string(v) || strcmp(json_string_value(v), "gelu") != 0))
         return status_make(STATUS_INVALID, "%s: activation must be \"gelu\" (the only activation implemented)", path);
-    static const char* const DROPOUTS[] = {"dropout", "attention_dropout", "seq_classif_dropout"};
-    for (size_t i = 0; i < ARRAY_LEN(DROPOUTS); i++) {
-        v = json_object_get(root, DROPOUTS[i]);
-        if (v && (!json_is_number(v) || json_number_value(v) != 0.0))
-            return status_make(STATUS_INVALID,
-                               "%s: %s must be 0 (dropout is not implemented: set dropout, attention_dropout and "
-                               "seq_classif_dropout to 0.0, as transformers then computes exactly what this trainer "
-                               "does)", path, DROPOUTS[i]);
+    // the three dropouts are implemented (dropout.h): probabilities in [0, 1], read by
+    // model_dropout_from_json_file
+    for (size_t i = 0; i < ARRAY_LEN(DROPOUT_KEYS); i++) {
+        v = json_object_get(root, DROPOUT_KEYS[i]);
+        if (v && (!json_is_number(v) || !(json_number_value(v) >= 0.0 && json_number_value(v) <= 1.0)))
+            return status_make(STATUS_INVALID, "%s: %s must be a number in [0, 1] (a dropout probability)", path,
+                               DROPOUT_KEYS[i]);
     }
     v = json_object_get(root, "pad_token_id");
     if (v && (!json_is_integer(v) || json_integer_value(v) != MODEL_PAD_TOKEN_ID))
@@ -316,6 +321,34 @@ Status model_config_from_json_file(const char* path, ModelConfig* cfg) {
 
 Status model_config_from_json_file_for_training(const char* path, ModelConfig* cfg) {
     return config_from_json_file(path, cfg, true);
+}
+
+Status model_dropout_from_json_file(const char* path, DropoutConfig* d) {
+    uint8_t* data;
+    size_t len;
+    Status s = read_file(path, &data, &len);
+    if (!status_is_ok(s)) return s;
+    json_error_t err;
+    json_t* root = json_loadb((const char*)data, len, JSON_REJECT_DUPLICATES, &err);
+    free(data);
+    if (!root)
+        return status_make(STATUS_INVALID, "%s: not valid JSON (line %d, column %d: %s)", path, err.line, err.column,
+                           err.text);
+    double* dest[] = {&d->hidden, &d->attention, &d->classifier};
+    for (size_t i = 0; i < ARRAY_LEN(DROPOUT_KEYS); i++) {
+        json_t* v = json_is_object(root) ? json_object_get(root, DROPOUT_KEYS[i]) : NULL;
+        if (!v) {
+            *dest[i] = DROPOUT_DEFAULTS[i];
+        } else if (json_is_number(v) && json_number_value(v) >= 0.0 && json_number_value(v) <= 1.0) {
+            *dest[i] = json_number_value(v);
+        } else {
+            json_decref(root);
+            return status_make(STATUS_INVALID, "%s: %s must be a number in [0, 1] (a dropout probability)", path,
+                               DROPOUT_KEYS[i]);
+        }
+    }
+    json_decref(root);
+    return status_ok();
 }
 
 json_t* model_config_to_json(const ModelConfig* c) {
@@ -677,6 +710,18 @@ struct ModelWorkspace {
     float* att_work;  // attention_work_floats(B, T, D)
     float* cls_work;  // (2 * B * D)
     float* dlogits;   // (B, L)
+    // dropout (training only; dropout.h): one arena allocated by the first forward that drops,
+    // sized for max_B x max_T. Masks (uint8, 1 = kept) per site, the embeddings' dropped output
+    // (the input of layer 0) and each layer's dropped probabilities (AttentionActs.pd).
+    uint8_t* drop_arena;
+    size_t drop_bytes;
+    uint8_t* keep_emb;   // (N, D)
+    uint8_t** keep_att;  // (n_layers) each (B, H, T, T)
+    uint8_t** keep_ffn;  // (n_layers) each (N, D)
+    uint8_t* keep_cls;   // (B, D)
+    float* h0d;          // (N, D)
+    float** pd;          // (n_layers) each (B, H, T, T)
+    DropoutConfig drop;  // the last forward's probabilities (all 0: none ran)
     // the batch of the last forward (copied)
     int64_t* ids;     // (B, T)
     int32_t* labels;  // (B)
@@ -819,6 +864,10 @@ Status model_workspace_estimate_bytes(const ParamTable* t, int max_B, int max_T,
 
 void model_workspace_free(ModelWorkspace* ws) {
     if (!ws) return;
+    free(ws->drop_arena);
+    free(ws->keep_att);
+    free(ws->keep_ffn);
+    free(ws->pd);
     if (ws->ctx_ready) layer_ctx_free(&ws->ctx);
     free(ws->arena);
     free(ws->lo);
@@ -829,7 +878,7 @@ void model_workspace_free(ModelWorkspace* ws) {
 }
 
 size_t model_workspace_bytes(const ModelWorkspace* ws) {
-    return ws->arena_floats * sizeof(float) + (ws->ctx_ready ? layer_ctx_scratch_bytes(&ws->ctx) : 0) +
+    return ws->arena_floats * sizeof(float) + ws->drop_bytes + (ws->ctx_ready ? layer_ctx_scratch_bytes(&ws->ctx) : 0) +
            (size_t)ws->max_B * (size_t)ws->max_T * sizeof(int64_t) + (size_t)ws->max_B * sizeof(int32_t);
 }
 
@@ -889,6 +938,48 @@ static Status validate_batch(const ModelWorkspace* ws, const ModelBatch* b) {
     return status_ok();
 }
 
+// The dropout arena (ModelWorkspace.drop_arena), allocated once for max_B x max_T: masks of
+// every site and the float buffers of the dropped values. Pieces start on 64-byte boundaries.
+static void dropout_alloc(ModelWorkspace* ws) {
+    if (ws->drop_arena) return;
+    const size_t B = (size_t)ws->max_B, T = (size_t)ws->max_T, N = B * T, D = (size_t)ws->cfg.dim,
+                 H = (size_t)ws->cfg.n_heads, Ly = (size_t)ws->cfg.n_layers, BHTT = B * H * T * T;
+    ws->keep_att = xcalloc(Ly, sizeof *ws->keep_att);
+    ws->keep_ffn = xcalloc(Ly, sizeof *ws->keep_ffn);
+    ws->pd = xcalloc(Ly, sizeof *ws->pd);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t used = 0;
+#define DCARVE(ptr, bytes)                                                                   \
+    do {                                                                                     \
+        size_t b_ = (bytes);                                                                 \
+        if (pass == 1) (ptr) = (void*)(ws->drop_arena + used);                               \
+        CHECK(size_add_ok(used, (b_ + 63) / 64 * 64, &used), "dropout workspace overflows"); \
+    } while (0)
+        DCARVE(ws->keep_emb, N * D);
+        DCARVE(ws->keep_cls, B * D);
+        DCARVE(ws->h0d, N * D * sizeof(float));
+        for (size_t l = 0; l < Ly; l++) {
+            DCARVE(ws->keep_att[l], BHTT);
+            DCARVE(ws->keep_ffn[l], N * D);
+            DCARVE(ws->pd[l], BHTT * sizeof(float));
+        }
+        DCARVE(ws->cls.dropped, B * D * sizeof(float));
+#undef DCARVE
+        if (pass == 0) {
+            ws->drop_arena = xaligned_alloc(used);
+            ws->drop_bytes = used;
+        }
+    }
+}
+
+// A site's mask for this batch's rows, or NULL when p == 0 (the site does not run).
+static const uint8_t* site_mask(uint8_t* keep, const ModelBatch* b, DropoutSite site, int layer, size_t per_example,
+                                double p) {
+    if (!(p > 0)) return NULL;
+    dropout_fill_mask(keep, b->dropout->seed, b->step, b->first_example, b->B, per_example, site, layer, p);
+    return keep;
+}
+
 static void add_rows(float* dst, const float* src, size_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
@@ -918,6 +1009,13 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     LayerCtx* c = &ws->ctx;
     PhaseClock* pc = c->clock;
     const float* p = params;
+    // dropout (training): which sites run, their masks drawn per site below
+    memset(&ws->drop, 0, sizeof ws->drop);
+    if (batch->dropout && dropout_config_any(batch->dropout)) {
+        ws->drop = *batch->dropout;
+        dropout_alloc(ws);
+    }
+    const size_t nd = (size_t)N * (size_t)D;
 
     phase_direction(pc, PHASE_FORWARD);
     phase_enter(pc, PHASE_EMBEDDING);
@@ -925,10 +1023,20 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     phase_enter(pc, PHASE_LAYERNORM);
     layernorm_forward(ws->h0, ws->emb_mean, ws->emb_rstd, ws->emb, p + ws->lne_w, p + ws->lne_b, N, D, LAYERNORM_EPS);
     const float* x = ws->h0;  // (N, D)
+    phase_enter(pc, PHASE_OTHER);
+    if (site_mask(ws->keep_emb, batch, DROPOUT_SITE_EMBEDDINGS, 0, (size_t)T * (size_t)D, ws->drop.hidden)) {
+        // the embeddings' dropout runs on the fp32 LayerNorm output
+        dropout_mul(ws->h0d, ws->h0, ws->keep_emb, nd, dropout_scale(ws->drop.hidden, DTYPE_F32), DTYPE_F32);
+        x = ws->h0d;
+    }
     for (size_t l = 0; l < (size_t)ws->cfg.n_layers; l++) {
         LayerActs* a = &ws->la[l];
         const LayerOffsets* o = &ws->lo[l];
         AttentionParams ap = attention_params(ws, p, l);
+        a->att.drop.p = ws->drop.attention;
+        a->att.drop.keep = site_mask(ws->drop.attention > 0 ? ws->keep_att[l] : NULL, batch, DROPOUT_SITE_ATTENTION,
+                                     (int)l, (size_t)H * (size_t)T * (size_t)T, ws->drop.attention);
+        a->att.pd = a->att.drop.keep ? ws->pd[l] : NULL;
         if (!status_is_ok(s = attention_forward(c, a->r1, &a->att, x, &ap, mask, B, T, D, H))) return s;
         phase_enter(pc, PHASE_RESIDUAL);
         add_rows(a->r1, x, (size_t)N * (size_t)D);  // r1 = ao + x
@@ -940,6 +1048,10 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         gelu_forward(a->g, a->f1, (size_t)N * (size_t)Hd, low);
         phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
+        phase_enter(pc, PHASE_OTHER);
+        if (site_mask(ws->drop.hidden > 0 ? ws->keep_ffn[l] : NULL, batch, DROPOUT_SITE_FFN, (int)l,
+                      (size_t)T * (size_t)D, ws->drop.hidden))  // FFN dropout on lin2's low output
+            dropout_mul(a->r2, a->r2, ws->keep_ffn[l], nd, dropout_scale(ws->drop.hidden, low), low);
         phase_enter(pc, PHASE_RESIDUAL);
         add_rows(a->r2, a->h1, (size_t)N * (size_t)D);  // r2 = f2 + h1
         phase_enter(pc, PHASE_LAYERNORM);
@@ -948,6 +1060,9 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     }
     ClassifierParams cp = classifier_params(ws, p);
     phase_enter(pc, PHASE_CLASSIFIER);
+    ws->cls.drop.p = ws->drop.classifier;
+    ws->cls.drop.keep = site_mask(ws->drop.classifier > 0 ? ws->keep_cls : NULL, batch, DROPOUT_SITE_CLASSIFIER, 0,
+                                  (size_t)D, ws->drop.classifier);
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
     phase_enter(pc, PHASE_LOSS);
     *loss = cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
@@ -992,7 +1107,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     for (size_t l = (size_t)ws->cfg.n_layers; l-- > 0;) {
         LayerActs* a = &ws->la[l];
         const LayerOffsets* o = &ws->lo[l];
-        const float* x = l ? ws->la[l - 1].h2 : ws->h0;  // the layer's input (N, D)
+        const float* x = l ? ws->la[l - 1].h2 : ws->drop.hidden > 0 ? ws->h0d : ws->h0;  // the layer's input (N, D)
         // output_layer_norm; r2 = f2 + h1
         phase_enter(pc, PHASE_LAYERNORM);
         memset(ws->dr, 0, nd * sizeof(float));
@@ -1002,6 +1117,10 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         memcpy(ws->dlow, ws->dr, nd * sizeof(float));
         phase_enter(pc, PHASE_CONVERT);
         amp_round_act_grad(ws->dlow, nd, low, counters);
+        if (ws->drop.hidden > 0) {  // the FFN dropout's backward, in the low dtype
+            phase_enter(pc, PHASE_OTHER);
+            dropout_mul(ws->dlow, ws->dlow, ws->keep_ffn[l], nd, dropout_scale(ws->drop.hidden, low), low);
+        }
         // ffn: lin2, gelu, lin1 (its input gradient adds into dh1)
         phase_enter(pc, PHASE_FFN_GEMM);
         memset(ws->dg, 0, nh * sizeof(float));
@@ -1027,6 +1146,10 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         s = attention_backward(c, ws->dh, &ag, ws->dlow, &a->att, x, &ap, mask, ws->att_work, B, T, D, H);
         if (!status_is_ok(s)) return s;
     }
+    if (ws->drop.hidden > 0) {  // the embeddings dropout's backward (fp32)
+        phase_enter(pc, PHASE_OTHER);
+        dropout_mul(ws->dh, ws->dh, ws->keep_emb, nd, dropout_scale(ws->drop.hidden, DTYPE_F32), DTYPE_F32);
+    }
     phase_enter(pc, PHASE_LAYERNORM);
     memset(ws->dr, 0, nd * sizeof(float));
     layernorm_backward(ws->dr, g + ws->lne_w, g + ws->lne_b, ws->dh, ws->emb, ws->emb_mean, ws->emb_rstd,
@@ -1040,7 +1163,19 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
 const float* model_workspace_hidden_state(const ModelWorkspace* ws, int i) {
     CHECK(ws->mode != NULL, "no forward has run");
     CHECK(i >= 0 && i <= ws->cfg.n_layers, "hidden state %d of %lld", i, (long long)ws->cfg.n_layers + 1);
-    return i == 0 ? ws->h0 : ws->la[i - 1].h2;
+    return i == 0 ? (ws->drop.hidden > 0 ? ws->h0d : ws->h0) : ws->la[i - 1].h2;
+}
+
+const uint8_t* model_workspace_dropout_mask(const ModelWorkspace* ws, DropoutSite site, int layer) {
+    CHECK(ws->mode != NULL, "no forward has run");
+    const bool in_range = layer >= 0 && layer < ws->cfg.n_layers;
+    switch (site) {
+        case DROPOUT_SITE_EMBEDDINGS: return ws->drop.hidden > 0 ? ws->keep_emb : NULL;
+        case DROPOUT_SITE_ATTENTION: return ws->drop.attention > 0 && in_range ? ws->keep_att[layer] : NULL;
+        case DROPOUT_SITE_FFN: return ws->drop.hidden > 0 && in_range ? ws->keep_ffn[layer] : NULL;
+        case DROPOUT_SITE_CLASSIFIER: return ws->drop.classifier > 0 ? ws->keep_cls : NULL;
+    }
+    return NULL;
 }
 
 const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer) {

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "model/amp.h"
+#include "model/dropout.h"
 #include "model/phase.h"
 #include "core/common.h"
 #include "gemm/gemm.h"
@@ -94,11 +95,16 @@ Status model_config_validate(const ModelConfig* cfg);
 // are accepted and ignored; any other key is STATUS_INVALID naming it. Validates the result.
 Status model_config_from_json_file(const char* path, ModelConfig* cfg);
 // The same, for training: also refuses by name every setting that changes the computation and
-// is not implemented (activation other than "gelu"; dropout, attention_dropout or
-// seq_classif_dropout other than 0; pad_token_id other than 0; initializer_range other than
+// is not implemented (activation other than "gelu"; a dropout, attention_dropout or
+// seq_classif_dropout outside [0, 1]; pad_token_id other than 0; initializer_range other than
 // 0.02; problem_type other than single_label_classification; num_labels 1 = regression).
 // Accepts what transformers 5.24's save_pretrained writes (tie_word_embeddings, dtype, ...).
 Status model_config_from_json_file_for_training(const char* path, ModelConfig* cfg);
+// The config.json's dropout probabilities (dropout, attention_dropout, seq_classif_dropout) into
+// d's hidden, attention and classifier fields (d->seed untouched); a missing key takes
+// DistilBertConfig's default (0.1, 0.1, 0.2), as transformers would. STATUS_INVALID naming the
+// key unless each is a number in [0, 1].
+Status model_dropout_from_json_file(const char* path, DropoutConfig* d);
 // The config as a new JSON object with the config.json keys model_config_from_json_file reads
 // (vocab_size, dim, n_layers, n_heads, hidden_dim, max_position_embeddings, num_labels), so
 // writing it and reading it back gives the same config. Used by train's and memory's results.
@@ -212,7 +218,8 @@ void model_optim_init_owned(ModelOptim* mo, const ParamTable* table, const Optim
 size_t model_optim_estimate_bytes_owned(const ParamTable* table, const Optimizer* o, const OptimConfig* cfg,
                                         bool embeddings_32bit, const int* owner, int rank);
 
-// ---- forward / backward (DistilBertForSequenceClassification, train mode with dropout 0) ----
+// ---- forward / backward (DistilBertForSequenceClassification; train mode with the batch's
+// dropout settings, eval mode without) ----
 // The computation, op by op, with the rounding points of each precision mode, is written out
 // at the top of model.c; reference/MODEL_SEMANTICS.md records what torch/transformers compute.
 
@@ -228,6 +235,14 @@ typedef struct {
     const int64_t* attention_mask;  // (B, T) 1 = real token, 0 = padding; NULL = all ones
     const int32_t* labels;          // (B) in [0, n_labels)
     int B, T;                       // 1 <= B <= the workspace's max_B, 1 <= T <= max_T
+    // Training with dropout (dropout.h): the settings, or NULL = no dropout (evaluation, as
+    // model.eval(); also every p = 0). The masks are keyed by the optimizer step (1-based)
+    // and each row's global example index within that step's global batch: row b is example
+    // first_example + b (micro-batch k of gradient accumulation with B rows: k*B; a data-parallel
+    // rank adds its offset), so they do not depend on threads, ranks or micro-batching.
+    int64_t step;
+    int64_t first_example;
+    const DropoutConfig* dropout;
 } ModelBatch;
 
 // Every activation of one forward/backward for batches of up to max_B x max_T tokens, allocated
@@ -267,10 +282,16 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
 void model_zero_grad(const ParamTable* table, float* grads);
 
 // Saved activations of the last successful model_forward (tests, inspection), as transformers'
-// output_hidden_states / output_attentions return them: hidden state i (B, T, D), i = 0 the
-// embeddings' LayerNorm output, i = l + 1 the output of layer l; layer l's attention
-// probabilities (B, n_heads, T, T) (fp32 with padding; low-dtype values without).
+// output_hidden_states return them: hidden state i (B, T, D), i = 0 the embeddings' output
+// (LayerNorm, then the embeddings dropout in training), i = l + 1 the output of layer l; layer
+// l's attention probabilities (B, n_heads, T, T) (fp32 with padding; low-dtype values without),
+// the softmax output before any attention dropout.
 const float* model_workspace_hidden_state(const ModelWorkspace* ws, int i);
 const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer);
+// The dropout masks of the last successful model_forward (1 = kept), or NULL when that site did
+// not run (eval, p = 0, or no such layer): embeddings (B, T, D), attention of `layer`
+// (B, n_heads, T, T), ffn of `layer` (B, T, D), classifier (B, D). layer is ignored for the
+// embeddings and classifier sites. For exporting masks (train --dump-dropout-masks) and tests.
+const uint8_t* model_workspace_dropout_mask(const ModelWorkspace* ws, DropoutSite site, int layer);
 
 #endif

@@ -70,7 +70,7 @@ static Status save_checkpoint_hf_model(const CheckpointRun* c, const char* dir) 
     Status s = hf_weights_save(c->table, c->params, path);
     if (!status_is_ok(s)) return s;
     snprintf(path, sizeof path, "%s/%s", dir, HF_CONFIG_FILE);
-    return hf_config_save(c->mcfg, path);
+    return hf_config_save(c->mcfg, c->dropout, path);
 }
 
 // The folder is made complete under a temporary name, OUTPUT_DIR/checkpoint-<step>.tmp.<pid>/,

@@ -25,6 +25,7 @@ typedef struct {
     GradScaler* scaler;       // scale, growth tracker, skipped count written by checkpoint_load
     const json_t* config;     // the run's config (results.json "config"), saved and compared
     const ModelConfig* mcfg;  // the model's config (config.json of the checkpoint folder)
+    const DropoutConfig* dropout;  // its dropout probabilities (config.json); NULL: 0
 } CheckpointRun;
 
 // Writes OUTPUT_DIR/checkpoint-<step>/checkpoint.safetensors; `records` is the JSON object

@@ -71,6 +71,8 @@ typedef struct {
     long grad_accum;            // --gradient-accumulation-steps (default 1)
     bool ddp;                   // --ddp: data parallel over the MPI ranks (ddp.h)
     long zero;                  // --zero 0|1: ZeRO stage (1: optimizer state sharded; needs --ddp)
+    double dropout, attention_dropout, seq_classif_dropout;  // < 0: not given (config / preset)
+    const char* dump_dropout_masks;  // --dump-dropout-masks DIR (NULL: none)
 } TrainArgs;
 
 typedef struct {
@@ -118,6 +120,7 @@ const Command cmd_train = {
         "    [--lr-scheduler-type linear|constant] [--warmup-steps N | --warmup-ratio X]\n"
         "    [--max-grad-norm X] [--gradient-accumulation-steps N] [--profile]\n"
         "    [--ddp [--zero 0|1]]   (under mpirun -np R; README \"Distributed\")\n"
+        "    [--dropout P] [--attention-dropout P] [--seq-classif-dropout P] [--dump-dropout-masks DIR]\n"
         "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments)\n"
@@ -128,6 +131,8 @@ const Command cmd_train = {
         "  --gradient-accumulation-steps R*N (same --threads). --zero 1 shards the optimizer state\n"
         "  (whole tensors) over the ranks. Rank 0 alone writes results and checkpoints.\n"
         "  --data-order shuffled --max-steps 100\n"
+        "  dropout: a preset's is 0; --config's config.json gives dropout, attention_dropout,\n"
+        "  seq_classif_dropout (missing keys: DistilBertConfig's 0.1, 0.1, 0.2); the flags override\n"
         "  --per-device-train-batch-size 8 --seq-len min(128, max positions) --eval-steps 0\n"
         "  (evaluate at the end only) --logging-steps 10 --seed 42 --output-dir\n"
         "  results/train/<model>-<precision>-<optim>-<time>; synthetic task paraphrase with\n"
@@ -319,6 +324,7 @@ typedef struct {
     int64_t order_epoch;    // epoch `order` belongs to (-1: none)
     int64_t step;           // optimizer-loop steps taken (skipped ones included)
     LrSchedule schedule;    // --lr-scheduler-type, --warmup-steps/--warmup-ratio
+    DropoutConfig dropout;  // the three probabilities (all 0: none) and the mask seed (--seed)
     bool sequential;        // --data-order sequential
     char init_weights_path[4200];  // --init-from's model.safetensors ("" = HF init)
     char init_config_path[4200];   // --init-from DIR's config.json when no --model/--config
@@ -369,7 +375,7 @@ static void load_train_batch(Run* r, int64_t s, Batch* dst) {
 }
 
 static ModelBatch model_batch_of(const Batch* b) {
-    ModelBatch mb = {b->input_ids, b->attention_mask, b->labels, b->batch, b->seq_len};
+    ModelBatch mb = {b->input_ids, b->attention_mask, b->labels, b->batch, b->seq_len, 0, 0, NULL};
     return mb;
 }
 
@@ -445,6 +451,8 @@ static void accum_free(Run* r) {
 // has R*N micro-batches (global batches r->step*R*N ..): this rank loads those of its rounds,
 // micro[a] = global micro-batch a*R + rank of the step (accum.c), and the token counts of
 // every rank are summed (rank 0's record holds the whole step's, as one process would).
+// Dropout masks are keyed by the optimizer step (1-based) and each row's index in the step's
+// global batch: micro-batch j's row 0 is example j * B (dropout.h).
 static void load_step_batches(Run* r, StepRecord* rec) {
     const int64_t per_step = r->a.grad_accum * r->ranks;
     for (int k = 0; k < (int)r->a.grad_accum; k++) {
@@ -452,7 +460,11 @@ static void load_step_batches(Run* r, StepRecord* rec) {
         // anything keyed by the example's place in the step must use j*B, not k*B
         const int64_t j = (int64_t)k * r->ranks + r->rank;
         load_train_batch(r, r->step * per_step + j, &r->micro[k]);
-        const ModelBatch mb = r->micro_mb[k] = model_batch_of(&r->micro[k]);
+        r->micro_mb[k] = model_batch_of(&r->micro[k]);
+        r->micro_mb[k].step = r->step + 1;
+        r->micro_mb[k].first_example = j * r->a.batch_size;
+        r->micro_mb[k].dropout = dropout_config_any(&r->dropout) ? &r->dropout : NULL;
+        const ModelBatch mb = r->micro_mb[k];
         rec->tokens += (int64_t)mb.B * mb.T;
         for (int b = 0; b < mb.B; b++)
             for (int t = 0; t < mb.T; t++) rec->real_tokens += mb.attention_mask ? mb.attention_mask[b * mb.T + t] : 1;
@@ -501,6 +513,74 @@ static json_t* distributed_json(const Run* r) {
     json_object_set_new(o, "rank0_grad_seconds", json_real(tr.grad_seconds));
     json_object_set_new(o, "rank0_param_seconds", json_real(tr.param_seconds));
     return o;
+}
+
+// --dump-dropout-masks DIR: the masks of optimizer step r->step + 1 (the batches just loaded)
+// as DIR/masks-step-<s>.safetensors, one U8 tensor per site that runs (1 = kept), named after
+// the nn.Dropout module transformers applies it with, rows = every micro-batch's rows in order:
+//   distilbert.embeddings.dropout                        (rows, T, D)
+//   distilbert.transformer.layer.<l>.attention.dropout   (rows, n_heads, T, T)
+//   distilbert.transformer.layer.<l>.ffn.dropout         (rows, T, D)
+//   dropout                                              (rows, D)  the classifier's
+//   example_index (I64, rows): each row's index in the step's global batch (the mask key)
+// and metadata (format, step, seed, the three p). The masks are recomputed from their keys
+// (dropout_fill_mask), exactly what model_forward draws (tests/test_dropout.c checks it).
+static Status dump_dropout_masks(const Run* r) {
+    const int n_micro = (int)r->a.grad_accum;
+    const int64_t T = r->micro_mb[0].T, D = r->mcfg.dim, H = r->mcfg.n_heads;
+    int64_t rows = 0;
+    for (int k = 0; k < n_micro; k++) rows += r->micro_mb[k].B;
+    const DropoutConfig* d = &r->dropout;
+    StWriter* w = st_writer_new();
+    int64_t* examples = xmalloc((size_t)rows * sizeof(int64_t));
+    for (int k = 0, row = 0; k < n_micro; k++)
+        for (int b = 0; b < r->micro_mb[k].B; b++) examples[row++] = r->micro_mb[k].first_example + b;
+    st_writer_add(w, "example_index", DTYPE_I64, 1, &rows, examples);
+    free(examples);
+    // one site: per_example elements per row, for every micro-batch
+    #define DUMP_SITE(name, site, layer, p, ndim, ...)                                                          \
+        do {                                                                                                    \
+            const int64_t shape_[] = {rows, __VA_ARGS__};                                                       \
+            size_t per_ = 1;                                                                                    \
+            for (int j_ = 1; j_ < (ndim); j_++) per_ *= (size_t)shape_[j_];                                     \
+            uint8_t* m_ = xmalloc((size_t)rows * per_);                                                         \
+            for (int k_ = 0, r0_ = 0; k_ < n_micro; r0_ += r->micro_mb[k_].B, k_++)                             \
+                dropout_fill_mask(m_ + (size_t)r0_ * per_, d->seed, r->micro_mb[k_].step,                        \
+                                  r->micro_mb[k_].first_example, r->micro_mb[k_].B, per_, site, layer, p);       \
+            st_writer_add(w, name, DTYPE_U8, ndim, shape_, m_);                                                 \
+            free(m_);                                                                                           \
+        } while (0)
+    if (d->hidden > 0) DUMP_SITE("distilbert.embeddings.dropout", DROPOUT_SITE_EMBEDDINGS, 0, d->hidden, 3, T, D);
+    for (int l = 0; l < (int)r->mcfg.n_layers; l++) {
+        char name[128];
+        if (d->attention > 0) {
+            snprintf(name, sizeof name, "distilbert.transformer.layer.%d.attention.dropout", l);
+            DUMP_SITE(name, DROPOUT_SITE_ATTENTION, l, d->attention, 4, H, T, T);
+        }
+        if (d->hidden > 0) {
+            snprintf(name, sizeof name, "distilbert.transformer.layer.%d.ffn.dropout", l);
+            DUMP_SITE(name, DROPOUT_SITE_FFN, l, d->hidden, 3, T, D);
+        }
+    }
+    if (d->classifier > 0) DUMP_SITE("dropout", DROPOUT_SITE_CLASSIFIER, 0, d->classifier, 2, D);
+    #undef DUMP_SITE
+    char v[64], path[4400];
+    st_writer_meta(w, "format", "trainbench-dropout-masks-1");
+    snprintf(v, sizeof v, "%lld", (long long)r->micro_mb[0].step);
+    st_writer_meta(w, "step", v);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)d->seed);
+    st_writer_meta(w, "seed", v);
+    snprintf(v, sizeof v, "%.17g", d->hidden);
+    st_writer_meta(w, "dropout", v);
+    snprintf(v, sizeof v, "%.17g", d->attention);
+    st_writer_meta(w, "attention_dropout", v);
+    snprintf(v, sizeof v, "%.17g", d->classifier);
+    st_writer_meta(w, "seq_classif_dropout", v);
+    snprintf(path, sizeof path, "%s/masks-step-%lld.safetensors", r->a.dump_dropout_masks,
+             (long long)r->micro_mb[0].step);
+    Status s = st_writer_save(w, path);
+    st_writer_free(w);
+    return s;
 }
 
 static json_t* summary_json(const Run* r) {
@@ -595,7 +675,7 @@ static Status evaluate(Run* r, EvalRecord* out) {
 
 // ---- checkpoints (checkpoint.c) ----
 static CheckpointRun checkpoint_run_of(Run* r) {
-    CheckpointRun c = {&r->table, r->params, &r->mo, &r->scaler, r->config_json, &r->mcfg};
+    CheckpointRun c = {&r->table, r->params, &r->mo, &r->scaler, r->config_json, &r->mcfg, &r->dropout};
     return c;
 }
 
@@ -715,6 +795,7 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     a->warmup_ratio = -1;
     a->max_grad_norm = 1.0;
     a->grad_accum = 1;
+    a->dropout = a->attention_dropout = a->seq_classif_dropout = -1;
     const char* precision = NULL;
     for (int i = 1; i < argc; i++) {
         const char* arg = argv[i];
@@ -736,6 +817,7 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         STR_FLAG("--init-from", init_from)
         STR_FLAG("--data-order", data_order)
         STR_FLAG("--lr-scheduler-type", lr_scheduler_type)
+        STR_FLAG("--dump-dropout-masks", dump_dropout_masks)
         INT_FLAG("--warmup-steps", warmup_steps, 0, 100000000)
         INT_FLAG("--max-steps", max_steps, 1, 100000000)
         INT_FLAG("--per-device-train-batch-size", batch_size, 1, 65536)
@@ -778,6 +860,17 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             if (!(a->max_grad_norm >= 0))
                 return cli_usage_error(&cmd_train, "--max-grad-norm must be >= 0 (0: no clipping; got %g)",
                                        a->max_grad_norm);
+        } else if (flag_matches(arg, "--dropout") || flag_matches(arg, "--attention-dropout") ||
+                   flag_matches(arg, "--seq-classif-dropout")) {
+            const char* flag = flag_matches(arg, "--dropout")             ? "--dropout"
+                               : flag_matches(arg, "--attention-dropout") ? "--attention-dropout"
+                                                                          : "--seq-classif-dropout";
+            double* dst = !strcmp(flag, "--dropout")             ? &a->dropout
+                          : !strcmp(flag, "--attention-dropout") ? &a->attention_dropout
+                                                                 : &a->seq_classif_dropout;
+            if (!parse_float_flag(argc, argv, &i, flag, dst)) return 2;
+            if (!(*dst >= 0 && *dst <= 1))
+                return cli_usage_error(&cmd_train, "%s must be a probability in [0, 1] (got %g)", flag, *dst);
         } else if (flag_matches(arg, "--init-scale")) {
             if (!parse_float_flag(argc, argv, &i, "--init-scale", &a->init_scale)) return 2;
         } else if (!strcmp(arg, "--no-progress")) {
@@ -816,6 +909,9 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     if (a->init_from && a->resume)
         return cli_usage_error(&cmd_train, "give --init-from or --resume-from-checkpoint, not both (a checkpoint has "
                                "its own weights)");
+    if (a->dump_dropout_masks && a->ddp)  // each rank holds only its micro-batches; one file per step is not made
+        return cli_usage_error(&cmd_train, "--dump-dropout-masks is not supported with --ddp (run it in one process: "
+                               "the masks depend only on seed, step and example index, not on the ranks)");
     return 0;
 }
 
@@ -896,12 +992,21 @@ static int setup(Run* r) {
     if (a->config_path) {
         s = model_config_from_json_file_for_training(a->config_path, &r->mcfg);
         if (!status_is_ok(s)) return user_error("--config: %s", s.msg);
+        s = model_dropout_from_json_file(a->config_path, &r->dropout);
+        if (!status_is_ok(s)) return user_error("--config: %s", s.msg);
     } else {
         const ModelConfig* c = model_config_find(a->model);
         if (!c) return user_error("--model: unknown model '%s' (allowed: %s, or --config FILE.json)", a->model,
                                   model_preset_names_list());
-        r->mcfg = *c;
+        r->mcfg = *c;  // presets train without dropout (r->dropout stays 0)
     }
+    if (a->dropout >= 0) r->dropout.hidden = a->dropout;
+    if (a->attention_dropout >= 0) r->dropout.attention = a->attention_dropout;
+    if (a->seq_classif_dropout >= 0) r->dropout.classifier = a->seq_classif_dropout;
+    r->dropout.seed = (uint64_t)a->seed;
+    if (a->dump_dropout_masks && !dropout_config_any(&r->dropout))
+        return user_error("--dump-dropout-masks: this run has no dropout (dropout, attention_dropout and "
+                          "seq_classif_dropout are all 0); give --dropout P or a config.json with dropout");
     r->optim = optim_find(a->optim);
     if (!r->optim) return user_error("--optim: unknown optimizer '%s' (allowed: %s)", a->optim, optim_names_list());
     r->mode = amp_mode_find(a->precision);
@@ -1017,6 +1122,11 @@ static int setup(Run* r) {
     json_object_set_new(c, "warmup_steps", json_integer(r->schedule.warmup_steps));
     json_object_set_new(c, "max_grad_norm", json_real(a->max_grad_norm));
     json_object_set_new(c, "data_order", json_string(a->data_order));
+    json_object_set_new(c, "dropout",
+                        json_pack("{s:f, s:f, s:f, s:s}", "dropout", r->dropout.hidden, "attention_dropout",
+                                  r->dropout.attention, "seq_classif_dropout", r->dropout.classifier, "masks",
+                                  "counter-based, keyed by (seed, step, example, site, layer, element): "
+                                  "reference/MODEL_SEMANTICS.md section 10; none at evaluation"));
     json_object_set_new(c, "init_from", r->init_weights_path[0] ? json_string(r->init_weights_path) : json_null());
     json_object_set_new(c, "precision", json_string(r->mode->name));
     json_object_set_new(c, "backend", json_string(r->backend->name));
@@ -1047,6 +1157,10 @@ static int setup(Run* r) {
     }
     r->config_json = c;
 
+    if (a->dump_dropout_masks) {
+        s = make_dirs(a->dump_dropout_masks);
+        if (!status_is_ok(s)) return user_error("--dump-dropout-masks: %s", s.msg);
+    }
     snprintf(r->results_path, sizeof r->results_path, "%s/results.json", a->output_dir);
     if (r->rank == 0) {  // --ddp: rank 0 alone writes into the output folder
         s = make_dirs(a->output_dir);
@@ -1114,6 +1228,15 @@ static int train_loop(Run* r) {
         StepRecord rec;
         memset(&rec, 0, sizeof rec);
         load_step_batches(r, &rec);
+        if (a->dump_dropout_masks) {
+            s = dump_dropout_masks(r);
+            if (!status_is_ok(s)) {
+                clear_progress(r);
+                fprintf(stderr, "trainbench train: --dump-dropout-masks: %s\n", s.msg);
+                r->stop_reason = "cannot write dropout masks";
+                return 1;
+            }
+        }
         TrainStep ts = {&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
                         &r->schedule, r->a.max_grad_norm, (int)r->a.grad_accum, r->micro_grads, r->ddp,
                         r->zero_offsets};
@@ -1233,14 +1356,18 @@ static int train_run(int argc, char** argv) {
                "step), seq len = %ld, max steps = %ld, output = %s\n"
                "  learning rate = %g, lr scheduler = %s (warmup %lld steps), weight decay = %g (not on biases and "
                "LayerNorm weights), max grad norm = %g%s\n"
-               "  data order = %s (seed %ld), initial weights = %s\n",
+               "  data order = %s (seed %ld), initial weights = %s\n"
+               "  dropout = %g, attention_dropout = %g, seq_classif_dropout = %g (%s)\n",
                run.a.model ? run.a.model : run.a.config_path, run.table.numel, run.optim->name, run.mode->name,
                run.backend->name, run.ds.split[SPLIT_TRAIN].n, run.a.batch_size, run.a.grad_accum,
                run.a.batch_size * run.a.grad_accum, run.a.seq_len, run.a.max_steps,
                run.a.output_dir, run.ocfg.lr, lr_schedule_name(run.schedule.type), (long long)run.schedule.warmup_steps,
                run.ocfg.weight_decay, run.a.max_grad_norm, run.a.max_grad_norm > 0 ? "" : " (no clipping)",
                run.a.data_order, run.a.seed,
-               run.init_weights_path[0] ? run.init_weights_path : "HF init (N(0, 0.02), seeded by --seed)");
+               run.init_weights_path[0] ? run.init_weights_path : "HF init (N(0, 0.02), seeded by --seed)",
+               run.dropout.hidden, run.dropout.attention, run.dropout.classifier,
+               dropout_config_any(&run.dropout) ? "masks keyed by seed, step and example; none at evaluation"
+                                                : "no dropout");
         fflush(stdout);
         rc = train_loop(&run);
         Status s = status_ok();
