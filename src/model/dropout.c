@@ -41,17 +41,15 @@ uint64_t dropout_key(uint64_t seed, int64_t step, int64_t example, DropoutSite s
     return absorb(k, (uint64_t)site << 32 | (uint32_t)layer);
 }
 
+uint64_t dropout_draw(uint64_t key, uint64_t i) { return dropout_mix64(key + (i + 1) * DROPOUT_GOLDEN); }
+
 bool dropout_kept(uint64_t key, uint64_t i, double p) {
-    const uint64_t draw = dropout_mix64(key + (i + 1) * DROPOUT_GOLDEN);
-    return (double)(draw >> 11) * 0x1p-53 < 1.0 - p;
+    return (double)(dropout_draw(key, i) >> 11) * 0x1p-53 < 1.0 - p;
 }
 
 static void fill_row(uint8_t* keep, uint64_t key, size_t n, double p) {
     const double keep_prob = 1.0 - p;
-    for (size_t i = 0; i < n; i++) {
-        const uint64_t draw = dropout_mix64(key + ((uint64_t)i + 1) * DROPOUT_GOLDEN);
-        keep[i] = (double)(draw >> 11) * 0x1p-53 < keep_prob;
-    }
+    for (size_t i = 0; i < n; i++) keep[i] = (double)(dropout_draw(key, (uint64_t)i) >> 11) * 0x1p-53 < keep_prob;
 }
 
 void dropout_fill_mask(uint8_t* keep, uint64_t seed, int64_t step, int64_t first_example, int B,

@@ -74,6 +74,7 @@ typedef struct {
 
 uint64_t dropout_mix64(uint64_t z);
 uint64_t dropout_key(uint64_t seed, int64_t step, int64_t example, DropoutSite site, int layer);
+uint64_t dropout_draw(uint64_t key, uint64_t i);  // draw(key, i) (above)
 // kept(i) for one example's key (above).
 bool dropout_kept(uint64_t key, uint64_t i, double p);
 // Masks of B examples (rows first_example .. first_example + B - 1 of step `step`), each of
