@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/safetensors.h"
+#include "golden_dropout.h"
 #include "train/train.h"
 
 #define GOLDEN_REPLAY_MAX_BATCH 64
@@ -40,6 +41,9 @@ typedef struct {
     LrSchedule schedule;                // trainer_* goldens (metadata lr_schedule)
     bool has_schedule;
     TrainStep ts;
+    DropoutConfig dropout;              // train_dropout_* goldens (metadata dropout)
+    bool has_dropout;
+    int64_t first_step;                 // the 1-based step of the golden's first optimizer step
 } GoldenReplay;
 
 // The golden's metadata "config" (a DistilBertConfig as JSON) as a ModelConfig.
@@ -165,6 +169,9 @@ static bool golden_replay_open(GoldenReplay* r, const char* path, const char* ba
     r->T = (int)r->ids->shape[2];
     assert_true(r->B <= GOLDEN_REPLAY_MAX_BATCH);
     if (r->N > 1) r->micro_grads = param_table_alloc_buffer(&r->table);
+    int64_t first_example;
+    r->has_dropout = golden_dropout_config(&r->st, &r->dropout, &r->first_step, &first_example);
+    if (r->has_dropout) assert_true(first_example == 0);
     assert_true(status_is_ok(model_workspace_new(&r->table, r->B, r->T, &r->ws)));
     r->ts = (TrainStep){&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
                         r->has_schedule ? &r->schedule : NULL, max_grad_norm, r->N, r->micro_grads, NULL, NULL};
@@ -178,10 +185,13 @@ static void golden_replay_step(GoldenReplay* r, int k, TrainStepResult* out) {
     for (int m = 0; m < r->N; m++) {
         const size_t i = (size_t)k * r->N + m;
         for (int b = 0; b < B; b++) r->lab[m][b] = (int32_t)((const int64_t*)r->labels->data)[i * B + b];
+        // dropout masks keyed as `trainbench train` keys them: optimizer step, row m*B + b
         mb[m] = (ModelBatch){(const int64_t*)r->ids->data + i * B * T, (const int64_t*)r->mask->data + i * B * T,
-                             r->lab[m], B, T, 0, 0, NULL};
+                             r->lab[m], B, T, r->first_step + k, (int64_t)m * B, r->has_dropout ? &r->dropout : NULL};
     }
     assert_true(status_is_ok(train_step(&r->ts, mb, out)));
+    // the last micro-batch's masks (the workspace holds the last forward's) are the golden's
+    if (r->has_dropout) assert_int_equal(golden_dropout_check_masks(&r->st, r->ws, k, (r->N - 1) * B, B), 0);
 }
 
 static void golden_replay_close(GoldenReplay* r) {

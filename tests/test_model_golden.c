@@ -29,6 +29,7 @@
 #include "model/model.h"
 #include "optim/optim.h"
 #include "core/safetensors.h"
+#include "golden_dropout.h"
 
 #define GOLDEN_DIR "reference/golden/model"
 
@@ -229,9 +230,10 @@ static void term_scales(const ParamTable* t, const float* params, const ModelBat
     float* g = param_table_alloc_buffer(t);
     double* acc = calloc(t->alloc_numel, sizeof(double));
     for (int b = 0; b < batch->B; b++) {
+        // with dropout, example b keeps its masks alone in a batch (keyed by its index)
         ModelBatch one = {batch->input_ids + (size_t)b * batch->T,
                           batch->attention_mask ? batch->attention_mask + (size_t)b * batch->T : NULL,
-                          batch->labels + b, 1, batch->T, 0, 0, NULL};
+                          batch->labels + b, 1, batch->T, batch->step, batch->first_example + b, batch->dropout};
         float loss;
         assert_true(status_is_ok(model_forward(ws, params, &one, amp_mode_find("fp32"), gemm, &loss, NULL)));
         model_zero_grad(t, g);
@@ -306,6 +308,10 @@ static void run_golden(const char* path, CaseResult* r) {
     int32_t* labels = malloc((size_t)B * sizeof(int32_t));
     for (int b = 0; b < B; b++) labels[b] = (int32_t)((const int64_t*)lab_t->data)[b];
     ModelBatch batch = {ids_t->data, mask_t->data, labels, B, T, 0, 0, NULL};
+    // grads_dropout_*: train mode with dropout, torch fed the masks stored in the golden
+    DropoutConfig drop;
+    const bool has_dropout = golden_dropout_config(&st, &drop, &batch.step, &batch.first_example);
+    if (has_dropout) batch.dropout = &drop;
 
     Gemm gemm;
     // one thread: the naive backend gives the same bits for any thread count (gemm_naive.c), and
@@ -324,6 +330,12 @@ static void run_golden(const char* path, CaseResult* r) {
     amp_counters_reset(&r->ours);
     s = model_backward(ws, params, 1.0f, &gemm, grads, &r->ours);
     assert_true(status_is_ok(s));
+    if (has_dropout) {  // our masks are the ones torch was fed (an independent implementation's)
+        const int bad = golden_dropout_check_masks(&st, ws, -1, 0, B);
+        printf("  %s: dropout %g / %g / %g, masks %s\n", path, drop.hidden, drop.attention, drop.classifier,
+               bad ? "DIFFER" : "identical to the golden's");
+        r->sum.failures += bad;
+    }
 
     const DType low = mode->low;
     const bool verbose = getenv("TRAINBENCH_VERBOSE") != NULL;

@@ -1181,5 +1181,5 @@ const uint8_t* model_workspace_dropout_mask(const ModelWorkspace* ws, DropoutSit
 const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer) {
     CHECK(ws->mode != NULL, "no forward has run");
     CHECK(layer >= 0 && layer < ws->cfg.n_layers, "layer %d of %lld", layer, (long long)ws->cfg.n_layers);
-    return ws->la[layer].att.p;
+    return ws->la[layer].att.drop.keep ? ws->la[layer].att.pd : ws->la[layer].att.p;
 }

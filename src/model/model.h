@@ -285,7 +285,7 @@ void model_zero_grad(const ParamTable* table, float* grads);
 // output_hidden_states return them: hidden state i (B, T, D), i = 0 the embeddings' output
 // (LayerNorm, then the embeddings dropout in training), i = l + 1 the output of layer l; layer
 // l's attention probabilities (B, n_heads, T, T) (fp32 with padding; low-dtype values without),
-// the softmax output before any attention dropout.
+// after the attention dropout in training (what eager attention returns as attn_weights).
 const float* model_workspace_hidden_state(const ModelWorkspace* ws, int i);
 const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer);
 // The dropout masks of the last successful model_forward (1 = kept), or NULL when that site did
