@@ -21,6 +21,8 @@ Cases (written to <out>/model/<case>.safetensors; rows of <out>/MANIFEST.tsv):
                             batch 4x16 with padding (attention dropout on fp32 probabilities)
   grads_dropout_bf16_nopad  bf16, a batch without padding: no mask, the softmax and so the attention
                             dropout run in bf16 (scale 1.109375)
+  grads_dropout_cfg2_<mode> fp32, bf16: the second configuration of gen_model_goldens.py (dim 36,
+                            3 heads of 12, 3 labels, batch 5x20 with heavy padding)
   train_dropout_<mode>      fp32, bf16, fp16 (+ GradScaler('cpu'), init 2^16, interval 4):
                             TRAIN_STEPS AdamW steps (adamw_torch, the train_* goldens'
                             hyperparameters) on the first batches of the train_* stream, the
@@ -66,6 +68,14 @@ def cases():
                                f"attention_dropout 0.1, seq_classif_dropout 0.2 (trainbench's masks), {mode}"
                                + ("" if mode == "fp32" else f" ({G.autocast_string(mode)}, no scaler)")
                                + ", batch 4x16 with padding"))
+    for mode in ["fp32", "bf16"]:
+        cs.append(dict(name=f"grads_dropout_cfg2_{mode}", kind="grads", mode=mode, labels=3, nopad=False,
+                       shape="cfg2",
+                       flags=["padding", "heavy_padding", "forward_backward", "labels3", "head_dim_12", "dropout"]
+                       + ([] if mode == "fp32" else ["autocast"]),
+                       comment=f"one forward+backward of the second configuration (dim 36, 3 heads of 12, FFN 50, "
+                               f"3 labels) in train mode with dropout 0.1 / 0.1 / 0.2 (trainbench's masks), {mode}, "
+                               "batch 5x20 with 2-20 real tokens"))
     cs.append(dict(name="grads_dropout_bf16_nopad", kind="grads", mode="bf16", labels=2, nopad=True,
                    flags=["no_padding_batch", "forward_backward", "dropout", "autocast", "mask_none"],
                    comment="one forward+backward with dropout (trainbench's masks), bf16, a batch without "
@@ -202,8 +212,8 @@ def main():
     goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"), check=args.check)
     base_meta = dict(G.lib_meta(torch, transformers), generator=goldens.generator)
     for c in cs:
-        G.use_shape("tiny")
-        G.CFG = dict(G.TINY, **DROPOUT)   # make_config reads the module's CFG
+        G.use_shape(c.get("shape", "tiny"))
+        G.CFG = dict(G.CFG, **DROPOUT)   # make_config reads the module's CFG
         run = run_grads if c["kind"] == "grads" else run_train
         tensors, meta = run(torch, transformers, c, base_meta)
         if c["kind"] == "train":

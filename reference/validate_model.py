@@ -7,22 +7,31 @@ the model-level counterpart of validate_python.py.
 
 What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked example):
  1. builds transformers' DistilBertForSequenceClassification from --config (a DistilBertConfig
-    config.json; dropout, attention_dropout and seq_classif_dropout must be 0) or --preset,
-    eager attention, HF init after torch.manual_seed(--seed), and save_pretrained()s it to
-    OUT/init (config.json + model.safetensors): both sides start from these weights;
+    config.json, its dropouts included: missing keys take DistilBertConfig's 0.1 / 0.1 / 0.2) or
+    --preset (dropout 0), eager attention, HF init after torch.manual_seed(--seed), and
+    save_pretrained()s it to OUT/init (config.json + model.safetensors): both sides start from
+    these weights; --dropout / --attention-dropout / --seq-classif-dropout override;
  2. takes the batches from --data (safetensors: input_ids, attention_mask, labels, as
     `trainbench train --train-file` reads it) or, without --data, writes OUT/data.safetensors
     (random ids 2..vocab-1 after a first token 1, 1..T real tokens per row, random labels;
     --data-seed); the rows are read in file order, as `trainbench train --data-order sequential`
     does: step s is batch s mod nb of the file (nb = ceil(N / B); the last batch of each pass
     may be short; reference/data_order.py);
- 3. trains transformers for --steps steps as HF Trainer optimizes (its inner loop written out,
+ 3. with any dropout > 0, runs `trainbench train` first (step 5) with --dump-dropout-masks
+    OUT/masks and --seed --seed: its masks (checked equal to reference/dropout_masks.py's) are
+    fed to every torch dropout (dropout_masks.patched_dropout: torch's own arithmetic), so both
+    sides drop the same elements;
+    then trains transformers for --steps steps as HF Trainer optimizes (its inner loop written out,
     on CPU: Trainer with fp16 on CPU would silently train in fp32): AdamW (torch.optim.AdamW,
     for-loop) or transformers' Adafactor as the Trainer configures it, two param groups
     (Trainer.get_decay_parameter_names), get_linear_schedule_with_warmup or constant,
     torch.autocast("cpu") for bf16/fp16, GradScaler("cpu") for fp16, clip_grad_norm_ after
     unscale_, the scheduler stepped only after steps that were not skipped;
- 4. the same run again with every initial weight moved by one fp32 ulp: torch's own noise;
+ 4. the same run twice more under harmless perturbations, torch's own noise (as the goldens'
+    expect.noise.*): every initial weight moved by one fp32 ulp, and the examples of every batch
+    in reverse order (their dropout masks reversed with them); the noise is the larger of the two
+    (one perturbation alone can vanish: in bf16 the one-ulp run can round to torch's own loss
+    at every step, which left a bound of 16 eps32 against one legitimate bf16 flip);
  5. runs `trainbench train --init-from OUT/init --train-file ... --data-order sequential` with
     the same settings (OUT/trainbench), and reads its results.json and the final checkpoint's
     model.safetensors;
@@ -30,7 +39,7 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
     gradient norm; then the final parameters (max |diff| per tensor group, ||diff||), and a
     verdict: PASS when every loss scale, skip and lr is identical, every step's
     |loss diff| <= 10 x torch's noise (max over steps) + 16 eps32 |loss|, and
-    ||ours - torch|| <= 10 x ||torch_noise - torch|| for the final parameters (the criterion of
+    ||ours - torch|| <= 10 x max ||torch_noise - torch|| for the final parameters (the criterion of
     tests/test_model_golden.c). Exit 0 PASS, 1 FAIL, 2 bad input.
 
 Installs nothing; needs torch, transformers, safetensors (the goldens venv).
@@ -62,7 +71,7 @@ def die(msg, code=2):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--config", help="a DistilBertConfig config.json (dropouts 0)")
+    g.add_argument("--config", help="a DistilBertConfig config.json")
     g.add_argument("--preset", choices=sorted(PRESETS), help="one of trainbench's presets")
     ap.add_argument("--data", help="train data as safetensors (input_ids, attention_mask, labels); "
                                    "default: random data written to OUT/data.safetensors")
@@ -80,12 +89,19 @@ def parse_args():
     ap.add_argument("--max-grad-norm", type=float, default=1.0)
     ap.add_argument("--init-scale", type=float, default=2.0 ** 16)
     ap.add_argument("--growth-interval", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=42, help="torch.manual_seed before the HF init")
+    ap.add_argument("--seed", type=int, default=42, help="torch.manual_seed before the HF init; trainbench's "
+                                                         "--seed (the dropout masks' seed)")
+    for flag in ("--dropout", "--attention-dropout", "--seq-classif-dropout"):
+        ap.add_argument(flag, type=float, default=None, help="override the config's (a probability in [0, 1])")
     ap.add_argument("--backend", default="naive", help="trainbench --backend (default naive)")
     ap.add_argument("--threads", type=int, default=1, help="threads of both sides (default 1)")
     ap.add_argument("--trainbench", default=os.path.join(HERE, "..", "build", "trainbench"))
     ap.add_argument("--out", required=True, help="work folder (created)")
     a = ap.parse_args()
+    for k in ("dropout", "attention_dropout", "seq_classif_dropout"):
+        v = getattr(a, k)
+        if v is not None and not 0.0 <= v <= 1.0:
+            die(f"--{k.replace('_', '-')} must be a probability in [0, 1] (got {v})")
     if a.steps < 1 or a.batch_size < 1:
         die("--steps and --batch-size must be >= 1")
     if a.warmup_steps and a.lr_scheduler_type == "constant":
@@ -115,11 +131,12 @@ def load_config(transformers, a):
                 d = json.load(f)
         except (OSError, ValueError) as e:
             die(f"--config {a.config}: {e}")
+    if a.preset:
+        for k in ("dropout", "attention_dropout", "seq_classif_dropout"):
+            d[k] = 0.0   # trainbench's presets train without dropout
     for k in ("dropout", "attention_dropout", "seq_classif_dropout"):
-        if float(d.get(k, 0.0)) != 0.0:
-            die(f"--config: {k} is {d[k]}: trainbench has no dropout yet; set dropout, attention_dropout "
-                "and seq_classif_dropout to 0.0")
-        d[k] = 0.0
+        if getattr(a, k) is not None:
+            d[k] = getattr(a, k)
     for k in ("_name_or_path", "transformers_version", "architectures", "model_type"):
         d.pop(k, None)
     return transformers.DistilBertConfig(**d, attn_implementation="eager")
@@ -153,9 +170,34 @@ def read_data(torch, st, path):
 
 sys.path.insert(0, HERE)
 from data_order import batches  # noqa: E402 - trainbench's batch order (sequential here)
+import dropout_masks as DM  # noqa: E402 - the mask RNG and feeding masks to torch's dropout
 
 
-def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None):
+def has_dropout(cfg):
+    return cfg.dropout > 0 or cfg.attention_dropout > 0 or cfg.seq_classif_dropout > 0
+
+
+def load_masks(st, cfg, a, masks_dir, step, rows, seq):
+    """The masks trainbench dumped for optimizer step `step` (1-based), in DistilBERT's call order,
+    checked equal to reference/dropout_masks.py's (both implement the documented RNG)."""
+    path = os.path.join(masks_dir, f"masks-step-{step}.safetensors")
+    try:
+        dumped = st.load_file(path)
+    except Exception as e:  # noqa: BLE001
+        die(f"{path}: {e}", 1)
+    want = DM.step_masks(dict(dim=cfg.dim, n_layers=cfg.n_layers, n_heads=cfg.n_heads), a.seed, step, 0, rows, seq,
+                         cfg.dropout, cfg.attention_dropout, cfg.seq_classif_dropout)
+    out = []
+    for name, m in want.items():
+        if name not in dumped:
+            die(f"{path}: no mask {name}", 1)
+        if not bool((dumped[name].numpy() == m).all()):
+            die(f"{path}: mask {name} differs from reference/dropout_masks.py's", 1)
+        out.append((name, dumped[name]))
+    return out
+
+
+def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None, masks_dir=None, st=None, reverse=False):
     """HF Trainer's inner loop on CPU, written out (see the module doc)."""
     torch.manual_seed(0)
     model = transformers.DistilBertForSequenceClassification.from_pretrained(init_dir, attn_implementation="eager")
@@ -189,8 +231,12 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None):
     for s, r in enumerate(batches(ids.shape[0], a.batch_size, 0, a.steps, shuffled=False)):
         opt.zero_grad(set_to_none=True)
         ctx = torch.autocast("cpu", dtype=low) if low is not None else contextlib.nullcontext()
-        with ctx:
-            out = model(input_ids=ids[r], attention_mask=mask[r], labels=labels[r])
+        rev = (lambda x: x.flip(0)) if reverse else (lambda x: x)  # noqa: E731 - rows (and their masks) reversed
+        drop = (DM.patched_dropout(torch, [(n, rev(m)) for n, m in
+                                           load_masks(st, cfg, a, masks_dir, s + 1, len(r), ids.shape[1])])
+                if masks_dir else contextlib.nullcontext())
+        with ctx, drop:
+            out = model(input_ids=rev(ids[r]), attention_mask=rev(mask[r]), labels=rev(labels[r]))
         scale = scaler.get_scale() if scaler is not None else 1.0
         (scaler.scale(out.loss) if scaler is not None else out.loss).backward()
         if scaler is not None:
@@ -210,7 +256,7 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None):
     return rows, {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
-def trainbench_run(a, init_dir, data_path, out_dir):
+def trainbench_run(a, init_dir, data_path, out_dir, cfg):
     cmd = [a.trainbench, "train", "--init-from", init_dir, "--train-file", data_path, "--data-order", "sequential",
            "--per-device-train-batch-size", str(a.batch_size), "--max-steps", str(a.steps),
            "--learning-rate", repr(a.learning_rate), "--weight-decay", repr(a.weight_decay),
@@ -218,7 +264,11 @@ def trainbench_run(a, init_dir, data_path, out_dir):
            "--max-grad-norm", repr(a.max_grad_norm), "--precision", a.precision, "--optim", a.optim,
            "--init-scale", repr(a.init_scale), "--growth-interval", str(a.growth_interval),
            "--backend", a.backend, "--threads", str(a.threads), "--logging-steps", str(a.steps),
-           "--save-steps", str(a.steps), "--output-dir", out_dir, "--no-progress"]
+           "--save-steps", str(a.steps), "--output-dir", out_dir, "--no-progress", "--seed", str(a.seed),
+           "--dropout", repr(cfg.dropout), "--attention-dropout", repr(cfg.attention_dropout),
+           "--seq-classif-dropout", repr(cfg.seq_classif_dropout)]
+    if has_dropout(cfg):
+        cmd += ["--dump-dropout-masks", os.path.join(out_dir, "masks")]
     print("$ " + " ".join(cmd))
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -258,12 +308,16 @@ def main():
           f"({a.lr_scheduler_type}, warmup {a.warmup_steps}), weight decay {a.weight_decay} (Trainer groups), "
           f"max_grad_norm {a.max_grad_norm}" + (f", GradScaler init {a.init_scale:g} interval {a.growth_interval}"
                                                 if a.precision == "fp16" else ""))
-    ref, ref_final = torch_run(torch, transformers, cfg, a, init_dir, data)
-    noise, noise_final = torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=9)
-    ours, ours_path = trainbench_run(a, init_dir, data_path, os.path.join(a.out, "trainbench"))
+    print(f"dropout: {cfg.dropout} / attention {cfg.attention_dropout} / classifier {cfg.seq_classif_dropout}"
+          + (f" (trainbench's masks, seed {a.seed}, fed to torch)" if has_dropout(cfg) else " (none)"))
+    ours, ours_path = trainbench_run(a, init_dir, data_path, os.path.join(a.out, "trainbench"), cfg)
+    masks_dir = os.path.join(a.out, "trainbench", "masks") if has_dropout(cfg) else None
+    ref, ref_final = torch_run(torch, transformers, cfg, a, init_dir, data, masks_dir=masks_dir, st=st)
+    noises = [torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=9, masks_dir=masks_dir, st=st),
+              torch_run(torch, transformers, cfg, a, init_dir, data, masks_dir=masks_dir, st=st, reverse=True)]
     ours_final = st.load_file(ours_path)
 
-    noise_loss = max(abs(n["loss"] - r["loss"]) for n, r in zip(noise, ref))
+    noise_loss = max(abs(n["loss"] - r["loss"]) for noise, _ in noises for n, r in zip(noise, ref))
     bad = 0
     print("\nstep  loss torch     loss ours      |diff|    used  scale torch/ours   skip t/o  lr same  grad_norm rel")
     for k, (r, o) in enumerate(zip(ref, ours)):
@@ -279,7 +333,7 @@ def main():
         print(f"{k + 1:4d}  {r['loss']:.9f}  {ol:.9f}  {d:9.2e}  {d / tol:5.2f}  {r['scale']:>9g}/{o['loss_scale']:<9g}"
               f"  {int(r['skipped'])}/{int(o['skipped'])}       {'yes' if same_lr else 'NO '}    {rel:9.2e}"
               f"{'' if ok else '  <-- FAIL'}")
-    groups, d2, n2 = {}, 0.0, 0.0
+    groups, d2, n2 = {}, 0.0, [0.0] * len(noises)
     for n, t in ref_final.items():
         if n not in ours_final:
             die(f"{ours_path}: tensor {n} missing", 1)
@@ -288,13 +342,15 @@ def main():
         g[0] = max(g[0], float(diff.abs().max()))
         g[1] += int((diff == 0).sum())
         d2 += float((diff ** 2).sum())
-        n2 += float(((noise_final[n].double() - t.double()) ** 2).sum())
-    d, nd = math.sqrt(d2), math.sqrt(n2)
+        for i, (_, noise_final) in enumerate(noises):
+            n2[i] += float(((noise_final[n].double() - t.double()) ** 2).sum())
+    d, nd = math.sqrt(d2), math.sqrt(max(n2))
     print("\nfinal parameters: group, max |ours - torch|, bit-identical values")
     for g, (m, ex) in sorted(groups.items()):
         print(f"  {g:16s} {m:10.3g} {ex}")
     final_ok = d <= NOISE_K * nd
-    print(f"  ||ours - torch|| = {d:.3g}; torch noise (weights moved by one ulp) ||torch' - torch|| = {nd:.3g}; "
+    print(f"  ||ours - torch|| = {d:.3g}; torch noise (weights moved by one ulp: {math.sqrt(n2[0]):.3g}; batches "
+          f"reversed: {math.sqrt(n2[1]):.3g}) max ||torch' - torch|| = {nd:.3g}; "
           f"used {d / (NOISE_K * nd) if nd > 0 else math.inf:.2f} of {NOISE_K:g} x noise")
     print(f"  loss: torch noise {noise_loss:.3g} (max over steps); bound {NOISE_K:g} x noise + 16 eps32 |loss|")
     verdict = bad == 0 and final_ok

@@ -343,14 +343,14 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
     assert_true(status_is_ok(make_dirs(bad)));
     snprintf(path, sizeof path, "%s/config.json", bad);
     write_text(path, "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
-                     "\"max_position_embeddings\":32,\"dropout\":0.1}");
+                     "\"max_position_embeddings\":32,\"dropout\":1.5}");
     snprintf(args, sizeof args, "--init-from %s --max-steps 1 --output-dir %s/o1", bad, g_tmp);
-    expect_exit2(args, "dropout must be 0");
+    expect_exit2(args, "dropout must be a number in [0, 1] (a dropout probability)");
     static const struct { const char* key; const char* value; const char* needle; } REFUSED[] = {
         {"activation", "\"relu\"", "activation must be \"gelu\""},
         {"pad_token_id", "5", "pad_token_id must be 0"},
-        {"seq_classif_dropout", "0.2", "seq_classif_dropout must be 0"},
-        {"attention_dropout", "0.1", "attention_dropout must be 0"},
+        {"seq_classif_dropout", "-0.2", "seq_classif_dropout must be a number in [0, 1]"},
+        {"attention_dropout", "\"0.1\"", "attention_dropout must be a number in [0, 1]"},
         {"problem_type", "\"regression\"", "problem_type"},
         {"num_labels", "1", "regression"},
     };
@@ -541,6 +541,10 @@ static void test_bad_input(void** s) {
     expect_exit2("--lr-scheduler-type constant --warmup-steps 3", "constant has no warmup");
     expect_exit2("--max-grad-norm -1", "--max-grad-norm must be >= 0");
     expect_exit2("--gradient-accumulation-steps 0", "--gradient-accumulation-steps must be an integer in [1, 4096]");
+    expect_exit2("--dropout 1.5", "--dropout must be a probability in [0, 1] (got 1.5)");
+    expect_exit2("--attention-dropout -0.1", "--attention-dropout must be a probability in [0, 1]");
+    snprintf(args, sizeof args, "--dump-dropout-masks %s/m --output-dir %s/z", g_tmp, g_tmp);
+    expect_exit2(args, "--dump-dropout-masks: this run has no dropout");
     snprintf(args, sizeof args, "--output-dir %s/x --resume-from-checkpoint %s/does-not-exist", g_tmp, g_tmp);
     expect_exit2(args, "--resume-from-checkpoint");
     // a checkpoint of another run's configuration is refused, naming the field
@@ -603,6 +607,91 @@ static void test_crafted_checkpoints_refused(void** s) {
     }
 }
 
+// Files a and b have the same bytes.
+static void assert_files_equal(const char* a, const char* b) {
+    uint8_t *da, *db;
+    size_t na, nb;
+    assert_true(status_is_ok(read_file(a, &da, &na)));
+    assert_true(status_is_ok(read_file(b, &db, &nb)));
+    if (na != nb || memcmp(da, db, na) != 0) printf("FAIL %s and %s differ\n", a, b);
+    assert_true(na == nb && memcmp(da, db, na) == 0);
+    free(da);
+    free(db);
+}
+
+// Dropout as users train: a config.json's dropouts are used and stated (start-up line,
+// results.json, the checkpoint's config.json); the masks of each optimizer step do not depend on
+// gradient accumulation (1 x 8 and 2 x 4 examples give the same --dump-dropout-masks files,
+// byte for byte: keyed by step and example, dropout.h); --dropout overrides; a config.json
+// without dropout keys gets DistilBertConfig's defaults.
+static void test_dropout_from_config_and_flags(void** s) {
+    (void)s;
+    char cfg[512], args[2048], a[512], b[512];
+    snprintf(cfg, sizeof cfg, "%s/dropout-config.json", g_tmp);
+    write_text(cfg, "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                    "\"max_position_embeddings\":32,\"dropout\":0.1,\"attention_dropout\":0.15,"
+                    "\"seq_classif_dropout\":0.2}");
+    const char* common = "--max-steps 2 --save-steps 2 --num-train-examples 64 --num-eval-examples 8 --seed 5";
+    snprintf(args, sizeof args, "--config %s %s --per-device-train-batch-size 8 --output-dir %s/drop-a "
+             "--dump-dropout-masks %s/drop-a/masks", cfg, common, g_tmp, g_tmp);
+    int rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(g_out, "dropout = 0.1, attention_dropout = 0.15, seq_classif_dropout = 0.2 (masks keyed"));
+    snprintf(a, sizeof a, "%s/drop-a", g_tmp);
+    json_t* j = load_results(a);
+    json_t* d = json_object_get(json_object_get(j, "config"), "dropout");
+    assert_true(json_number_value(json_object_get(d, "dropout")) == 0.1);
+    assert_true(json_number_value(json_object_get(d, "attention_dropout")) == 0.15);
+    assert_true(json_number_value(json_object_get(d, "seq_classif_dropout")) == 0.2);
+    json_decref(j);
+    snprintf(a, sizeof a, "%s/drop-a/checkpoint-2/config.json", g_tmp);
+    j = json_load_file(a, 0, NULL);
+    assert_non_null(j);
+    assert_true(json_number_value(json_object_get(j, "attention_dropout")) == 0.15);
+    json_decref(j);
+    snprintf(args, sizeof args, "--config %s %s --per-device-train-batch-size 4 --gradient-accumulation-steps 2 "
+             "--output-dir %s/drop-b --dump-dropout-masks %s/drop-b/masks", cfg, common, g_tmp, g_tmp);
+    rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    for (int step = 1; step <= 2; step++) {
+        snprintf(a, sizeof a, "%s/drop-a/masks/masks-step-%d.safetensors", g_tmp, step);
+        snprintf(b, sizeof b, "%s/drop-b/masks/masks-step-%d.safetensors", g_tmp, step);
+        assert_files_equal(a, b);
+    }
+    // the dump's layout: one U8 tensor per site, rows = the step's 8 examples
+    SafeTensors st;
+    snprintf(a, sizeof a, "%s/drop-a/masks/masks-step-2.safetensors", g_tmp);
+    assert_true(status_is_ok(st_read(a, &st)));
+    const StTensor* t = st_find(&st, "distilbert.transformer.layer.1.attention.dropout");
+    assert_non_null(t);
+    assert_int_equal(t->dtype, DTYPE_U8);
+    assert_int_equal(t->ndim, 4);
+    assert_int_equal(t->shape[0], 8);
+    assert_int_equal(t->shape[1], 2);
+    assert_non_null(st_find(&st, "distilbert.embeddings.dropout"));
+    assert_non_null(st_find(&st, "dropout"));
+    assert_string_equal(st_meta(&st, "step"), "2");
+    st_free(&st);
+    // --dropout overrides the config's; the other two stay
+    snprintf(args, sizeof args, "--config %s %s --dropout 0 --seq-classif-dropout 0.5 --output-dir %s/drop-c", cfg,
+             common, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    assert_non_null(strstr(g_out, "dropout = 0, attention_dropout = 0.15, seq_classif_dropout = 0.5"));
+    // no dropout keys: transformers' defaults
+    snprintf(cfg, sizeof cfg, "%s/dropout-defaults.json", g_tmp);
+    write_text(cfg, "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                    "\"max_position_embeddings\":32}");
+    snprintf(args, sizeof args, "--config %s %s --output-dir %s/drop-d", cfg, common, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    assert_non_null(strstr(g_out, "dropout = 0.1, attention_dropout = 0.1, seq_classif_dropout = 0.2"));
+    // a preset trains without dropout
+    snprintf(args, sizeof args, "--model tiny %s --output-dir %s/drop-e", common, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    assert_non_null(strstr(g_out, "dropout = 0, attention_dropout = 0, seq_classif_dropout = 0 (no dropout)"));
+}
+
 int main(int argc, char** argv) {
     (void)argc;
     if (cli_harness_setup(argv[0], "train") != 0) return 1;
@@ -616,6 +705,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_crafted_checkpoints_refused),
         cmocka_unit_test(test_init_from_reproduces_torch_trajectory),
         cmocka_unit_test(test_gradient_accumulation_matches_torch),
+        cmocka_unit_test(test_dropout_from_config_and_flags),
     };
     int rc = cmocka_run_group_tests_name("train", tests, NULL, NULL);
     cli_harness_cleanup("train");
