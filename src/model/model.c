@@ -938,38 +938,45 @@ static Status validate_batch(const ModelWorkspace* ws, const ModelBatch* b) {
     return status_ok();
 }
 
-// The dropout arena (ModelWorkspace.drop_arena), allocated once for max_B x max_T: masks of
-// every site and the float buffers of the dropped values. Pieces start on 64-byte boundaries.
-static void dropout_alloc(ModelWorkspace* ws) {
-    if (ws->drop_arena) return;
-    const size_t B = (size_t)ws->max_B, T = (size_t)ws->max_T, N = B * T, D = (size_t)ws->cfg.dim,
-                 H = (size_t)ws->cfg.n_heads, Ly = (size_t)ws->cfg.n_layers, BHTT = B * H * T * T;
-    ws->keep_att = xcalloc(Ly, sizeof *ws->keep_att);
-    ws->keep_ffn = xcalloc(Ly, sizeof *ws->keep_ffn);
-    ws->pd = xcalloc(Ly, sizeof *ws->pd);
-    for (int pass = 0; pass < 2; pass++) {
-        size_t used = 0;
+// The dropout arena (ModelWorkspace.drop_arena) for max_B x max_T: masks of every site and the
+// float buffers of the dropped values, each piece on a 64-byte boundary. With ws NULL only its
+// size is computed; with ws the pieces are carved from ws->drop_arena (allocated by the caller).
+static size_t dropout_carve(ModelWorkspace* ws, const ModelConfig* c, int max_B, int max_T) {
+    const size_t B = (size_t)max_B, T = (size_t)max_T, N = B * T, D = (size_t)c->dim, H = (size_t)c->n_heads,
+                 Ly = (size_t)c->n_layers, BHTT = B * H * T * T;
+    size_t used = 0;
 #define DCARVE(ptr, bytes)                                                                   \
     do {                                                                                     \
         size_t b_ = (bytes);                                                                 \
-        if (pass == 1) (ptr) = (void*)(ws->drop_arena + used);                               \
+        if (ws) ws->ptr = (void*)(ws->drop_arena + used);                                    \
         CHECK(size_add_ok(used, (b_ + 63) / 64 * 64, &used), "dropout workspace overflows"); \
     } while (0)
-        DCARVE(ws->keep_emb, N * D);
-        DCARVE(ws->keep_cls, B * D);
-        DCARVE(ws->h0d, N * D * sizeof(float));
-        for (size_t l = 0; l < Ly; l++) {
-            DCARVE(ws->keep_att[l], BHTT);
-            DCARVE(ws->keep_ffn[l], N * D);
-            DCARVE(ws->pd[l], BHTT * sizeof(float));
-        }
-        DCARVE(ws->cls.dropped, B * D * sizeof(float));
-#undef DCARVE
-        if (pass == 0) {
-            ws->drop_arena = xaligned_alloc(used);
-            ws->drop_bytes = used;
-        }
+    DCARVE(keep_emb, N * D);
+    DCARVE(keep_cls, B * D);
+    DCARVE(h0d, N * D * sizeof(float));
+    for (size_t l = 0; l < Ly; l++) {
+        DCARVE(keep_att[l], BHTT);
+        DCARVE(keep_ffn[l], N * D);
+        DCARVE(pd[l], BHTT * sizeof(float));
     }
+    DCARVE(cls.dropped, B * D * sizeof(float));
+#undef DCARVE
+    return used;
+}
+
+size_t model_workspace_dropout_bytes(const ParamTable* t, int max_B, int max_T) {
+    return dropout_carve(NULL, &t->cfg, max_B, max_T);
+}
+
+static void dropout_alloc(ModelWorkspace* ws) {
+    if (ws->drop_arena) return;
+    const size_t Ly = (size_t)ws->cfg.n_layers;
+    ws->keep_att = xcalloc(Ly, sizeof *ws->keep_att);
+    ws->keep_ffn = xcalloc(Ly, sizeof *ws->keep_ffn);
+    ws->pd = xcalloc(Ly, sizeof *ws->pd);
+    ws->drop_bytes = dropout_carve(NULL, &ws->cfg, ws->max_B, ws->max_T);
+    ws->drop_arena = xaligned_alloc(ws->drop_bytes);
+    dropout_carve(ws, &ws->cfg, ws->max_B, ws->max_T);
 }
 
 // A site's mask for this batch's rows, or NULL when p == 0 (the site does not run).

@@ -257,7 +257,11 @@ void model_workspace_free(ModelWorkspace* ws);  // NULL is fine
 // buffers; the GEMM scratch allocated on first use is not counted), allocating nothing; the
 // same errors as model_workspace_new. For up-front memory checks.
 Status model_workspace_estimate_bytes(const ParamTable* t, int max_B, int max_T, size_t* bytes);
-// Bytes held: the activation arena plus the GEMM scratch currently allocated.
+// The bytes the first training forward with dropout adds to a workspace of max_B x max_T (the
+// masks and the dropped activations, allocated then and kept); 0 extra without dropout.
+size_t model_workspace_dropout_bytes(const ParamTable* t, int max_B, int max_T);
+// Bytes held: the activation arena (and the dropout arena once allocated) plus the GEMM scratch
+// currently allocated.
 size_t model_workspace_bytes(const ModelWorkspace* ws);
 // The phase clock the forward and backward charge (phase.h); it charges only between
 // phase_clock_begin and phase_clock_end (train_step), so evaluation forwards are not timed.

@@ -964,6 +964,8 @@ static int check_memory(Run* r, int max_b) {
     size_t ws_bytes = 0;
     Status s = model_workspace_estimate_bytes(&r->table, max_b, (int)r->a.seq_len, &ws_bytes);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
+    if (dropout_config_any(&r->dropout))  // masks and dropped activations (model.h)
+        ws_bytes += model_workspace_dropout_bytes(&r->table, max_b, (int)r->a.seq_len);
     uint64_t buf = (uint64_t)r->table.alloc_numel * sizeof(float);
     uint64_t state = model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, false);
     if (r->zero_owner && !(r->rank == 0 && r->a.save_steps > 0))
