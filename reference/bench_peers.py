@@ -44,7 +44,7 @@ Name mapping (how report.c pairs a peer with our benchmark):
                                                      OUR samples, taken interleaved with the peers'
   models: our presets tiny (vocab 64, dim 32, 2 layers, 2 heads, hidden 64) at batch 8 x seq 32,
   small (vocab 1024, dim 128, 4 layers, 4 heads, hidden 512) and distilbert-base-cased at 8 x 128,
-  dropout 0 (our model has none), HF init; precision fp32 (no autocast) and bf16 =
+  dropout 0 (as our presets train), HF init; precision fp32 (no autocast) and bf16 =
   torch.autocast("cpu", dtype=torch.bfloat16). One step = zero_grad(set_to_none=True); forward
   with labels (no attention mask: every token is real, as in our bench); loss.backward();
   opt.step(). Random token ids 1..vocab-1, labels 0..1. Counter: tokens/s (B*T per step).

@@ -23,10 +23,11 @@ Cases (written to <out>/model/<case>.safetensors; rows of <out>/MANIFEST.tsv):
                             dropout run in bf16 (scale 1.109375)
   grads_dropout_cfg2_<mode> fp32, bf16: the second configuration of gen_model_goldens.py (dim 36,
                             3 heads of 12, 3 labels, batch 5x20 with heavy padding)
-  train_dropout_<mode>      fp32, bf16, fp16 (+ GradScaler('cpu'), init 2^16, interval 4):
+  trajectory_dropout_<mode> fp32, bf16, fp16 (+ GradScaler('cpu'), init 2^16, interval 4):
                             TRAIN_STEPS AdamW steps (adamw_torch, the train_* goldens'
                             hyperparameters) on the first batches of the train_* stream, the
-                            masks of optimizer step s (1-based) for step s
+                            masks of optimizer step s (1-based) for step s. Named trajectory_*
+                            (not train_*) so that fingerprint's references stay the same
 Every case stores its masks as input.dropout.<module> (U8, 1 = kept; grads: (B, ...), train:
 (S, B, ...)), named after the nn.Dropout module that applies them as `trainbench train
 --dump-dropout-masks` names them, and metadata dropout = {"dropout", "attention_dropout",
@@ -86,7 +87,7 @@ def cases():
             flags.append("autocast")
         if mode == "fp16":
             flags += ["grad_scaler"]
-        cs.append(dict(name=f"train_dropout_{mode}", kind="train", mode=mode, labels=2, nopad=False, flags=flags,
+        cs.append(dict(name=f"trajectory_dropout_{mode}", kind="train", mode=mode, labels=2, nopad=False, flags=flags,
                        comment=f"{TRAIN_STEPS} AdamW steps, {mode}, with dropout 0.1 / 0.1 / 0.2 and trainbench's "
                                "masks of each step" + (" and GradScaler('cpu') (init 2^16, interval 4)"
                                                        if mode == "fp16" else "")))

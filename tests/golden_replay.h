@@ -41,7 +41,7 @@ typedef struct {
     LrSchedule schedule;                // trainer_* goldens (metadata lr_schedule)
     bool has_schedule;
     TrainStep ts;
-    DropoutConfig dropout;              // train_dropout_* goldens (metadata dropout)
+    DropoutConfig dropout;              // trajectory_dropout_* goldens (metadata dropout)
     bool has_dropout;
     int64_t first_step;                 // the 1-based step of the golden's first optimizer step
 } GoldenReplay;

@@ -6,7 +6,7 @@
 // split into batches, no dropout at evaluation, the model's masks equal to the ones the dump
 // recomputes from their keys, and the backward consistent with the forward (finite differences
 // with the masks held fixed). Agreement with transformers is tests/test_model_golden.c's
-// grads_dropout_* / tests/test_trajectory.c's train_dropout_* goldens.
+// grads_dropout_* / tests/test_trajectory.c's trajectory_dropout_* goldens.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

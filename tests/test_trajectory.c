@@ -7,7 +7,7 @@
 // on the naive backend. Compared per step: loss, loss scale and skipped flag; and the final
 // parameters. accum_<mode>: the same with 4 accumulated micro-batches per optimizer step, and the
 // accumulated gradient bit-identical to separately computed micro-batch gradients added in
-// order. train_dropout_<mode>: 10 steps with DistilBERT's dropouts, torch fed our masks (each
+// order. trajectory_dropout_<mode>: 10 steps with DistilBERT's dropouts, torch fed our masks (each
 // step's masks also compared with the golden's, golden_replay.h). A missing golden FAILS (it is
 // not skipped).
 #include <setjmp.h>
@@ -63,9 +63,9 @@ static const ModeTol TOLS[] = {
     // three fail); with the bf16 noise not rounded to bf16 (1.1111112 instead of 1.109375) the
     // bf16 final params are 3.0e-3 off (fails; the grads_dropout_* goldens catch it in every
     // low mode)
-    {"train_dropout_fp32", "fp32", 1e-6, 2e-5},
-    {"train_dropout_bf16", "bf16", 1e-4, 2e-3},
-    {"train_dropout_fp16", "fp16", 1e-4, 2e-3},
+    {"trajectory_dropout_fp32", "fp32", 1e-6, 2e-5},
+    {"trajectory_dropout_bf16", "bf16", 1e-4, 2e-3},
+    {"trajectory_dropout_fp16", "fp16", 1e-4, 2e-3},
 };
 
 // trainer_* goldens: the lr of every step must be torch's exactly (both are the same double
