@@ -690,6 +690,23 @@ static void test_dropout_from_config_and_flags(void** s) {
     snprintf(args, sizeof args, "--model tiny %s --output-dir %s/drop-e", common, g_tmp);
     assert_int_equal(run(args, g_out, sizeof g_out), 0);
     assert_non_null(strstr(g_out, "dropout = 0, attention_dropout = 0, seq_classif_dropout = 0 (no dropout)"));
+    // resuming continues the masks (keyed by the optimizer step): bit-identical checkpoint-4 in bf16
+    const char* r4 = "--model tiny --bf16 --dropout 0.1 --attention-dropout 0.1 --seq-classif-dropout 0.2 "
+                     "--max-steps 4 --save-steps 2 --learning-rate 1e-3 --num-train-examples 64 --num-eval-examples 8";
+    snprintf(args, sizeof args, "%s --output-dir %s/drop-full", r4, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(args, sizeof args, "%s --output-dir %s/drop-resumed --resume-from-checkpoint %s/drop-full/checkpoint-2", r4,
+             g_tmp, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    assert_non_null(strstr(g_out, "Resuming from"));
+    snprintf(a, sizeof a, "%s/drop-full/checkpoint-4/checkpoint.safetensors", g_tmp);
+    snprintf(b, sizeof b, "%s/drop-resumed/checkpoint-4/checkpoint.safetensors", g_tmp);
+    assert_checkpoints_equal(a, b);
+    // a checkpoint of a dropout run is not resumed without it (the config differs by name)
+    snprintf(args, sizeof args, "--model tiny --bf16 --max-steps 4 --learning-rate 1e-3 --num-train-examples 64 "
+             "--num-eval-examples 8 --output-dir %s/drop-x --resume-from-checkpoint %s/drop-full/checkpoint-2", g_tmp,
+             g_tmp);
+    expect_exit2(args, "the checkpoint was made with dropout=");
 }
 
 int main(int argc, char** argv) {

@@ -633,8 +633,12 @@ void model_optim_free(ModelOptim* mo) {
 
 // ==== forward / backward ====
 //
-// DistilBertForSequenceClassification (transformers, attn_implementation="eager", dropout
-// inactive) under torch.autocast("cpu", dtype=low) for the mixed modes. R(.) rounds to the
+// DistilBertForSequenceClassification (transformers, attn_implementation="eager") under
+// torch.autocast("cpu", dtype=low) for the mixed modes. In training with ModelBatch.dropout
+// (dropout.h), four dropouts run as in transformers: D(x) = R_dt(x * noise) in the input's dtype
+// dt, after the embeddings' LayerNorm (fp32), on P before the PV product (P's dtype), on lin2's
+// output before the residual add (low), on the classifier's input after the ReLU (low); their
+// backwards multiply by the same noise. None when ModelBatch.dropout is NULL (evaluation). R(.) rounds to the
 // mode's low dtype (identity in fp32); everything else is fp32. N = B*T tokens.
 //   e   = Wtok[ids] + Wpos[t]                          fp32 (embedding is in no autocast list)
 //   h0  = LayerNorm_emb(e)                              fp32
