@@ -1044,6 +1044,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         LayerActs* a = &ws->la[l];
         const LayerOffsets* o = &ws->lo[l];
         AttentionParams ap = attention_params(ws, p, l);
+        phase_enter(pc, PHASE_OTHER);  // drawing the masks (dropout's work is charged to "other")
         a->att.drop.p = ws->drop.attention;
         a->att.drop.keep = site_mask(ws->drop.attention > 0 ? ws->keep_att[l] : NULL, batch, DROPOUT_SITE_ATTENTION,
                                      (int)l, (size_t)H * (size_t)T * (size_t)T, ws->drop.attention);
@@ -1070,10 +1071,11 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         x = a->h2;
     }
     ClassifierParams cp = classifier_params(ws, p);
-    phase_enter(pc, PHASE_CLASSIFIER);
+    phase_enter(pc, PHASE_OTHER);
     ws->cls.drop.p = ws->drop.classifier;
     ws->cls.drop.keep = site_mask(ws->drop.classifier > 0 ? ws->keep_cls : NULL, batch, DROPOUT_SITE_CLASSIFIER, 0,
                                   (size_t)D, ws->drop.classifier);
+    phase_enter(pc, PHASE_CLASSIFIER);
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
     phase_enter(pc, PHASE_LOSS);
     *loss = cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
