@@ -538,7 +538,7 @@ static Status dump_dropout_masks(const Run* r) {
     st_writer_add(w, "example_index", DTYPE_I64, 1, &rows, examples);
     free(examples);
     // one site: per_example elements per row, for every micro-batch
-    #define DUMP_SITE(name, site, layer, p, ndim, ...)                                                          \
+#define DUMP_SITE(name, site, layer, p, ndim, ...)                                                          \
         do {                                                                                                    \
             const int64_t shape_[] = {rows, __VA_ARGS__};                                                       \
             size_t per_ = 1;                                                                                    \
@@ -563,7 +563,7 @@ static Status dump_dropout_masks(const Run* r) {
         }
     }
     if (d->classifier > 0) DUMP_SITE("dropout", DROPOUT_SITE_CLASSIFIER, 0, d->classifier, 2, D);
-    #undef DUMP_SITE
+#undef DUMP_SITE
     char v[64], path[4400];
     st_writer_meta(w, "format", "trainbench-dropout-masks-1");
     snprintf(v, sizeof v, "%lld", (long long)r->micro_mb[0].step);
