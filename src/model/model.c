@@ -638,8 +638,8 @@ void model_optim_free(ModelOptim* mo) {
 // (dropout.h), four dropouts run as in transformers: D(x) = R_dt(x * noise) in the input's dtype
 // dt, after the embeddings' LayerNorm (fp32), on P before the PV product (P's dtype), on lin2's
 // output before the residual add (low), on the classifier's input after the ReLU (low); their
-// backwards multiply by the same noise. None when ModelBatch.dropout is NULL (evaluation). R(.) rounds to the
-// mode's low dtype (identity in fp32); everything else is fp32. N = B*T tokens.
+// backwards multiply by the same noise. None when ModelBatch.dropout is NULL (evaluation).
+// R(.) rounds to the mode's low dtype (identity in fp32); everything else is fp32. N = B*T tokens.
 //   e   = Wtok[ids] + Wpos[t]                          fp32 (embedding is in no autocast list)
 //   h0  = LayerNorm_emb(e)                              fp32
 //   key mask: materialized only when some attention_mask value is 0 (transformers'
@@ -1034,7 +1034,8 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     phase_enter(pc, PHASE_LAYERNORM);
     layernorm_forward(ws->h0, ws->emb_mean, ws->emb_rstd, ws->emb, p + ws->lne_w, p + ws->lne_b, N, D, LAYERNORM_EPS);
     const float* x = ws->h0;  // (N, D)
-    phase_enter(pc, PHASE_OTHER);
+    // dropout's work (drawing masks, the multiplies outside attention) is charged to "other"
+    if (ws->drop.hidden > 0) phase_enter(pc, PHASE_OTHER);
     if (site_mask(ws->keep_emb, batch, DROPOUT_SITE_EMBEDDINGS, 0, (size_t)T * (size_t)D, ws->drop.hidden)) {
         // the embeddings' dropout runs on the fp32 LayerNorm output
         dropout_mul(ws->h0d, ws->h0, ws->keep_emb, nd, dropout_scale(ws->drop.hidden, DTYPE_F32), DTYPE_F32);
@@ -1044,7 +1045,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         LayerActs* a = &ws->la[l];
         const LayerOffsets* o = &ws->lo[l];
         AttentionParams ap = attention_params(ws, p, l);
-        phase_enter(pc, PHASE_OTHER);  // drawing the masks (dropout's work is charged to "other")
+        if (ws->drop.attention > 0) phase_enter(pc, PHASE_OTHER);
         a->att.drop.p = ws->drop.attention;
         a->att.drop.keep = site_mask(ws->drop.attention > 0 ? ws->keep_att[l] : NULL, batch, DROPOUT_SITE_ATTENTION,
                                      (int)l, (size_t)H * (size_t)T * (size_t)T, ws->drop.attention);
@@ -1060,7 +1061,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         gelu_forward(a->g, a->f1, (size_t)N * (size_t)Hd, low);
         phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
-        phase_enter(pc, PHASE_OTHER);
+        if (ws->drop.hidden > 0) phase_enter(pc, PHASE_OTHER);
         if (site_mask(ws->drop.hidden > 0 ? ws->keep_ffn[l] : NULL, batch, DROPOUT_SITE_FFN, (int)l,
                       (size_t)T * (size_t)D, ws->drop.hidden))  // FFN dropout on lin2's low output
             dropout_mul(a->r2, a->r2, ws->keep_ffn[l], nd, dropout_scale(ws->drop.hidden, low), low);
@@ -1071,7 +1072,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         x = a->h2;
     }
     ClassifierParams cp = classifier_params(ws, p);
-    phase_enter(pc, PHASE_OTHER);
+    if (ws->drop.classifier > 0) phase_enter(pc, PHASE_OTHER);
     ws->cls.drop.p = ws->drop.classifier;
     ws->cls.drop.keep = site_mask(ws->drop.classifier > 0 ? ws->keep_cls : NULL, batch, DROPOUT_SITE_CLASSIFIER, 0,
                                   (size_t)D, ws->drop.classifier);
