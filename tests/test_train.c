@@ -545,6 +545,15 @@ static void test_bad_input(void** s) {
     expect_exit2("--attention-dropout -0.1", "--attention-dropout must be a probability in [0, 1]");
     snprintf(args, sizeof args, "--dump-dropout-masks %s/m --output-dir %s/z", g_tmp, g_tmp);
     expect_exit2(args, "--dump-dropout-masks: this run has no dropout");
+    {  // a mask folder that cannot be made: refused before any output folder exists
+        char file[600];
+        snprintf(file, sizeof file, "%s/not-a-folder", g_tmp);
+        write_text(file, "x");
+        snprintf(args, sizeof args, "--dropout 0.1 --dump-dropout-masks %s/m --output-dir %s/z2", file, g_tmp);
+        expect_exit2(args, "--dump-dropout-masks: ");
+        snprintf(file, sizeof file, "%s/z2", g_tmp);
+        assert_int_equal(access(file, F_OK), -1);
+    }
     snprintf(args, sizeof args, "--output-dir %s/x --resume-from-checkpoint %s/does-not-exist", g_tmp, g_tmp);
     expect_exit2(args, "--resume-from-checkpoint");
     // a checkpoint of another run's configuration is refused, naming the field

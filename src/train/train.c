@@ -1159,7 +1159,7 @@ static int setup(Run* r) {
     }
     r->config_json = c;
 
-    if (a->dump_dropout_masks) {
+    if (a->dump_dropout_masks) {  // first: a refused mask folder leaves no output folder behind
         s = make_dirs(a->dump_dropout_masks);
         if (!status_is_ok(s)) return user_error("--dump-dropout-masks: %s", s.msg);
     }
