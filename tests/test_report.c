@@ -612,6 +612,41 @@ static void test_scaling_section(void** s) {
     free(md);
 }
 
+// memory-zero1-r<R>.json (make run's memory phase): one row per rank with estimate, measurement
+// and whether they are equal, and the shards' sum against the unsharded state; a rank whose
+// measurement differs, and a sum that does not add up, are marked.
+static void test_zero1_section(void** s) {
+    (void)s;
+    char a[512], args[1024];
+    snprintf(a, sizeof a, "%s/results/machineZ/run1", g_tmp);
+    mkdir_p(a);
+    char m[4096];
+    snprintf(m, sizeof m, MACHINE_JSON, "null", "5555555eeee");
+    write_text(a, "machine.json", m);
+    write_text(a, "memory-zero1-r2.json",
+               "{\"schema_version\": 1, \"model\": \"mz\", \"parameters\": 10, \"parameter_bytes\": 40, \"ranks\": 2, "
+               "\"zero_stage\": 1, \"optimizers\": [{\"optimizer\": \"adamw_torch\", \"estimate_bytes\": 80, "
+               "\"measured_bytes\": 80, \"zero1_per_rank\": [{\"rank\": 0, \"first_tensor\": 0, \"last_tensor\": 0, "
+               "\"estimate_bytes\": 48, \"measured_bytes\": 48}, {\"rank\": 1, \"first_tensor\": 1, \"last_tensor\": 3, "
+               "\"estimate_bytes\": 32, \"measured_bytes\": 40}]}]}\n");
+    snprintf(args, sizeof args, "report %s", a);
+    char* md = report_md(args, a);
+    expect_in(md, "## ZeRO-1: optimizer state per rank");
+    expect_in(md, "| mz | adamw_torch | 2 | 0 | 0-0 | 48 | 48 | yes |");
+    expect_in(md, "| mz | adamw_torch | 2 | 1 | 1-3 | 32 | 40 | **NO** |");
+    expect_in(md, "| mz | adamw_torch | 2 | all | | 80 (unsharded) | 88 (sum of the shards) | **NO** |");
+    free(md);
+    // a malformed per-rank entry is refused naming the field, not reported as zeros
+    write_text(a, "memory-zero1-r2.json",
+               "{\"schema_version\": 1, \"model\": \"mz\", \"ranks\": 2, \"zero_stage\": 1, \"optimizers\": "
+               "[{\"optimizer\": \"adamw_torch\", \"estimate_bytes\": 80, \"measured_bytes\": 80, \"zero1_per_rank\": "
+               "[{\"rank\": 0, \"estimate_bytes\": \"48\", \"measured_bytes\": 48}]}]}\n");
+    static char out[65536];
+    int rc = cli_run(args, true, out, sizeof out);
+    assert_int_equal(rc, 2);
+    expect_in(out, "zero1_per_rank[0] needs");
+}
+
 static void test_relative_folders(void** s) {
     (void)s;
     char a[512], path[1024];
@@ -812,6 +847,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_relative_folders),
         cmocka_unit_test(test_step_bound_targets_tradeoff),
         cmocka_unit_test(test_scaling_section),
+        cmocka_unit_test(test_zero1_section),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     cli_harness_cleanup("report");

@@ -7,7 +7,9 @@
 //                conform.json (one case per program: ok = exit status 0, cmocka's counts)
 //   memory       `trainbench memory --optim all --step --batch 8 --seq-len 128 --out memory.json`
 //                (distilbert-base-cased: optimizer state, and one real fp32 step's activation +
-//                workspace estimate against the measured high-water mark and peak RSS)
+//                workspace estimate against the measured high-water mark and peak RSS);
+//                `trainbench memory --optim adamw_torch --ranks R --zero 1` for R = 2, 4, 8:
+//                memory-zero1-r<R>.json (each rank's ZeRO-1 state, estimate vs measured)
 //   benchmarks   BUILD/bench/trainbench-bench BENCH_ARGS: bench.json (temp + rename), bench.log
 //   peers        reference/bench_peers.py with VENV's python when it exists: peers.json, peers.log
 //   train        `trainbench train` tiny preset per precision:backend x optimizer: train/<p>-<o>/
@@ -253,6 +255,19 @@ static void phase_memory(Job* j) {
     const char* argv[] = {j->self, "memory", "--optim", "all", "--step", "--batch", "8", "--seq-len", "128",
                           "--out", out, NULL};
     if (run_program(argv, NULL, "/dev/null", NULL) != 0) fail(j, "memory");
+    // ZeRO-1 (issue 15 item 3): distilbert-base-cased's AdamW state per rank for R = 2, 4, 8,
+    // estimate (the shard rule) vs each shard allocated and stepped alone (~3 s each)
+    static const char* const RANKS[] = {"2", "4", "8"};
+    for (size_t i = 0; i < ARRAY_LEN(RANKS); i++) {
+        snprintf(out, sizeof out, "%s/memory-zero1-r%s.json", j->dir, RANKS[i]);
+        const char* zargv[] = {j->self, "memory", "--optim", "adamw_torch", "--ranks", RANKS[i], "--zero", "1",
+                               "--out", out, NULL};
+        if (run_program(zargv, NULL, "/dev/null", NULL) != 0) {
+            char name[64];
+            snprintf(name, sizeof name, "memory:zero1-r%s", RANKS[i]);
+            fail(j, name);
+        }
+    }
 }
 
 static void phase_bench(Job* j) {

@@ -37,6 +37,7 @@
 
 #define NOT_MEASURED "_Not measured in this run._"
 
+static const int ZERO1_RANKS[] = {2, 4, 8};  // memory-zero1-r<R>.json files (`trainbench run`)
 typedef BenchEntry BEnt;  // one benchmark of bench.json / peers.json (results.h)
 
 typedef struct {
@@ -59,6 +60,7 @@ typedef struct Run {
     size_t ntr;
     TrainRun* to;     // tradeoff/*/results.json: the optimizer trade-off runs (`trainbench run`)
     size_t nto;
+    MemoryFile zero1[3];  // memory-zero1-r{2,4,8}.json (`trainbench run`'s memory phase); n == 0: absent
     TrainRun* sc;     // scaling/*/results.json: ranks x threads runs (`trainbench run`'s scaling phase)
     size_t nsc;
     struct Run* peers;  // peers.json indexed like bench.json; NULL when absent
@@ -156,6 +158,10 @@ static int load_run(Run* r, const char* dir) {
         if (!loaded(memory_file_read(tmp, &r->mem))) return 2;
         r->has_memory = true;
     }
+    for (size_t i = 0; i < ARRAY_LEN(ZERO1_RANKS); i++) {
+        snprintf(tmp, sizeof tmp, "%s/memory-zero1-r%d.json", dir, ZERO1_RANKS[i]);
+        if (exists(tmp) && !loaded(memory_file_read(tmp, &r->zero1[i]))) return 2;
+    }
     snprintf(tmp, sizeof tmp, "%s/peers.json", dir);
     if (exists(tmp)) {
         r->peers = xcalloc(1, sizeof(Run));
@@ -195,6 +201,7 @@ static void free_run(Run* r) {
     machine_file_free(&r->mf);
     bench_file_free(&r->bf);
     memory_file_free(&r->mem);
+    for (size_t i = 0; i < ARRAY_LEN(ZERO1_RANKS); i++) memory_file_free(&r->zero1[i]);
     if (r->peers) {
         free_run(r->peers);
         free(r->peers);
@@ -705,6 +712,43 @@ static void memory_step_table(FILE* md, const MemoryModel* m) {
                 s->peak_rss_bytes / MiB, s->params_grads_bytes / MiB, s->optimizer_state_bytes / MiB,
                 s->measured_workspace_bytes / MiB, rest / MiB);
     }
+    fprintf(md, "\n");
+}
+
+// ZeRO-1 (README "Distributed"): each rank's optimizer state for R = 2, 4, 8 from
+// memory-zero1-r<R>.json, the shard rule's estimate against the shard allocated and stepped
+// alone, and the shards' sum against the unsharded state.
+static void section_zero1(FILE* md, const Run* r) {
+    fprintf(md, "## ZeRO-1: optimizer state per rank, estimate vs measured\n\n");
+    bool any = false;
+    for (size_t i = 0; i < ARRAY_LEN(ZERO1_RANKS); i++) any |= r->zero1[i].n > 0;
+    if (!any) {
+        fprintf(md, "_No `memory-zero1-r<R>.json` in this folder_ (`trainbench memory --optim adamw_torch --ranks R "
+                    "--zero 1 --out memory-zero1-rR.json` adds one; `make run` writes R = 2, 4, 8).\n\n");
+        return;
+    }
+    fprintf(md, "Shard rule: whole tensors, contiguous runs in parameter order balanced by state bytes. Estimate = the "
+                "rule applied to the state formulas; measured = the bytes each rank's shard allocates when built and "
+                "stepped alone.\n\n| model | optimizer | ranks | rank | tensors | estimate (bytes) | measured (bytes) | "
+                "equal |\n|---|---|---:|---:|---|---:|---:|:---:|\n");
+    for (size_t i = 0; i < ARRAY_LEN(ZERO1_RANKS); i++)
+        for (size_t mi = 0; mi < r->zero1[i].n; mi++) {
+            const MemoryModel* m = &r->zero1[i].models[mi];
+            for (size_t oi = 0; oi < m->n; oi++) {
+                const MemoryRow* o = &m->rows[oi];
+                long long sum = 0;
+                for (size_t k = 0; k < o->n_ranks; k++) {
+                    const struct MemoryRank* k_ = &o->ranks[k];
+                    sum += k_->measured_bytes;
+                    fprintf(md, "| %s | %s | %d | %d | %d-%d | %lld | %lld | %s |\n", m->model, o->optimizer, m->ranks,
+                            k_->rank, k_->first_tensor, k_->last_tensor, k_->estimate_bytes, k_->measured_bytes,
+                            k_->estimate_bytes == k_->measured_bytes ? "yes" : "**NO**");
+                }
+                if (o->n_ranks)
+                    fprintf(md, "| %s | %s | %d | all | | %lld (unsharded) | %lld (sum of the shards) | %s |\n", m->model,
+                            o->optimizer, m->ranks, o->estimate_bytes, sum, sum == o->estimate_bytes ? "yes" : "**NO**");
+            }
+        }
     fprintf(md, "\n");
 }
 
@@ -2158,6 +2202,7 @@ static int run_report(int argc, char** argv) {
         section_step(&c, md.f, &runs[0]);
         section_tradeoff(&c, md.f, &runs[0]);
         section_scaling(md.f, &runs[0]);
+        section_zero1(md.f, &runs[0]);
         section_speedup(&c, md.f, &runs[0]);
         section_underflow(&c, md.f, &runs[0]);
         section_peers(&c, md.f, &runs[0]);

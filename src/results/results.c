@@ -413,10 +413,30 @@ static Status memory_model_read(const char* path, json_t* rep, MemoryModel* m) {
             return status_make(STATUS_INVALID,
                                "%s: optimizers[%zu] needs \"optimizer\", \"estimate_bytes\" and \"measured_bytes\" (integers)",
                                path, i);
-        m->rows[m->n++] = (MemoryRow){xstrdup(name), xstrdup(str_or(o, "variant", "")),
-                                      xstrdup(str_or(o, "reference", "")), json_integer_value(est),
-                                      json_integer_value(meas)};
+        MemoryRow* row = &m->rows[m->n++];
+        *row = (MemoryRow){xstrdup(name), xstrdup(str_or(o, "variant", "")), xstrdup(str_or(o, "reference", "")),
+                           json_integer_value(est), json_integer_value(meas), NULL, 0};
+        json_t* pr = json_object_get(o, "zero1_per_rank");
+        if (pr && !json_is_array(pr))
+            return status_make(STATUS_INVALID, "%s: optimizers[%zu].zero1_per_rank must be an array (`memory --ranks R "
+                                               "--zero 1`)", path, i);
+        row->ranks = xcalloc(json_array_size(pr) + 1, sizeof *row->ranks);
+        size_t k;
+        json_t* e;
+        json_array_foreach(pr, k, e) {
+            json_t* re = json_object_get(e, "estimate_bytes");
+            json_t* rm = json_object_get(e, "measured_bytes");
+            if (!json_is_integer(re) || !json_is_integer(rm))
+                return status_make(STATUS_INVALID, "%s: optimizers[%zu].zero1_per_rank[%zu] needs \"estimate_bytes\" and "
+                                                   "\"measured_bytes\" (integers)", path, i, k);
+            row->ranks[row->n_ranks++] = (struct MemoryRank){
+                (int)json_integer_value(json_object_get(e, "rank")), (int)json_integer_value(json_object_get(e, "first_tensor")),
+                (int)json_integer_value(json_object_get(e, "last_tensor")), json_integer_value(re), json_integer_value(rm)};
+        }
     }
+    json_t* rk = json_object_get(rep, "ranks");
+    m->ranks = json_is_integer(rk) ? (int)json_integer_value(rk) : 1;
+    m->zero_stage = (int)json_integer_value(json_object_get(rep, "zero_stage"));
     json_t* st = json_object_get(rep, "training_step");
     if (st) {
         json_t* est = json_object_get(json_object_get(st, "estimate"), "total_bytes");
@@ -454,6 +474,7 @@ void memory_file_free(MemoryFile* f) {
             free(m->rows[i].optimizer);
             free(m->rows[i].variant);
             free(m->rows[i].reference);
+            free(m->rows[i].ranks);
         }
         free(m->rows);
         free(m->model);

@@ -134,6 +134,13 @@ typedef struct {
     char* variant;    // "" when none
     char* reference;  // "" when none
     long long estimate_bytes, measured_bytes;
+    // `memory --ranks R --zero 1`: each rank's optimizer-state shard (zero1_per_rank), n_ranks
+    // entries; 0 without --zero 1
+    struct MemoryRank {
+        int rank, first_tensor, last_tensor;
+        long long estimate_bytes, measured_bytes;
+    }* ranks;
+    size_t n_ranks;
 } MemoryRow;
 
 // memory.json's optional "training_step" (`trainbench memory --step`): one real step's activation
@@ -157,6 +164,7 @@ typedef struct {
     MemoryRow* rows;
     size_t n;
     MemoryStep step;
+    int ranks, zero_stage;  // `memory --ranks R --zero S` (1 and 0 without)
 } MemoryModel;
 
 typedef struct {
