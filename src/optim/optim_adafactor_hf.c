@@ -22,6 +22,8 @@
 // State: exp_avg_sq_row (batch.., R), exp_avg_sq_col (batch.., C) or exp_avg_sq (N), RMS (0-d),
 // exp_avg when beta1 is set; step is a Python int in the library (not a tensor).
 #include <math.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cpu.h"
@@ -99,9 +101,21 @@ static size_t afhf_state_bytes(const TensorShape* shape, const OptimConfig* c) {
     return b;
 }
 
+// Scratch for the streaming step, allocated at the first step and kept (no allocation per
+// step; torch allocates the update tensor each step, we never store it).
+typedef struct {
+    size_t threads;            // row buffers allocated for this many OpenMP threads
+    float* urow;               // (threads, C) one row of u = g^2 + eps1 per thread
+    float* part;               // (ceil(R / block), Cm) column block sums of one matrix
+    float* tail;               // (R, C - Cm) u of the columns summed from a copy
+    float* colsum;             // (C)
+    float *rf, *cf;            // (batch*R) rsqrt(row / row_mean), (batch*C) rsqrt(col)
+} AfhfScratch;
+
 typedef struct {
     OptimState base;
     float *row, *col, *v, *rms, *m;
+    AfhfScratch sc;
 } AdafactorHfState;
 
 static OptimState* afhf_init(const TensorShape* shape, const OptimConfig* c) {
@@ -121,118 +135,261 @@ static OptimState* afhf_init(const TensorShape* shape, const OptimConfig* c) {
     return &s->base;
 }
 
-// torch's _rms(x): x.norm(2) (a 0-d fp32 tensor, torch_reduce.h) / (numel ** 0.5)
-static float afhf_rms(const float* x, size_t n) {
-    return torch_norm2_f32(x, n) / (float)pow((double)n, 0.5);
+static void afhf_scratch_free(AfhfScratch* sc) {
+    free(sc->urow);
+    free(sc->part);
+    free(sc->tail);
+    free(sc->colsum);
+    free(sc->rf);
+    free(sc->cf);
+    memset(sc, 0, sizeof *sc);
+}
+
+static void afhf_free(OptimState* st) {
+    afhf_scratch_free(&((AdafactorHfState*)st)->sc);
+    optim_state_free_tensors(st);
+}
+
+static void afhf_scratch_ensure(AdafactorHfState* s) {
+    const size_t threads = (size_t)omp_get_max_threads();
+    AfhfScratch* sc = &s->sc;
+    if (sc->threads >= threads) return;
+    afhf_scratch_free(sc);
+    sc->threads = threads;
+    if (s->base.shape.ndim >= 2) {
+        size_t batch, R, C;
+        shape_as_matrices(&s->base.shape, &batch, &R, &C);
+        const size_t Cm = torch_sum_dim0_main_cols(C), B = torch_sum_dim0_block_rows(R);
+        sc->urow = xaligned_alloc(threads * C * sizeof(float));
+        sc->part = xaligned_alloc(((R + B - 1) / B) * (Cm ? Cm : 1) * sizeof(float));
+        sc->tail = xaligned_alloc(R * (C - Cm ? C - Cm : 1) * sizeof(float));
+        sc->colsum = xaligned_alloc(C * sizeof(float));
+        sc->rf = xaligned_alloc(batch * R * sizeof(float));
+        sc->cf = xaligned_alloc(batch * C * sizeof(float));
+    }
 }
 
 // ---- elementwise kernels ----
 // Each kernel is one C body compiled twice: portable, and for AVX2+FMA (fmaf becomes vfmadd
 // and the loop vectorizes 8 wide). Every operation is a correctly rounded fp32 op, so both
-// builds give the same bits; the caller splits the index range over OpenMP threads, and no
-// kernel reduces, so the result does not depend on the thread count either.
+// builds give the same bits; the callers split rows or element ranges over OpenMP threads
+// and no kernel reduces across them, so the result does not depend on the thread count.
 typedef struct {
-    float *p, *U, *m, *v;      // (n) param, update, exp_avg, exp_avg_sq (1-D)
+    float *p, *m, *v;          // (n) param, exp_avg, exp_avg_sq (1-D)
     const float* g;            // (n)
-    const float *row, *cf;     // factored: exp_avg_sq_row (R), c_factor (C) of one matrix
-    size_t C;
-    float eps1, keep, add, row_mean, clip, lr, b1, w1, alpha;
+    const float *rf, *cf;      // factored: (batch*R) row factors, (batch*C) column factors
+    size_t R, C;
+    float eps1, keep, add, clip, lr, b1, w1, alpha;
     bool beta1, decay;
 } AfhfArgs;
 
-// u = g*g + eps1 (grad**2 + eps[0]), written into U    over elements [lo, hi)
-static inline __attribute__((always_inline)) void afhf_sq_body(const AfhfArgs* a, size_t lo, size_t hi) {
-    float* restrict U = a->U;
-    const float* restrict g = a->g;
+// One row of the statistics pass: u = g*g + eps1 (grad**2 + eps[0]) into `u` (C), and into
+// the column block sums acc (Cm): acc = 0 + u on the block's first row, else acc + u.
+static inline __attribute__((always_inline)) void afhf_urow_body(const AfhfArgs* a, const float* restrict g,
+                                                                 float* restrict u, float* restrict acc,
+                                                                 bool first, size_t Cm) {
+    const size_t C = a->C;
     const float eps1 = a->eps1;
 #pragma omp simd
-    for (size_t i = lo; i < hi; i++) U[i] = g[i] * g[i] + eps1;
-}
-
-// _approx_sq_grad(row, col) * g for rows [lo, hi) of one (R, C) matrix: U and g point at it
-static inline __attribute__((always_inline)) void afhf_factor_body(const AfhfArgs* a, size_t lo, size_t hi) {
-    const size_t C = a->C;
-    const float* restrict cf = a->cf;
-    for (size_t i = lo; i < hi; i++) {
-        const float r_factor = 1.0f / sqrtf(a->row[i] / a->row_mean);
-        float* restrict U = a->U + i * C;
-        const float* restrict g = a->g + i * C;
+    for (size_t j = 0; j < C; j++) u[j] = g[j] * g[j] + eps1;
+    if (first) {
 #pragma omp simd
-        for (size_t j = 0; j < C; j++) U[j] = (r_factor * cf[j]) * g[j];
+        for (size_t j = 0; j < Cm; j++) acc[j] = 0.0f + u[j];
+    } else {
+#pragma omp simd
+        for (size_t j = 0; j < Cm; j++) acc[j] = acc[j] + u[j];
     }
 }
 
-// 1-D: v <- fma(u, 1-b2t, v*b2t); U = rsqrt(v) * g    over elements [lo, hi)
+// The update U of elements [e0, e1) (flat index over the whole tensor) into out:
+// factored, _approx_sq_grad(row, col) * g = (rsqrt(row/row_mean) * rsqrt(col)) * g;
+// 1-D, rsqrt(v) * g.
+static inline __attribute__((always_inline)) void afhf_update_body(const AfhfArgs* a, float* restrict out,
+                                                                   size_t e0, size_t e1) {
+    const float* restrict g = a->g;
+    if (a->rf) {
+        const size_t C = a->C, R = a->R;
+        for (size_t e = e0; e < e1;) {
+            const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
+            const float r = a->rf[grow];
+            const float* restrict cf = a->cf + (grow / R) * C + j;
+            const float* restrict gg = g + e;
+            float* restrict o = out + (e - e0);
+#pragma omp simd
+            for (size_t t = 0; t < len; t++) o[t] = (r * cf[t]) * gg[t];
+            e += len;
+        }
+    } else {
+        const float* restrict v = a->v;
+#pragma omp simd
+        for (size_t e = e0; e < e1; e++) out[e - e0] = (1.0f / sqrtf(v[e])) * g[e];
+    }
+}
+
+// 1-D statistics, elements [lo, hi): v <- fma(u, 1-b2t, v*b2t), u = g*g + eps1
 static inline __attribute__((always_inline)) void afhf_vec_body(const AfhfArgs* a, size_t lo, size_t hi) {
-    float* restrict U = a->U;
     float* restrict v = a->v;
     const float* restrict g = a->g;
     const float eps1 = a->eps1, keep = a->keep, add = a->add;
 #pragma omp simd
-    for (size_t i = lo; i < hi; i++) {
-        const float u = g[i] * g[i] + eps1;
-        v[i] = fmaf(add, u, v[i] * keep);
-        U[i] = (1.0f / sqrtf(v[i])) * g[i];
-    }
+    for (size_t i = lo; i < hi; i++) v[i] = fmaf(add, g[i] * g[i] + eps1, v[i] * keep);
 }
 
+// One run of elements that share a row factor r (factored: U = (r * cf[t]) * g[t]; 1-D, cf is
+// v and U = rsqrt(v[t]) * g[t]), U recomputed in the loop that updates p so that g, p (and m)
+// stream together:
 // U <- (U / clip) * lr ; [m <- fma(U, 1-b1, m*b1), U = m] ; [p <- fma(alpha, p, p)] ; p <- p - U
-static inline __attribute__((always_inline)) void afhf_apply_body(const AfhfArgs* a, size_t lo, size_t hi) {
-    float* restrict p = a->p;
-    float* restrict m = a->m;
-    const float* restrict U = a->U;
+// `decay` and `beta1` are constants at every call, so each combination is its own loop.
+static inline __attribute__((always_inline)) void afhf_apply_run(const AfhfArgs* a, float* restrict p,
+                                                                 float* restrict m, const float* restrict g,
+                                                                 const float* restrict cf, float r, size_t len,
+                                                                 bool factored, bool decay, bool beta1) {
     const float clip = a->clip, lr = a->lr, b1 = a->b1, w1 = a->w1, alpha = a->alpha;
-    if (a->decay) {  // p.add_(p, alpha=-wd*lr) comes before p.add_(-update) and reads only p
 #pragma omp simd
-        for (size_t i = lo; i < hi; i++) p[i] = fmaf(alpha, p[i], p[i]);
-    }
-    if (a->beta1) {
-#pragma omp simd
-        for (size_t i = lo; i < hi; i++) {
-            m[i] = fmaf(w1, (U[i] / clip) * lr, m[i] * b1);
-            p[i] = p[i] - m[i];
+    for (size_t t = 0; t < len; t++) {
+        const float U = factored ? (r * cf[t]) * g[t] : (1.0f / sqrtf(cf[t])) * g[t];
+        float pt = p[t];
+        if (decay) pt = fmaf(alpha, pt, pt);  // p.add_(p, alpha=-wd*lr) comes before p.add_(-update)
+        if (beta1) {
+            const float mt = fmaf(w1, (U / clip) * lr, m[t] * b1);
+            m[t] = mt;
+            pt = pt - mt;
+        } else {
+            pt = pt - (U / clip) * lr;
         }
+        p[t] = pt;
+    }
+}
+
+static inline __attribute__((always_inline)) void afhf_apply_runs(const AfhfArgs* a, size_t e0, size_t e1,
+                                                                  bool decay, bool beta1) {
+    float* m = beta1 ? a->m : NULL;
+    if (!a->rf) {
+        afhf_apply_run(a, a->p + e0, m ? m + e0 : NULL, a->g + e0, a->v + e0, 0, e1 - e0, false, decay, beta1);
+        return;
+    }
+    const size_t C = a->C, R = a->R;
+    for (size_t e = e0; e < e1;) {
+        const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
+        afhf_apply_run(a, a->p + e, m ? m + e : NULL, a->g + e, a->cf + (grow / R) * C + j, a->rf[grow], len, true,
+                       decay, beta1);
+        e += len;
+    }
+}
+
+// Elements [e0, e1) of the update pass.
+static inline __attribute__((always_inline)) void afhf_apply_body(const AfhfArgs* a, size_t e0, size_t e1) {
+    if (a->decay) {
+        if (a->beta1) afhf_apply_runs(a, e0, e1, true, true);
+        else afhf_apply_runs(a, e0, e1, true, false);
     } else {
-#pragma omp simd
-        for (size_t i = lo; i < hi; i++) p[i] = p[i] - (U[i] / clip) * lr;
+        if (a->beta1) afhf_apply_runs(a, e0, e1, false, true);
+        else afhf_apply_runs(a, e0, e1, false, false);
     }
 }
 
-typedef void (*AfhfKernel)(const AfhfArgs* a, size_t lo, size_t hi);
+typedef struct {
+    void (*urow)(const AfhfArgs*, const float*, float*, float*, bool, size_t);
+    void (*vec)(const AfhfArgs*, size_t, size_t);
+    void (*apply)(const AfhfArgs*, size_t, size_t);
+    TorchProduce produce;  // afhf_update_body for torch_sumsq_produced_f32
+} AfhfKernels;
+
+#define AFHF_KERNELS(sfx, attr)                                                                                 \
+    attr static void afhf_urow_##sfx(const AfhfArgs* a, const float* g, float* u, float* acc, bool first,       \
+                                     size_t Cm) {                                                               \
+        afhf_urow_body(a, g, u, acc, first, Cm);                                                                \
+    }                                                                                                           \
+    attr static void afhf_vec_##sfx(const AfhfArgs* a, size_t lo, size_t hi) { afhf_vec_body(a, lo, hi); }     \
+    attr static void afhf_apply_##sfx(const AfhfArgs* a, size_t e0, size_t e1) { afhf_apply_body(a, e0, e1); }   \
+    attr static void afhf_produce_##sfx(const void* ctx, float* out, size_t e0, size_t e1) {                   \
+        afhf_update_body(ctx, out, e0, e1);                                                                     \
+    }                                                                                                           \
+    static const AfhfKernels AFHF_##sfx = {afhf_urow_##sfx, afhf_vec_##sfx, afhf_apply_##sfx, afhf_produce_##sfx};
+AFHF_KERNELS(portable, )
 #if defined(__x86_64__)
-#define AFHF_KERNEL(name)                                                                                 \
-    static void name##_portable(const AfhfArgs* a, size_t lo, size_t hi) { name##_body(a, lo, hi); }     \
-    __attribute__((target("avx2,fma"))) static void name##_avx2(const AfhfArgs* a, size_t lo, size_t hi) { \
-        name##_body(a, lo, hi);                                                                           \
-    }
-#define AFHF_PICK(name) (afhf_avx2() ? name##_avx2 : name##_portable)
-static bool afhf_avx2(void) { return cpu_features()->avx2 && cpu_features()->fma; }
+AFHF_KERNELS(avx2, __attribute__((target("avx2,fma"))))
+static const AfhfKernels* afhf_kernels(void) {
+    return cpu_features()->avx2 && cpu_features()->fma ? &AFHF_avx2 : &AFHF_portable;
+}
 #else
-#define AFHF_KERNEL(name) \
-    static void name##_portable(const AfhfArgs* a, size_t lo, size_t hi) { name##_body(a, lo, hi); }
-#define AFHF_PICK(name) name##_portable
+static const AfhfKernels* afhf_kernels(void) { return &AFHF_portable; }
 #endif
-AFHF_KERNEL(afhf_sq)
-AFHF_KERNEL(afhf_factor)
-AFHF_KERNEL(afhf_vec)
-AFHF_KERNEL(afhf_apply)
 
-// Runs k over [0, n) in fixed 16Ki-item chunks, spread over the OpenMP threads; `per_item` is
-// the work of one item (elements per row for row kernels) for the serial cut-off.
-static void afhf_run(AfhfKernel k, const AfhfArgs* a, size_t n, size_t per_item) {
-    const size_t chunk = per_item >= 16384 ? 1 : 16384 / per_item;
-    const size_t n_chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (n * per_item >= 65536)
-    for (size_t c = 0; c < n_chunks; c++) k(a, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
+enum { AFHF_PIECE = 2048 };  // elements per work item of the elementwise passes (8 KiB)
+
+// The statistics of one (R, C) matrix b: row <- fma(mean_c(u), 1-b2t, row*b2t) and the same
+// for col with mean_r(u) (update.mean(dim=-1) / mean(dim=-2): torch's cascade sums, one
+// division), then the factors rf = rsqrt(row / row.mean(-1)), cf = rsqrt(col).
+// One pass over g: threads take blocks of rows (torch_sum_dim0_block_rows), each row's sum is
+// complete in its thread and each block's column sums are torch's level-0 sums; the levels
+// above are replayed per column after (torch_sum_dim0_combine), so nothing depends on threads.
+static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const AfhfArgs* a, size_t b) {
+    AfhfScratch* sc = &s->sc;
+    const size_t R = a->R, C = a->C, Cm = torch_sum_dim0_main_cols(C), Ct = C - Cm;
+    const size_t B = torch_sum_dim0_block_rows(R), n_blocks = (R + B - 1) / B;
+    const float* gb = a->g + b * R * C;  // (R, C)
+    float* row = s->row + b * R;         // (R)
+    float* col = s->col + b * C;         // (C)
+#pragma omp parallel for schedule(dynamic, 1) if (R * C >= 65536)
+    for (size_t blk = 0; blk < n_blocks; blk++) {
+        float* u = sc->urow + (size_t)omp_get_thread_num() * C;
+        float* acc = sc->part + blk * Cm;
+        const size_t i1 = (blk + 1) * B < R ? (blk + 1) * B : R;
+        for (size_t i = blk * B; i < i1; i++) {
+            k->urow(a, gb + i * C, u, acc, i == blk * B, Cm);
+            row[i] = fmaf(torch_sum_f32(u, C) / (float)C, a->add, row[i] * a->keep);
+            if (Ct) memcpy(sc->tail + i * Ct, u + Cm, Ct * sizeof(float));
+        }
+    }
+    enum { W = 256 };
+#pragma omp parallel for schedule(static) if (R * Cm >= 65536)
+    for (size_t j = 0; j < Cm; j += W) torch_sum_dim0_combine(sc->colsum, sc->part, Cm, R, j, j + W < Cm ? j + W : Cm);
+    if (Ct) torch_sum_dim0_tail_f32(sc->colsum + Cm, sc->tail, Ct, R, C, Cm);
+    float* cf = sc->cf + b * C;
+    for (size_t j = 0; j < C; j++) {
+        col[j] = fmaf(sc->colsum[j] / (float)R, a->add, col[j] * a->keep);
+        cf[j] = 1.0f / sqrtf(col[j]);
+    }
+    const float row_mean = torch_sum_f32(row, R) / (float)R;
+    float* rf = sc->rf + b * R;
+    for (size_t i = 0; i < R; i++) rf[i] = 1.0f / sqrtf(row[i] / row_mean);
 }
 
+// The step in three passes over memory (the reductions' dependencies allow no fewer):
+//  1. the statistics from g (factored: afhf_matrix_stats; 1-D: v);
+//  2. RMS(U), U produced on the fly by the thread that runs torch's norm chain over it (two
+//     multiplications per element: the chain's latency is the limit), and RMS(p) alongside on
+//     a second thread (p is unchanged until pass 3);
+//  3. p (and m) updated, U recomputed from g and the factors.
 static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
     AdafactorHfState* s = (AdafactorHfState*)st;
     const size_t n = shape_numel(&st->shape);
-    float* U = xaligned_alloc(n * sizeof(float));  // (n) the update; freed after the step, as torch does
+    const AfhfKernels* k = afhf_kernels();
+    afhf_scratch_ensure(s);
     st->step++;
     const double t = (double)st->step;
-    const float rms = afhf_rms(p, n);
+
+    const double b2t = 1.0 - pow(t, c->decay_rate);
+    AfhfArgs a = {.p = p, .m = s->m, .v = s->v, .g = g, .eps1 = (float)c->eps1,
+                  .keep = (float)b2t, .add = (float)(1.0 - b2t)};
+    const size_t n_pieces = (n + AFHF_PIECE - 1) / AFHF_PIECE;
+    if (st->shape.ndim >= 2) {
+        size_t batch;
+        shape_as_matrices(&st->shape, &batch, &a.R, &a.C);
+        a.rf = s->sc.rf;
+        a.cf = s->sc.cf;
+        for (size_t b = 0; b < batch; b++) afhf_matrix_stats(s, k, &a, b);
+    } else {
+#pragma omp parallel for schedule(static) if (n >= 65536)
+        for (size_t i = 0; i < n_pieces; i++) k->vec(&a, i * AFHF_PIECE, (i + 1) * AFHF_PIECE < n ? (i + 1) * AFHF_PIECE : n);
+    }
+
+    // torch's _rms(x): x.norm(2) (a 0-d fp32 tensor) / (numel ** 0.5), for U and for p
+    float sumsq_u, sumsq_p;
+    torch_sumsq_produced_f32(n, k->produce, &a, p, &sumsq_u, &sumsq_p);
+    const float sqrt_n = (float)pow((double)n, 0.5);
+    const float rms = sqrtf(sumsq_p) / sqrt_n;
     *s->rms = rms;
 
     double rel = c->lr;
@@ -245,44 +402,7 @@ static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfi
     float lr_f32 = lr_is_f32 ? rms * (float)rel : (float)((c->scale_parameter ? c->eps2 : 1.0) * rel);
     double lr_t = lr_is_f32 ? (double)lr_f32 : (c->scale_parameter ? c->eps2 : 1.0) * rel;
 
-    const double b2t = 1.0 - pow(t, c->decay_rate);
-    AfhfArgs a = {.p = p, .U = U, .m = s->m, .v = s->v, .g = g, .eps1 = (float)c->eps1,
-                  .keep = (float)b2t, .add = (float)(1.0 - b2t)};
-
-    if (st->shape.ndim >= 2) {
-        size_t batch, R, C;
-        shape_as_matrices(&st->shape, &batch, &R, &C);
-        float* cbuf = xmalloc(C * sizeof(float));  // (C) column means, then c_factor
-        AfhfArgs am = a;
-        am.C = C;
-        afhf_run(AFHF_PICK(afhf_sq), &a, n, 1);  // U = u = g^2 + eps1, all matrices
-        for (size_t b = 0; b < batch; b++) {
-            const float* ub = U + b * R * C;  // (R, C)
-            float* row = s->row + b * R;      // (R)
-            float* col = s->col + b * C;      // (C)
-            // update.mean(dim=-1) / mean(dim=-2): torch's cascade sums, then one division;
-            // row <- fma(mean, 1-b2t, row*b2t) (mul_(beta2t).add_(mean, alpha=1-beta2t))
-#pragma omp parallel for schedule(static) if (R * C >= 65536)
-            for (size_t i = 0; i < R; i++) {
-                const float mean = torch_sum_f32(ub + i * C, C) / (float)C;
-                row[i] = fmaf(mean, a.add, row[i] * a.keep);
-            }
-            torch_sum_dim0_f32(cbuf, ub, R, C);
-            for (size_t j = 0; j < C; j++) col[j] = fmaf(cbuf[j] / (float)R, a.add, col[j] * a.keep);
-            // _approx_sq_grad: rsqrt(row / row.mean(-1)) (outer) rsqrt(col), then * g
-            for (size_t j = 0; j < C; j++) cbuf[j] = 1.0f / sqrtf(col[j]);  // c_factor
-            am.row = row;
-            am.cf = cbuf;
-            am.row_mean = torch_sum_f32(row, R) / (float)R;
-            am.U = U + b * R * C;
-            am.g = g + b * R * C;
-            afhf_run(AFHF_PICK(afhf_factor), &am, R, C);
-        }
-        free(cbuf);
-    } else {
-        afhf_run(AFHF_PICK(afhf_vec), &a, n, 1);
-    }
-    float clip = afhf_rms(U, n) / (float)c->clip_threshold;
+    float clip = (sqrtf(sumsq_u) / sqrt_n) / (float)c->clip_threshold;
     if (clip < 1.0f) clip = 1.0f;  // clamp_(min=1.0): NaN stays NaN
     a.clip = clip;
     a.lr = lr_f32;  // exact when lr_t is the fp32 tensor, else f32(lr_t) as mul_(lr) rounds it
@@ -294,8 +414,8 @@ static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfi
     a.decay = c->weight_decay != 0;
     // p.add_(p, alpha=-wd*lr): alpha a double, or fp32 when lr is the fp32 tensor
     a.alpha = lr_is_f32 ? (float)(-c->weight_decay) * lr_f32 : (float)(-c->weight_decay * lr_t);
-    afhf_run(AFHF_PICK(afhf_apply), &a, n, 1);
-    free(U);
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (size_t i = 0; i < n_pieces; i++) k->apply(&a, i * AFHF_PIECE, (i + 1) * AFHF_PIECE < n ? (i + 1) * AFHF_PIECE : n);
 }
 
 const Optimizer optim_adafactor_hf = {
@@ -309,5 +429,5 @@ const Optimizer optim_adafactor_hf = {
     .shared_state_bytes = NULL,
     .init = afhf_init,
     .step = afhf_step,
-    .free = optim_state_free_tensors,
+    .free = afhf_free,
 };

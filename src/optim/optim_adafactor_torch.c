@@ -18,6 +18,8 @@
 // and so no MKL sqrt), so the step is bit-exact against the goldens.
 // State: row_var, col_var (or variance) in the gradient's dtype (fp32 here), step (0-d fp32).
 #include <math.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cpu.h"
@@ -77,9 +79,16 @@ static size_t aft_state_bytes(const TensorShape* shape, const OptimConfig* c) {
     return 4 * shape_numel(shape) + 4;
 }
 
+// Scratch for the streaming step, allocated at the first step and kept (no allocation per
+// step; torch allocates the update tensor each step, we never store it).
+typedef struct {
+    float* colsq;              // (batch*C) column sums of squares of g
+} AftScratch;
+
 typedef struct {
     OptimState base;
     float *row, *col, *var, *step;
+    AftScratch sc;
 } AdafactorTorchState;
 
 static OptimState* aft_init(const TensorShape* shape, const OptimConfig* c) {
@@ -91,161 +100,257 @@ static OptimState* aft_init(const TensorShape* shape, const OptimConfig* c) {
         cs.dims[cs.ndim - 2] = 1;
         s->row = optim_state_add(&s->base, "row_var", DTYPE_F32, rs);
         s->col = optim_state_add(&s->base, "col_var", DTYPE_F32, cs);
+        size_t batch, R, C;
+        shape_as_matrices(shape, &batch, &R, &C);
+        s->sc.colsq = xaligned_alloc(batch * C * sizeof(float));
     } else {
         s->var = optim_state_add(&s->base, "variance", DTYPE_F32, *shape);
     }
     return &s->base;
 }
 
+static void aft_free(OptimState* st) {
+    free(((AdafactorTorchState*)st)->sc.colsq);
+    optim_state_free_tensors(st);
+}
+
 // ---- elementwise kernels ----
 // Each kernel is one C body compiled twice: portable, and for AVX2+FMA (fmaf becomes vfmadd
 // and the loop vectorizes 8 wide). Every operation is a correctly rounded fp32 op, so both
-// builds give the same bits; the caller splits the index range over OpenMP threads, and no
-// kernel reduces, so the result does not depend on the thread count either.
+// builds give the same bits; the callers split rows or element ranges over OpenMP threads
+// and no kernel reduces across them, so the result does not depend on the thread count.
 typedef struct {
-    float *p, *U, *var;        // (n) param, update, variance (1-D)
+    float *p, *var;            // (n) param, variance (1-D)
     const float* g;            // (n)
-    const float *row, *col;    // factored: row_var (R), col_var (C) of one matrix
-    size_t C;
-    float w, floor_v, row_mean, decay, a;
+    const float *row, *col;    // factored: row_var (batch*R), col_var (batch*C)
+    const float* row_mean;     // (batch) clamp(row_var.mean(-2), eps1) per matrix
+    size_t R, C;
+    float w, floor_v, decay, a;
     bool wd;
 } AftArgs;
 
-// rows [lo, hi) of one (R, C) matrix (U, g point at it):
-// V = clamp(row*col / row_mean, eps1^2); U = rsqrt(V) * g
-static inline __attribute__((always_inline)) void aft_factor_body(const AftArgs* a, size_t lo, size_t hi) {
-    const size_t C = a->C;
-    const float* restrict col = a->col;
-    const float row_mean = a->row_mean, floor_v = a->floor_v;
-    for (size_t i = lo; i < hi; i++) {
-        const float r = a->row[i];
-        float* restrict U = a->U + i * C;
-        const float* restrict g = a->g + i * C;
+// One row's statistics: the row's sum of squares in the norm kernel's order (returned) and
+// colsq[j] <- colsq[j] + g[j]^2 (vector_norm(dim=-2): per column, rows in order from 0).
+static inline __attribute__((always_inline)) float aft_row_body(const float* restrict g, float* restrict colsq,
+                                                                size_t C, bool first) {
+    if (first) {
 #pragma omp simd
         for (size_t j = 0; j < C; j++) {
-            float v = (r * col[j]) / row_mean;
-            v = v < floor_v ? floor_v : v;  // clamp_(min=eps1*eps1): NaN stays NaN
-            U[j] = (1.0f / sqrtf(v)) * g[j];
+            const float sq = g[j] * g[j];
+            colsq[j] = 0.0f + sq;
+        }
+    } else {
+#pragma omp simd
+        for (size_t j = 0; j < C; j++) {
+            const float sq = g[j] * g[j];
+            colsq[j] = colsq[j] + sq;
+        }
+    }
+    TorchSumsq acc;
+    torch_sumsq_init(&acc);
+    const size_t C8 = C - C % 8;
+    torch_sumsq_feed(&acc, g, C8);
+    return torch_sumsq_finish(&acc, g + C8, C - C8);
+}
+
+// The update U of elements [e0, e1) (flat index) into out:
+// factored, V = clamp(row*col / row_mean, eps1^2); 1-D, V = clamp(variance, eps1^2);
+// U = rsqrt(V) * g
+static inline __attribute__((always_inline)) void aft_update_body(const AftArgs* a, float* restrict out, size_t e0,
+                                                                  size_t e1) {
+    const float* restrict g = a->g;
+    const float floor_v = a->floor_v;
+    if (a->row) {
+        const size_t C = a->C, R = a->R;
+        for (size_t e = e0; e < e1;) {
+            const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
+            const float r = a->row[grow], row_mean = a->row_mean[grow / R];
+            const float* restrict col = a->col + (grow / R) * C + j;
+            const float* restrict gg = g + e;
+            float* restrict o = out + (e - e0);
+#pragma omp simd
+            for (size_t t = 0; t < len; t++) {
+                float v = (r * col[t]) / row_mean;
+                v = v < floor_v ? floor_v : v;  // clamp_(min=eps1*eps1): NaN stays NaN
+                o[t] = (1.0f / sqrtf(v)) * gg[t];
+            }
+            e += len;
+        }
+    } else {
+        const float* restrict var = a->var;
+#pragma omp simd
+        for (size_t e = e0; e < e1; e++) {
+            const float v = var[e] < floor_v ? floor_v : var[e];
+            out[e - e0] = (1.0f / sqrtf(v)) * g[e];
         }
     }
 }
 
-// 1-D, elements [lo, hi): variance <- lerp(variance, g*g, w); U = rsqrt(clamp(variance)) * g
+// 1-D, elements [lo, hi): variance <- lerp(variance, g*g, w)
 static inline __attribute__((always_inline)) void aft_vec_body(const AftArgs* a, size_t lo, size_t hi) {
-    float* restrict U = a->U;
     float* restrict var = a->var;
     const float* restrict g = a->g;
     // torch_lerp (optim.h) with its branch on the weight taken once, outside the loop:
     // |w| < 0.5: fma(w, end - self, self), else fma(w - 1, end - self, end)
     const bool small = a->w < 0.5f && a->w > -0.5f;
-    const float wf = small ? a->w : a->w - 1.0f, floor_v = a->floor_v;
+    const float wf = small ? a->w : a->w - 1.0f;
 #pragma omp simd
     for (size_t i = lo; i < hi; i++) {
         const float end = g[i] * g[i];
         var[i] = fmaf(wf, end - var[i], small ? var[i] : end);
-        const float v = var[i] < floor_v ? floor_v : var[i];
-        U[i] = (1.0f / sqrtf(v)) * g[i];
     }
 }
 
-// elements [lo, hi): [p <- p * f32(1 - lr*wd)] ; p <- fma(U, a, p)
+// One run of elements of one row (factored: V = clamp(r * col[t] / row_mean, eps1^2); 1-D:
+// col is the variance and V = clamp(col[t], eps1^2)), U = rsqrt(V) * g recomputed in the loop
+// that updates p, so that g and p stream together:
+// [p <- p * f32(1 - lr*wd)] ; p <- fma(U, a, p)
 // (the decay happens before the update in torch too; nothing else reads p in between)
-static inline __attribute__((always_inline)) void aft_apply_body(const AftArgs* a, size_t lo, size_t hi) {
-    float* restrict p = a->p;
-    const float* restrict U = a->U;
-    const float decay = a->decay, alpha = a->a;
-    if (a->wd) {
+static inline __attribute__((always_inline)) void aft_apply_run(const AftArgs* a, float* restrict p,
+                                                                const float* restrict g, const float* restrict col,
+                                                                float r, float row_mean, size_t len, bool factored,
+                                                                bool wd) {
+    const float floor_v = a->floor_v, decay = a->decay, alpha = a->a;
 #pragma omp simd
-        for (size_t i = lo; i < hi; i++) p[i] = fmaf(alpha, U[i], p[i] * decay);
-    } else {
-#pragma omp simd
-        for (size_t i = lo; i < hi; i++) p[i] = fmaf(alpha, U[i], p[i]);
+    for (size_t t = 0; t < len; t++) {
+        float v = factored ? (r * col[t]) / row_mean : col[t];
+        v = v < floor_v ? floor_v : v;  // clamp_(min=eps1*eps1): NaN stays NaN
+        const float U = (1.0f / sqrtf(v)) * g[t];
+        p[t] = fmaf(alpha, U, wd ? p[t] * decay : p[t]);
     }
 }
 
-typedef void (*AftKernel)(const AftArgs* a, size_t lo, size_t hi);
+static inline __attribute__((always_inline)) void aft_apply_runs(const AftArgs* a, size_t e0, size_t e1, bool wd) {
+    if (!a->row) {
+        aft_apply_run(a, a->p + e0, a->g + e0, a->var + e0, 0, 0, e1 - e0, false, wd);
+        return;
+    }
+    const size_t C = a->C, R = a->R;
+    for (size_t e = e0; e < e1;) {
+        const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
+        aft_apply_run(a, a->p + e, a->g + e, a->col + (grow / R) * C + j, a->row[grow], a->row_mean[grow / R], len,
+                      true, wd);
+        e += len;
+    }
+}
+
+// Elements [e0, e1) of the update pass.
+static inline __attribute__((always_inline)) void aft_apply_body(const AftArgs* a, size_t e0, size_t e1) {
+    if (a->wd) aft_apply_runs(a, e0, e1, true);
+    else aft_apply_runs(a, e0, e1, false);
+}
+
+typedef struct {
+    float (*row)(const float*, float*, size_t, bool);
+    void (*vec)(const AftArgs*, size_t, size_t);
+    void (*apply)(const AftArgs*, size_t, size_t);
+    TorchProduce produce;  // aft_update_body for torch_sumsq_produced_parallel_f32
+} AftKernels;
+
+#define AFT_KERNELS(sfx, attr)                                                                                 \
+    attr static float aft_row_##sfx(const float* g, float* colsq, size_t C, bool first) {                      \
+        return aft_row_body(g, colsq, C, first);                                                               \
+    }                                                                                                          \
+    attr static void aft_vec_##sfx(const AftArgs* a, size_t lo, size_t hi) { aft_vec_body(a, lo, hi); }        \
+    attr static void aft_apply_##sfx(const AftArgs* a, size_t e0, size_t e1) { aft_apply_body(a, e0, e1); }    \
+    attr static void aft_produce_##sfx(const void* ctx, float* out, size_t e0, size_t e1) {                    \
+        aft_update_body(ctx, out, e0, e1);                                                                     \
+    }                                                                                                          \
+    static const AftKernels AFT_##sfx = {aft_row_##sfx, aft_vec_##sfx, aft_apply_##sfx, aft_produce_##sfx};
+AFT_KERNELS(portable, )
 #if defined(__x86_64__)
-#define AFT_KERNEL(name)                                                                                  \
-    static void name##_portable(const AftArgs* a, size_t lo, size_t hi) { name##_body(a, lo, hi); }      \
-    __attribute__((target("avx2,fma"))) static void name##_avx2(const AftArgs* a, size_t lo, size_t hi) { \
-        name##_body(a, lo, hi);                                                                           \
-    }
-#define AFT_PICK(name) (aft_avx2() ? name##_avx2 : name##_portable)
-static bool aft_avx2(void) { return cpu_features()->avx2 && cpu_features()->fma; }
+AFT_KERNELS(avx2, __attribute__((target("avx2,fma"))))
+static const AftKernels* aft_kernels(void) {
+    return cpu_features()->avx2 && cpu_features()->fma ? &AFT_avx2 : &AFT_portable;
+}
 #else
-#define AFT_KERNEL(name) \
-    static void name##_portable(const AftArgs* a, size_t lo, size_t hi) { name##_body(a, lo, hi); }
-#define AFT_PICK(name) name##_portable
+static const AftKernels* aft_kernels(void) { return &AFT_portable; }
 #endif
-AFT_KERNEL(aft_factor)
-AFT_KERNEL(aft_vec)
-AFT_KERNEL(aft_apply)
 
-// Runs k over [0, n) in fixed 16Ki-item chunks, spread over the OpenMP threads; `per_item` is
-// the work of one item (elements per row for row kernels) for the serial cut-off.
-static void aft_run(AftKernel k, const AftArgs* a, size_t n, size_t per_item) {
-    const size_t chunk = per_item >= 16384 ? 1 : 16384 / per_item;
-    const size_t n_chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (n * per_item >= 65536)
-    for (size_t c = 0; c < n_chunks; c++) k(a, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
+enum { AFT_PIECE = 8192 };  // elements per work item of the elementwise passes
+
+// Pass 1's statistics (one thread: every column's sum runs over all rows in order and every
+// row's over all its columns, so the pass is one sweep over g in row order).
+static void aft_stats(AdafactorTorchState* s, const AftKernels* k, const AftArgs* a, size_t batch, size_t n) {
+    if (!s->row) {
+        for (size_t i = 0; i < n; i += AFT_PIECE) k->vec(a, i, i + AFT_PIECE < n ? i + AFT_PIECE : n);
+        return;
+    }
+    const size_t R = a->R, C = a->C;
+    for (size_t b = 0; b < batch; b++) {
+        const float* gb = a->g + b * R * C;  // (R, C)
+        float* row = s->row + b * R;         // (R, 1)
+        float* colsq = s->sc.colsq + b * C;  // (C)
+        for (size_t i = 0; i < R; i++) {
+            // vector_norm(g, dim=-1).square_().div_(C): the norm is rounded, then squared
+            const float norm = sqrtf(k->row(gb + i * C, colsq, C, i == 0));
+            row[i] = torch_lerp(row[i], (norm * norm) / (float)C, a->w);
+        }
+        // (R, 1): torch coalesces the column into one contiguous row and runs the last-dim kernel
+        if (C == 1) colsq[0] = torch_sumsq_f32(gb, R);
+    }
 }
 
+// The step in three passes over memory (the reductions' dependencies allow no fewer):
+//  1. one thread sweeps g for the row and column statistics (1-D: the variance) while a second
+//     runs torch's norm chain over p (param.norm(2), needed for alpha);
+//  2. norm2(U): every thread produces U (two divisions and a square root per element) while
+//     thread 0 runs the norm chain over it in order;
+//  3. p updated, U recomputed from g and the statistics.
 static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
     AdafactorTorchState* s = (AdafactorTorchState*)st;
     const size_t n = shape_numel(&st->shape);
-    float* U = xaligned_alloc(n * sizeof(float));  // (n) the update; freed after the step, as torch does
+    const AftKernels* k = aft_kernels();
     st->step++;
     *s->step = (float)st->step;
     const double t = (double)*s->step;
     const double eps1 = c->eps1 < 0 ? (double)0x1p-23f : c->eps1;
     const float w = (float)pow(t, c->decay_rate);
     const double rho = fmin(c->lr, 1.0 / pow(t, 0.5));
-    // param.norm(2).item(): torch's float32 norm (torch_reduce.h) widened to double
-    const double p_rms = (double)torch_norm2_f32(p, n) / pow((double)n, 0.5);
-    const double alpha = fmax(c->eps2, p_rms) * rho;
-    AftArgs a = {.p = p, .U = U, .var = s->var, .g = g, .w = w, .floor_v = (float)(eps1 * eps1),
+    size_t batch = 1;
+    float row_mean[64], *row_means = row_mean;  // (batch)
+    AftArgs a = {.p = p, .var = s->var, .g = g, .w = w, .floor_v = (float)(eps1 * eps1),
                  .wd = c->weight_decay != 0, .decay = (float)(1.0 - c->lr * c->weight_decay)};
-    if (st->shape.ndim >= 2) {
-        size_t batch, R, C;
-        shape_as_matrices(&st->shape, &batch, &R, &C);
-        float* cbuf = xmalloc(C * sizeof(float));  // (C) column sums of squares
-        AftArgs am = a;
-        am.C = C;
+    if (s->row) {
+        shape_as_matrices(&st->shape, &batch, &a.R, &a.C);
+        if (batch > 64) row_means = xmalloc(batch * sizeof(float));
+    }
+    float p_sumsq = 0;
+#pragma omp parallel num_threads(omp_get_max_threads() > 1 ? 2 : 1) if (n >= 65536)
+    {
+        const int side = omp_get_num_threads() > 1 ? 1 : 0;
+        if (omp_get_thread_num() == 0) aft_stats(s, k, &a, batch, n);
+        if (omp_get_thread_num() == side) p_sumsq = torch_sumsq_f32(p, n);
+    }
+    // param.norm(2).item(): torch's float32 norm widened to double
+    const double p_rms = (double)sqrtf(p_sumsq) / pow((double)n, 0.5);
+    const double alpha = fmax(c->eps2, p_rms) * rho;
+    if (s->row) {
+        const size_t R = a.R, C = a.C;
         for (size_t b = 0; b < batch; b++) {
-            const float* gb = g + b * R * C;  // (R, C)
-            float* row = s->row + b * R;      // (R, 1)
-            float* col = s->col + b * C;      // (1, C)
-            // vector_norm(g, dim=-1).square_().div_(C): the norm is rounded, then squared
-#pragma omp parallel for schedule(static) if (R * C >= 65536)
-            for (size_t i = 0; i < R; i++) {
-                const float norm = torch_norm2_f32(gb + i * C, C);
-                row[i] = torch_lerp(row[i], (norm * norm) / (float)C, w);
-            }
-            // vector_norm(g, dim=-2): per column, rows in order (another kernel than dim=-1)
-            torch_sumsq_dim0_f32(cbuf, gb, R, C);
+            float* row = s->row + b * R;
+            float* col = s->col + b * C;
+            const float* colsq = s->sc.colsq + b * C;
             for (size_t j = 0; j < C; j++) {
-                const float norm = sqrtf(cbuf[j]);
+                const float norm = sqrtf(colsq[j]);
                 col[j] = torch_lerp(col[j], (norm * norm) / (float)R, w);
             }
             // row_var.mean(dim=-2): (R, 1) is one contiguous row for torch's sum
-            float row_mean = torch_sum_f32(row, R) / (float)R;
-            if (row_mean < (float)eps1) row_mean = (float)eps1;  // clamp_(min=eps1): NaN stays NaN
-            am.row = row;
-            am.col = col;
-            am.row_mean = row_mean;
-            am.U = U + b * R * C;
-            am.g = gb;
-            aft_run(AFT_PICK(aft_factor), &am, R, C);
+            float rm = torch_sum_f32(row, R) / (float)R;
+            if (rm < (float)eps1) rm = (float)eps1;  // clamp_(min=eps1): NaN stays NaN
+            row_means[b] = rm;
         }
-        free(cbuf);
-    } else {
-        aft_run(AFT_PICK(aft_vec), &a, n, 1);
+        a.row = s->row;
+        a.col = s->col;
+        a.row_mean = row_means;
     }
-    const double u_norm = (double)torch_norm2_f32(U, n);
+    const double u_norm = (double)sqrtf(torch_sumsq_produced_parallel_f32(n, k->produce, &a));
     const double denom = fmax(1.0, u_norm / (pow((double)n, 0.5) * c->d));  // max(1.0, NaN) = 1.0
     a.a = (float)(-alpha / denom);  // add_(update, alpha=-alpha/denom): fma(U, f32(alpha), p)
-    aft_run(AFT_PICK(aft_apply), &a, n, 1);
-    free(U);
+    const size_t n_pieces = (n + AFT_PIECE - 1) / AFT_PIECE;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (size_t i = 0; i < n_pieces; i++) k->apply(&a, i * AFT_PIECE, (i + 1) * AFT_PIECE < n ? (i + 1) * AFT_PIECE : n);
+    if (row_means != row_mean) free(row_means);
 }
 
 const Optimizer optim_adafactor_torch = {
@@ -258,5 +363,5 @@ const Optimizer optim_adafactor_torch = {
     .shared_state_bytes = NULL,
     .init = aft_init,
     .step = aft_step,
-    .free = optim_state_free_tensors,
+    .free = aft_free,
 };

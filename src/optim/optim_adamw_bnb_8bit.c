@@ -62,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "optim/optim.h"
 #include "optim/torch_sqrt.h"
 
@@ -82,8 +83,10 @@ typedef struct {
 // ---- the two shared code maps and their quantization LUTs (built once, thread-safe) ----
 static float g_code1[256];                   // signed "dynamic" map (state1 = m)
 static float g_code2[256];                   // unsigned "udynamic" map (state2 = v)
-static uint8_t g_lut1[BNB_LUT_SIZE];         // grid point -> code index, signed map
-static uint8_t g_lut2[BNB_LUT_SIZE];         // unsigned map
+// grid point -> code index, signed / unsigned map; 3 bytes of padding so that a 32-bit
+// gather at any index stays inside the array (bnb8_block_avx2 keeps the low byte)
+static uint8_t g_lut1[BNB_LUT_SIZE + 3];
+static uint8_t g_lut2[BNB_LUT_SIZE + 3];
 static pthread_once_t g_maps_once = PTHREAD_ONCE_INIT;
 
 // torch.linspace(start, end, k, dtype=float32) as torch's CPU kernel computes it (k >= 2).
@@ -229,6 +232,87 @@ static void bnb8_block(float* restrict p, const float* restrict g, uint8_t* rest
     quantize_block(v, c2, g_lut2, *absmax2, len);
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define BNB_AVX2 __attribute__((target("avx2,fma")))
+
+// 8 grid indices -> 8 codes: lut[idx] by 32-bit gathers (the padding keeps them in bounds)
+BNB_AVX2 static inline void lut8_avx2(uint8_t* out, const uint8_t* lut, __m256i idx) {
+    __m256i c = _mm256_and_si256(_mm256_i32gather_epi32((const int*)lut, idx, 1), _mm256_set1_epi32(0xFF));
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));  // 8 x u16
+    _mm_storel_epi64((__m128i*)out, _mm_packus_epi16(w, w));
+}
+
+// quantize_block, 8 lanes: grid_index's clamp (NaN passes), fused (x+1)*0.5 -> 65535 and
+// truncation, NaN -> 0, then the LUT. len % 8 == 0.
+BNB_AVX2 static void quantize_block_avx2(const float* x, uint8_t* out, const uint8_t* lut, float absmax, size_t len) {
+    if (absmax == 0.0f) {
+        memset(out, 0, len);
+        return;
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / absmax), one = _mm256_set1_ps(1.0f), m1 = _mm256_set1_ps(-1.0f);
+    const __m256 half = _mm256_set1_ps(0.5f), top = _mm256_set1_ps(65535.0f);
+    for (size_t i = 0; i < len; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), inv);
+        v = _mm256_blendv_ps(v, m1, _mm256_cmp_ps(m1, v, _CMP_GT_OQ));   // -1 > x ? -1
+        v = _mm256_blendv_ps(v, one, _mm256_cmp_ps(v, one, _CMP_GT_OQ)); // x > 1 ? 1
+        __m256 f = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_add_ps(v, one), half), top, half);
+        f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q));  // NaN -> 0
+        __m256i idx = _mm256_and_si256(_mm256_cvttps_epi32(f), _mm256_set1_epi32(0xFFFF));
+        lut8_avx2(out + i, lut, idx);
+    }
+}
+
+// bnb8_block with 8 lanes of AVX2: the code maps and LUTs read by gathers and torch.sqrt by
+// the CPU's own rsqrtps (torch_sqrt8_avx2; only when torch_sqrt_hw_matches()). Every
+// arithmetic operation is the scalar block's, in its order, one rounding each, so the bits
+// are the same. Full blocks only (len == 256); the ragged last block takes bnb8_block.
+BNB_AVX2 static void bnb8_block_avx2(float* restrict p, const float* restrict g, uint8_t* restrict c1,
+                                     uint8_t* restrict c2, float* restrict absmax1, float* restrict absmax2,
+                                     const StepConsts* sc) {
+    float m[BNB_BLOCK], v[BNB_BLOCK];  // the new states, quantized once their absmax is known
+    const __m256 a1 = _mm256_set1_ps(*absmax1), a2 = _mm256_set1_ps(*absmax2);
+    const __m256 b1 = _mm256_set1_ps(sc->b1), w1 = _mm256_set1_ps(sc->w1), b2 = _mm256_set1_ps(sc->b2);
+    const __m256 w2 = _mm256_set1_ps(sc->w2), cc2 = _mm256_set1_ps(sc->c2), eps = _mm256_set1_ps(sc->eps);
+    const __m256 decay = _mm256_set1_ps(sc->decay), step = _mm256_set1_ps(sc->step);
+    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    __m256i am1 = _mm256_setzero_si256(), am2 = _mm256_setzero_si256();
+    for (size_t i = 0; i < BNB_BLOCK; i += 8) {
+        const __m256 gi = _mm256_loadu_ps(g + i);
+        const __m256i i1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(c1 + i)));
+        const __m256i i2 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(c2 + i)));
+        const __m256 d1 = _mm256_mul_ps(_mm256_i32gather_ps(g_code1, i1, 4), a1);  // dequantize
+        const __m256 d2 = _mm256_mul_ps(_mm256_i32gather_ps(g_code2, i2, 4), a2);
+        const __m256 mi = _mm256_fmadd_ps(gi, w1, _mm256_mul_ps(d1, b1));
+        const __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(w2, gi), gi, _mm256_mul_ps(d2, b2));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        const __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi), cc2), eps);
+        const __m256 pi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), decay),
+                                        _mm256_div_ps(_mm256_mul_ps(step, mi), denom));
+        _mm256_storeu_ps(p + i, pi);
+        // abs_bits_or_zero, max: NaN patterns (> inf) count as 0
+        __m256i u1 = _mm256_and_si256(_mm256_castps_si256(mi), absmask);
+        __m256i u2 = _mm256_and_si256(_mm256_castps_si256(vi), absmask);
+        u1 = _mm256_andnot_si256(_mm256_cmpgt_epi32(u1, inf), u1);
+        u2 = _mm256_andnot_si256(_mm256_cmpgt_epi32(u2, inf), u2);
+        am1 = _mm256_max_epu32(am1, u1);
+        am2 = _mm256_max_epu32(am2, u2);
+    }
+    uint32_t l1[8], l2[8], m1 = 0, m2 = 0;
+    _mm256_storeu_si256((__m256i*)l1, am1);
+    _mm256_storeu_si256((__m256i*)l2, am2);
+    for (int l = 0; l < 8; l++) {
+        m1 = l1[l] > m1 ? l1[l] : m1;
+        m2 = l2[l] > m2 ? l2[l] : m2;
+    }
+    *absmax1 = bits_to_float(m1);
+    *absmax2 = bits_to_float(m2);
+    quantize_block_avx2(m, c1, g_lut1, *absmax1, BNB_BLOCK);
+    quantize_block_avx2(v, c2, g_lut2, *absmax2, BNB_BLOCK);
+}
+#endif
+
 // One block (len <= 256) of the 32-bit step.
 BNB_CLONES
 static void bnb32_block(float* restrict p, const float* restrict g, float* restrict m, float* restrict v,
@@ -253,10 +337,21 @@ static void bnb32_block(float* restrict p, const float* restrict g, float* restr
 static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2, float* am1, float* am2,
                     size_t n, const StepConsts* s) {
     const size_t n_blocks = (n + BNB_BLOCK - 1) / BNB_BLOCK;
+#if defined(__x86_64__)
+    const bool avx2 = is_8bit && cpu_features()->avx2 && cpu_features()->fma && torch_sqrt_hw_matches();
+#else
+    const bool avx2 = false;
+#endif
 #pragma omp parallel for schedule(static) if (n >= 65536)
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t off = b * BNB_BLOCK;
         const size_t len = n - off < BNB_BLOCK ? n - off : BNB_BLOCK;
+#if defined(__x86_64__)
+        if (avx2 && len == BNB_BLOCK) {
+            bnb8_block_avx2(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b, am2 + b, s);
+            continue;
+        }
+#endif
         if (is_8bit)
             bnb8_block(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b, am2 + b, len, s);
         else

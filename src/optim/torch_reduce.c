@@ -9,7 +9,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/common.h"
 #include "core/cpu.h"
+
+#include <omp.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 
 enum {
     LANES = 8,    // Vectorized<float>::size() in the kernels that ran (AVX2 width)
@@ -120,17 +126,19 @@ static inline __attribute__((always_inline)) void sum_dim0_body(float* out, cons
 //   for the rest: buffer[0] += x*x — compiled (GCC) as a 4-wide vectorized epilogue whose
 //   squares are rounded and added in order when >= 4 remain, then a scalar loop contracted to
 //   an FMA for the last 0..3 (measured on the goldens' machine; OPTIM_SEMANTICS.md 0.4(a)).
-static inline __attribute__((always_inline)) float sumsq_body(const float* x, size_t n) {  // x (n)
-    float acc[LANES] = {0};
-    const size_t nv = n - n % LANES;
+static inline __attribute__((always_inline)) void sumsq_feed_body(float* restrict acc, const float* restrict x,
+                                                                   size_t nv) {  // acc (8), x (nv), nv % 8 == 0
     for (size_t d = 0; d < nv; d += LANES)
         for (int l = 0; l < LANES; l++) {
             const float sq = x[d + (size_t)l] * x[d + (size_t)l];
             acc[l] = acc[l] + sq;
         }
+}
+
+static inline float sumsq_finish_body(const float* acc, const float* x, size_t n) {  // acc (8), x (n), n < 8
     float s = acc[0];
     for (int l = 1; l < LANES; l++) s = s + acc[l];
-    size_t i = nv;
+    size_t i = 0;
     if (n - i >= 4) {
         for (int k = 0; k < 4; k++) {
             const float sq = x[i + (size_t)k] * x[i + (size_t)k];
@@ -140,6 +148,58 @@ static inline __attribute__((always_inline)) float sumsq_body(const float* x, si
     }
     for (; i < n; i++) s = fmaf(x[i], x[i], s);
     return s;
+}
+
+static inline __attribute__((always_inline)) float sumsq_body(const float* x, size_t n) {  // x (n)
+    float acc[LANES] = {0};
+    const size_t nv = n - n % LANES;
+    sumsq_feed_body(acc, x, nv);
+    return sumsq_finish_body(acc, x + nv, n - nv);
+}
+
+// The cascade's levels above 0 for columns [j0, j1) (see torch_sum_dim0_combine in the
+// header): multi_row_sum's loop with each level-0 block's sum read from `P` instead of summed
+// here, 64 columns at a time.
+static inline __attribute__((always_inline)) void sum_dim0_combine_body(float* out, const float* P, size_t ld,
+                                                                        size_t R, size_t j0, size_t j1) {
+    const int lp0 = ceil_log2(R) / LEVELS;
+    const int level_power = lp0 > 4 ? lp0 : 4;
+    const size_t step = (size_t)1 << level_power, mask = step - 1, K = R / step;
+    enum { W = 64 };
+    for (size_t jc = j0; jc < j1; jc += W) {
+        const size_t w = j1 - jc < W ? j1 - jc : W;
+        float acc[LEVELS][W];
+        memset(acc, 0, sizeof acc);
+        for (size_t k = 0; k < K; k++) {
+            const float* blk = P + k * ld + jc;
+            const size_t i = (k + 1) * step;  // rows summed after this block
+            for (size_t c = 0; c < w; c++) acc[1][c] = acc[1][c] + blk[c];  // level 0 -> 1
+            if ((i & (mask << level_power)) != 0) continue;
+            for (int j = 2; j < LEVELS; j++) {
+                for (size_t c = 0; c < w; c++) {
+                    acc[j][c] = acc[j][c] + acc[j - 1][c];
+                    acc[j - 1][c] = 0;
+                }
+                if ((i & (mask << (j * level_power))) != 0) break;
+            }
+        }
+        const float* tail = R % step ? P + K * ld + jc : NULL;  // rows after the last full block
+        for (size_t c = 0; c < w; c++) {
+            float a = tail ? tail[c] : 0.0f;
+            for (int j = 1; j < LEVELS; j++) a = a + acc[j][c];
+            out[jc + c] = a;
+        }
+    }
+}
+
+// sum_dim0_body's columns after the main ones: blocks of 8 (C >= 8) by row_sum of vectors,
+// then single columns by row_sum of scalars; X holds column j0 at X[0] of each row (stride ld).
+static inline __attribute__((always_inline)) void sum_dim0_tail_body(float* out, const float* X, size_t ld,
+                                                                     size_t R, size_t C, size_t j0) {
+    size_t j = j0;
+    if (C >= LANES)
+        for (; j + LANES <= C; j += LANES) row_sum(out + (j - j0), X + (j - j0), ld, R, LANES);
+    for (; j < C; j++) row_sum(out + (j - j0), X + (j - j0), ld, R, 1);
 }
 
 // binary_kernel_reduce with NormTwoOps (vector_norm over a non-last dim): per output element,
@@ -165,6 +225,13 @@ static float sumsq_portable(const float* x, size_t n) { return sumsq_body(x, n);
 static void sum_dim0_portable(float* out, const float* X, size_t R, size_t C, size_t j0, size_t j1) {
     sum_dim0_body(out, X, R, C, j0, j1);
 }
+static void sumsq_feed_portable(float* acc, const float* x, size_t n) { sumsq_feed_body(acc, x, n); }
+static void combine_portable(float* out, const float* P, size_t ld, size_t R, size_t j0, size_t j1) {
+    sum_dim0_combine_body(out, P, ld, R, j0, j1);
+}
+static void tail_portable(float* out, const float* X, size_t ld, size_t R, size_t C, size_t j0) {
+    sum_dim0_tail_body(out, X, ld, R, C, j0);
+}
 static void sumsq_dim0_portable(float* out, const float* X, size_t R, size_t C, size_t j0, size_t j1) {
     sumsq_dim0_body(out, X, R, C, j0, j1);
 }
@@ -174,6 +241,13 @@ TR_AVX2 static float sum_avx2(const float* x, size_t n) { return sum_body(x, n);
 TR_AVX2 static float sumsq_avx2(const float* x, size_t n) { return sumsq_body(x, n); }
 TR_AVX2 static void sum_dim0_avx2(float* out, const float* X, size_t R, size_t C, size_t j0, size_t j1) {
     sum_dim0_body(out, X, R, C, j0, j1);
+}
+TR_AVX2 static void sumsq_feed_avx2(float* acc, const float* x, size_t n) { sumsq_feed_body(acc, x, n); }
+TR_AVX2 static void combine_avx2(float* out, const float* P, size_t ld, size_t R, size_t j0, size_t j1) {
+    sum_dim0_combine_body(out, P, ld, R, j0, j1);
+}
+TR_AVX2 static void tail_avx2(float* out, const float* X, size_t ld, size_t R, size_t C, size_t j0) {
+    sum_dim0_tail_body(out, X, ld, R, C, j0);
 }
 TR_AVX2 static void sumsq_dim0_avx2(float* out, const float* X, size_t R, size_t C, size_t j0, size_t j1) {
     sumsq_dim0_body(out, X, R, C, j0, j1);
@@ -211,4 +285,133 @@ void torch_sumsq_dim0_f32(float* out, const float* X, size_t R, size_t C) {  // 
     const size_t chunk = 256, n_chunks = (C + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) if (n_chunks > 1 && R * C >= 65536)
     for (size_t b = 0; b < n_chunks; b++) k(out, X, R, C, b * chunk, (b + 1) * chunk < C ? (b + 1) * chunk : C);
+}
+
+// ---- pieces ----
+size_t torch_sum_dim0_main_cols(size_t C) {
+    if (C == 1) return 0;  // coalesced into a contiguous inner sum
+    return C >= LANES ? C / (NROWS * LANES) * (NROWS * LANES) : C / NROWS * NROWS;
+}
+
+size_t torch_sum_dim0_block_rows(size_t R) {
+    const int lp0 = ceil_log2(R) / LEVELS;
+    return (size_t)1 << (lp0 > 4 ? lp0 : 4);
+}
+
+void torch_sum_dim0_combine(float* out, const float* partials, size_t ld, size_t R, size_t j0, size_t j1) {
+    TR_PICK(combine)(out, partials, ld, R, j0, j1);
+}
+
+void torch_sum_dim0_tail_f32(float* out, const float* X, size_t ld, size_t R, size_t C, size_t j0) {
+    if (C == 1) {
+        CHECK(ld == 1, "a single column is summed as one contiguous row");
+        out[0] = torch_sum_f32(X, R);
+        return;
+    }
+    TR_PICK(tail)(out, X, ld, R, C, j0);
+}
+
+void torch_sumsq_feed(TorchSumsq* s, const float* x, size_t n) { TR_PICK(sumsq_feed)(s->lane, x, n); }
+
+float torch_sumsq_finish(const TorchSumsq* s, const float* rest, size_t n_rest) {
+    return sumsq_finish_body(s->lane, rest, n_rest);
+}
+
+// Thread 0 produces the sequence piece by piece into a buffer that stays in L1 and feeds it
+// into its lanes; thread 1 (thread 0 after it, when alone) feeds the side. One fork, one join:
+// no synchronisation per piece, which a machine shared with other processes punishes.
+void torch_sumsq_produced_f32(size_t n, TorchProduce produce, const void* ctx, const float* side, float* sumsq,
+                              float* side_sumsq) {
+    enum { PIECE = 1024 };
+    void (*feed)(float*, const float*, size_t) = TR_PICK(sumsq_feed);
+#pragma omp parallel num_threads(side && omp_get_max_threads() > 1 ? 2 : 1) if (side && n >= 65536)
+    {
+        const int tid = omp_get_thread_num(), side_tid = omp_get_num_threads() > 1 ? 1 : 0;
+        if (tid == 0) {
+            float buf[PIECE];
+            TorchSumsq acc;
+            torch_sumsq_init(&acc);
+            size_t e = 0;
+            for (; e + PIECE <= n; e += PIECE) {
+                produce(ctx, buf, e, e + PIECE);
+                feed(acc.lane, buf, PIECE);
+            }
+            const size_t r = n - e, r8 = r - r % LANES;
+            produce(ctx, buf, e, n);
+            feed(acc.lane, buf, r8);
+            *sumsq = torch_sumsq_finish(&acc, buf + r8, r - r8);
+        }
+        if (side && tid == side_tid) *side_sumsq = torch_sumsq_f32(side, n);
+    }
+}
+
+// Pieces of 4096 elements go through a ring of 32 slots: piece j may be written into slot
+// j % 32 once piece j - 32 has been fed. The other threads claim pieces in order (an atomic
+// counter) and produce them; thread 0 feeds them in order and, whenever the next one is not
+// ready, produces the next unclaimed piece itself. No barrier per piece: a thread that the
+// operating system takes away delays at most the one piece it holds.
+enum { RING_PIECE = 4096, RING_SLOTS = 32 };
+
+static void ring_relax(unsigned* spins) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if (++*spins % 1024 == 0) sched_yield();  // let a descheduled producer run
+}
+
+float torch_sumsq_produced_parallel_f32(size_t n, TorchProduce produce, const void* ctx) {
+    const size_t n_pieces = (n + RING_PIECE - 1) / RING_PIECE;
+    float sumsq;
+    if (n < 65536 || omp_get_max_threads() < 2 || omp_in_parallel()) {
+        torch_sumsq_produced_f32(n, produce, ctx, NULL, &sumsq, NULL);
+        return sumsq;
+    }
+    float* ring = xaligned_alloc((size_t)RING_SLOTS * RING_PIECE * sizeof(float));
+    _Atomic size_t ready[RING_SLOTS];  // 1 + the piece index a slot holds once it is produced
+    for (int i = 0; i < RING_SLOTS; i++) atomic_init(&ready[i], 0);
+    _Atomic size_t next, fed;  // next piece to claim; pieces fed so far
+    atomic_init(&next, 0);
+    atomic_init(&fed, 0);
+    void (*feed)(float*, const float*, size_t) = TR_PICK(sumsq_feed);
+#define RING_PRODUCE(j)                                                                                   \
+    do {                                                                                                  \
+        const size_t e0_ = (j) * RING_PIECE, e1_ = n - e0_ < RING_PIECE ? n : e0_ + RING_PIECE;           \
+        produce(ctx, ring + ((j) % RING_SLOTS) * RING_PIECE, e0_, e1_);                                   \
+        atomic_store_explicit(&ready[(j) % RING_SLOTS], (j) + 1, memory_order_release);                   \
+    } while (0)
+#pragma omp parallel
+    {
+        unsigned spins = 0;
+        if (omp_get_thread_num() == 0) {
+            TorchSumsq acc;
+            torch_sumsq_init(&acc);
+            for (size_t k = 0; k < n_pieces;) {
+                const float* piece = ring + (k % RING_SLOTS) * RING_PIECE;
+                if (atomic_load_explicit(&ready[k % RING_SLOTS], memory_order_acquire) == k + 1) {
+                    const size_t len = n - k * RING_PIECE < RING_PIECE ? n - k * RING_PIECE : RING_PIECE;
+                    const size_t len8 = len - len % LANES;
+                    feed(acc.lane, piece, len8);
+                    if (k + 1 == n_pieces) sumsq = torch_sumsq_finish(&acc, piece + len8, len - len8);
+                    atomic_store_explicit(&fed, ++k, memory_order_release);
+                    continue;
+                }
+                size_t j = atomic_load_explicit(&next, memory_order_relaxed);
+                if (j < n_pieces && j < k + RING_SLOTS &&
+                    atomic_compare_exchange_weak_explicit(&next, &j, j + 1, memory_order_relaxed, memory_order_relaxed))
+                    RING_PRODUCE(j);
+                else
+                    ring_relax(&spins);
+            }
+        } else {
+            for (;;) {
+                const size_t j = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+                if (j >= n_pieces) break;
+                while (atomic_load_explicit(&fed, memory_order_acquire) + RING_SLOTS <= j) ring_relax(&spins);
+                RING_PRODUCE(j);
+            }
+        }
+    }
+#undef RING_PRODUCE
+    free(ring);
+    return sumsq;
 }

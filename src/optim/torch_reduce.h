@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 // sum(x[0..n)) as Tensor.sum over a contiguous last dim (also a whole contiguous tensor):
 // cascade_sum -> vectorized_inner_sum (n >= 8) or scalar_inner_sum (n < 8). For mean, torch
@@ -51,5 +52,45 @@ static inline float torch_norm2_f32(const float* x, size_t n) { return sqrtf(tor
 // acc + x*x unfused) before its sqrt; for C == 1 torch coalesces to one contiguous row and runs
 // the last-dim kernel (torch_sumsq_f32). X (R, C) row-major, out (C).
 void torch_sumsq_dim0_f32(float* out, const float* X, size_t R, size_t C);
+
+// ---- the same orders fed in pieces, for optimizers that fuse their passes over memory ----
+
+// Column sums by row blocks. torch's cascade (multi_row_sum over the R rows) sums the leading
+// torch_sum_dim0_main_cols(C) columns so that every block of torch_sum_dim0_block_rows(R)
+// consecutive rows starts again from +0: those block sums are independent of each other.
+// The caller computes them in any order or thread (block k = rows [k*B, (k+1)*B), rows added
+// in order to an accumulator that starts at +0.0f: acc = 0.0f + x, then acc = acc + x) into
+// row k of `partials` (leading dimension ld), the rows after the last full block into one
+// more row, R / B, when R % B != 0; torch_sum_dim0_combine then replays the cascade's upper
+// levels and gives columns [j0, j1) of torch_sum_dim0_f32 bit for bit.
+size_t torch_sum_dim0_main_cols(size_t C);
+size_t torch_sum_dim0_block_rows(size_t R);
+void torch_sum_dim0_combine(float* out, const float* partials, size_t ld, size_t R, size_t j0, size_t j1);
+// The remaining columns [j0, C), j0 = torch_sum_dim0_main_cols(C), whose order (row_sum with
+// four interleaved row partials, or C == 1's contiguous sum) is not block-decomposable: from a
+// copy X of those columns, X[i*ld + (j - j0)] = column j of row i (C == 1 needs ld == 1).
+// out[j - j0], j in [j0, C).
+void torch_sum_dim0_tail_f32(float* out, const float* X, size_t ld, size_t R, size_t C, size_t j0);
+
+// torch_sumsq_f32 fed in pieces: the 8 lane accumulators, fed a multiple of 8 elements at a
+// time in order, then finished with the last n % 8 elements. torch_sumsq_f32(x, n) equals
+// feed(x, n - n%8) then finish(x + n - n%8, n%8), whatever the pieces.
+typedef struct {
+    float lane[8];
+} TorchSumsq;
+static inline void torch_sumsq_init(TorchSumsq* s) { memset(s, 0, sizeof *s); }
+void torch_sumsq_feed(TorchSumsq* s, const float* x, size_t n);  // n % 8 == 0
+float torch_sumsq_finish(const TorchSumsq* s, const float* rest, size_t n_rest);  // n_rest < 8
+
+// torch_sumsq_f32 of a sequence of n elements that is computed on the fly, never stored:
+// produce(ctx, out, e0, e1) writes elements [e0, e1) (at most 4096 at a time). With
+// side != NULL, torch_sumsq_f32(side, n) is computed alongside on a second thread
+// (*side_sumsq): two independent chains, each torch's single 8-lane chain in order.
+typedef void (*TorchProduce)(const void* ctx, float* out, size_t e0, size_t e1);
+void torch_sumsq_produced_f32(size_t n, TorchProduce produce, const void* ctx, const float* side, float* sumsq,
+                              float* side_sumsq);
+// The same sum when producing is the expensive part (divisions, square roots): every OpenMP
+// thread produces pieces while thread 0 feeds them into its lanes in order.
+float torch_sumsq_produced_parallel_f32(size_t n, TorchProduce produce, const void* ctx);
 
 #endif
