@@ -83,10 +83,8 @@ typedef struct {
 // ---- the two shared code maps and their quantization LUTs (built once, thread-safe) ----
 static float g_code1[256];                   // signed "dynamic" map (state1 = m)
 static float g_code2[256];                   // unsigned "udynamic" map (state2 = v)
-// grid point -> code index, signed / unsigned map; 3 bytes of padding so that a 32-bit
-// gather at any index stays inside the array (bnb8_block_avx2 keeps the low byte)
-static uint8_t g_lut1[BNB_LUT_SIZE + 3];
-static uint8_t g_lut2[BNB_LUT_SIZE + 3];
+static uint8_t g_lut1[BNB_LUT_SIZE];         // grid point -> code index, signed map
+static uint8_t g_lut2[BNB_LUT_SIZE];         // unsigned map
 static pthread_once_t g_maps_once = PTHREAD_ONCE_INIT;
 
 // torch.linspace(start, end, k, dtype=float32) as torch's CPU kernel computes it (k >= 2).
@@ -236,15 +234,9 @@ static void bnb8_block(float* restrict p, const float* restrict g, uint8_t* rest
 #include <immintrin.h>
 #define BNB_AVX2 __attribute__((target("avx2,fma")))
 
-// 8 grid indices -> 8 codes: lut[idx] by 32-bit gathers (the padding keeps them in bounds)
-BNB_AVX2 static inline void lut8_avx2(uint8_t* out, const uint8_t* lut, __m256i idx) {
-    __m256i c = _mm256_and_si256(_mm256_i32gather_epi32((const int*)lut, idx, 1), _mm256_set1_epi32(0xFF));
-    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));  // 8 x u16
-    _mm_storel_epi64((__m128i*)out, _mm_packus_epi16(w, w));
-}
-
 // quantize_block, 8 lanes: grid_index's clamp (NaN passes), fused (x+1)*0.5 -> 65535 and
-// truncation, NaN -> 0, then the LUT. len % 8 == 0.
+// truncation, NaN -> 0; then the LUT by scalar loads (measured faster than 32-bit gathers from
+// the byte table on Zen 4: 28.5 vs 32.6 ms per 1e7-element step, one thread). len % 8 == 0.
 BNB_AVX2 static void quantize_block_avx2(const float* x, uint8_t* out, const uint8_t* lut, float absmax, size_t len) {
     if (absmax == 0.0f) {
         memset(out, 0, len);
@@ -252,6 +244,7 @@ BNB_AVX2 static void quantize_block_avx2(const float* x, uint8_t* out, const uin
     }
     const __m256 inv = _mm256_set1_ps(1.0f / absmax), one = _mm256_set1_ps(1.0f), m1 = _mm256_set1_ps(-1.0f);
     const __m256 half = _mm256_set1_ps(0.5f), top = _mm256_set1_ps(65535.0f);
+    uint32_t idxs[BNB_BLOCK];
     for (size_t i = 0; i < len; i += 8) {
         __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), inv);
         v = _mm256_blendv_ps(v, m1, _mm256_cmp_ps(m1, v, _CMP_GT_OQ));   // -1 > x ? -1
@@ -259,11 +252,12 @@ BNB_AVX2 static void quantize_block_avx2(const float* x, uint8_t* out, const uin
         __m256 f = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_add_ps(v, one), half), top, half);
         f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q));  // NaN -> 0
         __m256i idx = _mm256_and_si256(_mm256_cvttps_epi32(f), _mm256_set1_epi32(0xFFFF));
-        lut8_avx2(out + i, lut, idx);
+        _mm256_storeu_si256((__m256i*)(idxs + i), idx);
     }
+    for (size_t i = 0; i < len; i++) out[i] = lut[idxs[i]];
 }
 
-// bnb8_block with 8 lanes of AVX2: the code maps and LUTs read by gathers and torch.sqrt by
+// bnb8_block with 8 lanes of AVX2: the code maps read by gathers and torch.sqrt by
 // the CPU's own rsqrtps (torch_sqrt8_avx2; only when torch_sqrt_hw_matches()). Every
 // arithmetic operation is the scalar block's, in its order, one rounding each, so the bits
 // are the same. Full blocks only (len == 256); the ragged last block takes bnb8_block.

@@ -73,6 +73,7 @@ __attribute__((target("avx2"))) static inline __m256 torch_sqrt8_avx2(__m256 x) 
     __m256i d = _mm256_sub_epi32(_mm256_castps_si256(x), _mm256_set1_epi32(0x00800000));
     __m256i rare = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), d),
                                    _mm256_cmpgt_epi32(d, _mm256_set1_epi32(0x7F7FF000 - 0x00800000)));
+    if (_mm256_testz_si256(rare, rare)) return r;  // the usual case: no vsqrtps (it is not cheap)
     return _mm256_blendv_ps(r, _mm256_sqrt_ps(x), _mm256_castsi256_ps(rare));
 }
 #endif
