@@ -116,6 +116,22 @@ static void test_portable_paths_match_goldens(void** s) {
     torch_sqrt_force_portable(false);
 }
 
+// adafactor_torch stores U up to 2^21 elements and recomputes it beyond; every golden is
+// smaller, so run its goldens again with the recomputing path forced.
+static void test_recomputing_path_matches_goldens(void** s) {
+    (void)s;
+    optim_adafactor_torch_force_recompute(true);
+    size_t n_cases, n_failed;
+    ConformSummary t;
+    run_all_cases(&optim_adafactor_torch, stdout, &n_cases, &n_failed, &t);
+    optim_adafactor_torch_force_recompute(false);
+    printf("optim/adafactor_torch (U recomputed): %zu cases, %zu comparisons, %zu failed; max param ulp %u; max "
+           "state ulp %u\n", n_cases, t.n_compared, t.n_failed, t.worst_ulp_param, t.worst_ulp_state);
+    assert_true(n_cases > 0);
+    assert_int_equal(n_failed, 0);
+    assert_int_equal(t.worst_ulp_state, 0);
+}
+
 
 // ---- validation and state size ----
 static void expect_invalid(const Optimizer* o, const char* json, const char* field) {
@@ -325,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_damaged_goldens_are_unusable),
         cmocka_unit_test(test_every_optimizer_matches_its_goldens),
         cmocka_unit_test(test_portable_paths_match_goldens),
+        cmocka_unit_test(test_recomputing_path_matches_goldens),
         cmocka_unit_test(test_every_known_mistake_fails),
     };
     return cmocka_run_group_tests_name("optim", tests, NULL, NULL);

@@ -179,6 +179,9 @@ void shape_as_matrices(const TensorShape* s, size_t* batch, size_t* rows, size_t
 
 // torch's lerp as its vectorized CPU kernel computes it (ATen Lerp.h lerp_vec):
 // |w| < 0.5: fma(w, end - self, self); otherwise fma(w - 1, end - self, end).
+// Tests: adafactor_torch takes its large-tensor path (U recomputed, never stored) at every size.
+void optim_adafactor_torch_force_recompute(bool on);
+
 static inline float torch_lerp(float self, float end, float w) {
     return w < 0.5f && w > -0.5f ? fmaf(w, end - self, self) : fmaf(w - 1.0f, end - self, end);
 }
