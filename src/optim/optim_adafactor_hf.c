@@ -190,15 +190,21 @@ static inline __attribute__((always_inline)) void afhf_urow_body(const AfhfArgs*
                                                                  bool first, size_t Cm) {
     const size_t C = a->C;
     const float eps1 = a->eps1;
-#pragma omp simd
-    for (size_t j = 0; j < C; j++) u[j] = g[j] * g[j] + eps1;
     if (first) {
 #pragma omp simd
-        for (size_t j = 0; j < Cm; j++) acc[j] = 0.0f + u[j];
+        for (size_t j = 0; j < Cm; j++) {
+            u[j] = g[j] * g[j] + eps1;
+            acc[j] = 0.0f + u[j];
+        }
     } else {
 #pragma omp simd
-        for (size_t j = 0; j < Cm; j++) acc[j] = acc[j] + u[j];
+        for (size_t j = 0; j < Cm; j++) {
+            u[j] = g[j] * g[j] + eps1;
+            acc[j] = acc[j] + u[j];
+        }
     }
+#pragma omp simd
+    for (size_t j = Cm; j < C; j++) u[j] = g[j] * g[j] + eps1;
 }
 
 // The update U of elements [e0, e1) (flat index over the whole tensor) into out:
