@@ -146,6 +146,64 @@ static void test_resume_is_bit_identical(void** s) {
     check_resume("adamw_torch", "fp16");  // GradScaler state travels too
 }
 
+// A checkpoint written before --gradient-accumulation-steps and dropout existed has neither
+// key in its config; it continues bit for bit in a run with accumulation 1 and no dropout (what
+// it was made with), and a run with dropout is refused naming the key.
+static void test_resume_checkpoint_from_before_new_settings(void** s) {
+    (void)s;
+    char a[512], old[512], b[512], args[2048], src[700], dst[700], cmd[2048];
+    snprintf(a, sizeof a, "%s/prenew-full", g_tmp);
+    snprintf(old, sizeof old, "%s/prenew-old", g_tmp);
+    snprintf(b, sizeof b, "%s/prenew-resumed", g_tmp);
+    const char* common = "--max-steps 8 --save-steps 4 --learning-rate 1e-3";
+    snprintf(args, sizeof args, "%s --output-dir %s", common, a);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    // the old format: the same checkpoint folder, its config metadata without the two keys
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s/checkpoint-4' '%s/'", old, a, old);
+    assert_int_equal(system(cmd), 0);
+    snprintf(src, sizeof src, "%s/checkpoint-4/checkpoint.safetensors", a);
+    snprintf(dst, sizeof dst, "%s/checkpoint-4/checkpoint.safetensors", old);
+    SafeTensors st;
+    assert_true(status_is_ok(st_read(src, &st)));
+    StWriter* w = st_writer_new();
+    for (size_t i = 0; i < st.n_tensors; i++) {
+        const StTensor* t = &st.tensors[i];
+        st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    for (size_t i = 0; i < st.n_meta; i++) {
+        if (strcmp(st.meta_keys[i], "config") != 0) {
+            st_writer_meta(w, st.meta_keys[i], st.meta_values[i]);
+            continue;
+        }
+        json_t* cfg = json_loads(st.meta_values[i], 0, NULL);
+        assert_non_null(cfg);
+        assert_int_equal(json_object_del(cfg, "gradient_accumulation_steps"), 0);
+        assert_int_equal(json_object_del(cfg, "dropout"), 0);
+        char* text = json_dumps(cfg, JSON_COMPACT);
+        st_writer_meta(w, "config", text);
+        free(text);
+        json_decref(cfg);
+    }
+    assert_true(status_is_ok(st_writer_save(w, dst)));
+    st_writer_free(w);
+    st_free(&st);
+    snprintf(args, sizeof args, "%s --output-dir %s --resume-from-checkpoint %s/checkpoint-4", common, b, old);
+    int rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    snprintf(src, sizeof src, "%s/checkpoint-8/checkpoint.safetensors", a);
+    snprintf(dst, sizeof dst, "%s/checkpoint-8/checkpoint.safetensors", b);
+    assert_checkpoints_equal(src, dst);
+    snprintf(args, sizeof args, "%s --dropout 0.1 --output-dir %s-dropout --resume-from-checkpoint %s/checkpoint-4", common,
+             b, old);
+    assert_int_equal(run(args, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "dropout"));
+    snprintf(args, sizeof args, "%s --gradient-accumulation-steps 2 --output-dir %s-accum --resume-from-checkpoint "
+             "%s/checkpoint-4", common, b, old);
+    assert_int_equal(run(args, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "gradient_accumulation_steps"));
+}
+
 static void test_fp16_scaler_skips_and_backs_off(void** s) {
     (void)s;
     char dir[512], args[1024];
@@ -724,6 +782,7 @@ int main(int argc, char** argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_writes_complete_results),
         cmocka_unit_test(test_resume_is_bit_identical),
+        cmocka_unit_test(test_resume_checkpoint_from_before_new_settings),
         cmocka_unit_test(test_fp16_scaler_skips_and_backs_off),
         cmocka_unit_test(test_fp16_noscale_underflows),
         cmocka_unit_test(test_nonfinite_loss_stops_with_valid_results),

@@ -157,6 +157,23 @@ static bool parse_i64_meta(const SafeTensors* st, const char* key, long long* ou
     return errno == 0 && end != v && *end == '\0';
 }
 
+// Checkpoints written before a run setting existed lack its config key; they were made with what
+// is now that setting's "off" value, so a run with that value continues them (anything else is
+// refused naming the key, as for every setting): gradient_accumulation_steps 1 (before
+// accumulation), dropout with all three probabilities 0 (before dropout).
+static bool matches_before_key_existed(const char* key, json_t* val) {
+    if (!strcmp(key, "gradient_accumulation_steps")) return json_integer_value(val) == 1 && json_is_integer(val);
+    if (!strcmp(key, "dropout")) {
+        static const char* const P[] = {"dropout", "attention_dropout", "seq_classif_dropout"};
+        for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+            json_t* p = json_object_get(val, P[i]);
+            if (!json_is_number(p) || json_number_value(p) != 0) return false;
+        }
+        return true;
+    }
+    return false;
+}
+
 Status checkpoint_load(const char* dir, CheckpointRun* c, int64_t* step_out, json_t** records, char* path_out,
                        size_t cap) {
     char path[4300];
@@ -220,6 +237,7 @@ Status checkpoint_load(const char* dir, CheckpointRun* c, int64_t* step_out, jso
             if (!strcmp(key, "gradient_accumulation_steps") &&
                 (json_object_get(c->config, "ddp_ranks") || json_object_get(saved_cfg, "ddp_ranks")))
                 continue;
+            if (!json_object_get(saved_cfg, key) && matches_before_key_existed(key, val)) continue;
             if (!json_equal(val, json_object_get(saved_cfg, key))) {
                 char* a = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
                 char* b = json_dumps(json_object_get(saved_cfg, key) ? json_object_get(saved_cfg, key) : json_null(),
