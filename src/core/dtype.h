@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 // Distinct struct types so an fp16 buffer cannot be passed where bf16 is expected.
 typedef struct { uint16_t bits; } Fp16;
@@ -112,6 +113,19 @@ float fp16_to_f32(Fp16 h);
 // reference: pytorch c10/util/BFloat16.h round_to_nearest_even / f32_from_bits
 Bf16 bf16_from_f32(float x);
 float bf16_to_f32(Bf16 b);
+
+// x rounded to bf16 and widened back (= bf16_to_f32(bf16_from_f32(x)), bit for bit: nearest,
+// ties to even, overflow to inf, NaN -> 0x7FC0), written branch-free on the bits so that a loop
+// calling it vectorizes (fusing a rounding point into another pass costs no extra memory pass).
+static inline float bf16_round_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    const uint32_t nan = 0u - (uint32_t)((u & 0x7FFFFFFFu) > 0x7F800000u);  // all ones for a NaN
+    u = (r & ~nan) | (0x7FC00000u & nan);
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 // ---- row converters: dispatch to the fastest bit-identical implementation ----
 void fp16_from_f32_row(Fp16* dst, const float* src, size_t n);

@@ -94,6 +94,14 @@ static float* scratch_f32(LayerCtx* c, int slot, size_t n) {
     return scratch(c, slot, bytes);
 }
 
+// The vectorized kernels below are compiled three times and the loader's ifunc picks one at run
+// time (no -march=native): AVX-512, x86-64-v3 (AVX2 + FMA + F16C, ...) and baseline x86-64.
+// Not "avx2,fma": target_clones splits its strings at commas, so that made two clones, "avx2"
+// without FMA (every fmaf a libm call, nothing vectorized) and "fma", and an AVX2 machine ran
+// the first. The source fixes the order of operations and writes every FMA as fmaf, so all
+// three compute the same bits.
+#define SIMD_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
+
 // Element-wise conversions of large arrays run on the OpenMP team: each element's result
 // depends on that element only, so the split cannot change a bit. Below PAR_MIN elements the
 // fork/join costs more than the pass, and small passes are often called inside a parallel
@@ -218,17 +226,30 @@ static void round_to(float* x, size_t n, DType dt) {
         amp_round_count(x + i0, n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK, dt, NULL, NULL, NULL);
 }
 
-// out[j] = sum over rows i of x[i*C + j], accumulated in double. x (N, C), out (C)
-static void colsum_f64(double* out, const float* x, int N, int C) {
-#pragma omp parallel for schedule(static) if ((size_t)N * (size_t)C > 65536)
-    for (int j0 = 0; j0 < C; j0 += 64) {
-        int j1 = j0 + 64 < C ? j0 + 64 : C;
-        for (int j = j0; j < j1; j++) out[j] = 0.0;
+// out[j] = sum over rows i of x[i*C + j], accumulated in double, rows in order. x (N, C),
+// out (C). Each block of 64 columns sums into a local array (out may alias nothing the compiler
+// can prove, so summing into out[] itself kept every add a load and a store).
+enum { COLSUM_BLOCK = 64 };
+SIMD_CLONES static void colsum_block(double* out, const float* x, int N, int C, int j0, int jn) {
+    double acc[COLSUM_BLOCK] = {0};
+    if (jn == COLSUM_BLOCK) {
         for (int i = 0; i < N; i++) {
-            const float* r = x + (size_t)i * (size_t)C;  // (C)
-            for (int j = j0; j < j1; j++) out[j] += (double)r[j];
+            const float* r = x + (size_t)i * (size_t)C + j0;  // (COLSUM_BLOCK)
+            for (int j = 0; j < COLSUM_BLOCK; j++) acc[j] += (double)r[j];
+        }
+    } else {
+        for (int i = 0; i < N; i++) {
+            const float* r = x + (size_t)i * (size_t)C + j0;  // (jn)
+            for (int j = 0; j < jn; j++) acc[j] += (double)r[j];
         }
     }
+    for (int j = 0; j < jn; j++) out[j0 + j] = acc[j];
+}
+
+static void colsum_f64(double* out, const float* x, int N, int C) {
+#pragma omp parallel for schedule(static) if ((size_t)N * (size_t)C > 65536)
+    for (int j0 = 0; j0 < C; j0 += COLSUM_BLOCK)
+        colsum_block(out, x, N, C, j0, C - j0 < COLSUM_BLOCK ? C - j0 : COLSUM_BLOCK);
 }
 
 static void add_into(float* dst, const float* src, size_t n) {
@@ -285,7 +306,7 @@ void embedding_backward(float* dWtok, float* dWpos, const float* dout, const int
 // loader's ifunc) computes the same bits; the lanes let the compiler keep them in vector
 // registers instead of one latency-bound chain. A double sum of up to 2^10 floats whose
 // exponents span fewer than ~19 binades is exact in any order, so the order rarely matters at all.
-#define LN_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#define LN_CLONES SIMD_CLONES
 enum { LN_LANES = 16 };
 
 static inline double lanes_total(double* acc) {
@@ -483,11 +504,26 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
 //         1 - exp); max error 1.0 ulp against the exact erf over 2M points (glibc erff: 0.84).
 // Measured against torch 2.15's F.gelu on 2M float inputs (N(0,3) and [-10, 10]): bit-equal in
 // 71.3% (glibc erff: 71.8%), max abs difference 1.43e-6 for both.
+// c ? a : b through bit masks. Written as `c ? a : b`, GCC 12 merges such selects with nearby
+// comparisons into branches, and a loop with branches is not vectorized (it kept the AVX2 and
+// baseline clones of GELU scalar). The value is exactly that of `c ? a : b`.
+__attribute__((always_inline)) static inline float select_bits(bool c, float a, float b) {
+    uint32_t ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    const uint32_t m = c ? 0xFFFFFFFFu : 0u;
+    const uint32_t r = (ua & m) | (ub & ~m);
+    float f;
+    memcpy(&f, &r, sizeof f);
+    return f;
+}
+
 __attribute__((always_inline)) static inline float vexp(float d) {
     // clamped with comparisons (vectorizable, unlike fminf/fmaxf); a NaN d becomes -104 here,
     // so vexp(NaN) is not NaN: GELU's NaN still propagates through the factor x of its callers
-    float dc = d > -104.0f ? d : -104.0f;
-    dc = dc < 88.7f ? dc : 88.7f;
+    // (through select_bits: see there)
+    const float lo = select_bits(d > -104.0f, d, -104.0f), hi = select_bits(d < 88.7f, d, 88.7f);
+    const float dc = select_bits(d > -104.0f, hi, lo);
     const float q = rintf(dc * 1.442695040888963407359924681001892137426645954152985934135449406931f);
     float s = fmaf(q, -0.693145751953125f, dc);
     s = fmaf(q, -1.428606765330187045e-06f, s);
@@ -504,7 +540,7 @@ __attribute__((always_inline)) static inline float vexp(float d) {
     memcpy(&p1, &b1, sizeof p1);
     memcpy(&p2, &b2, sizeof p2);
     u = u * p1 * p2;
-    return d < -104.0f ? 0.0f : u;
+    return select_bits(d < -104.0f, 0.0f, u);
 }
 
 __attribute__((always_inline)) static inline float verf(float a) {
@@ -526,10 +562,10 @@ __attribute__((always_inline)) static inline float verf(float a) {
     p = fmaf(p, s, -3.76125336e-1f);
     p = fmaf(p, s, 1.28379166e-1f);
     const float small = fmaf(p, a, a);
-    return t > 0.927734375f ? big : small;
+    return select_bits(t > 0.927734375f, big, small);
 }
 
-#define GELU_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#define GELU_CLONES SIMD_CLONES
 
 GELU_CLONES static void gelu_rows(float* y, const float* x, size_t m) {
 #pragma omp simd  // element-wise: lanes change no bit
@@ -580,36 +616,82 @@ void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
 }
 
 // ---- softmax ----
-// reference: pytorch aten/src/ATen/native/cpu/SoftMaxKernel.cpp _vec_softmax_lastdim
-// (max, exp(x - max), sum, multiply by 1/sum) and _vec_softmax_backward ((dy - dot) * y)
-void softmax_forward_row(float* p, const float* x, const float* mask, int n, DType dt) {
-    float mx = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        float v = mask ? x[j] + mask[j] : x[j];
-        p[j] = v;
-        mx = v > mx ? v : mx;
+// reference: pytorch aten/src/ATen/native/cpu/SoftMaxKernel.cpp _vec_softmax_lastdim and
+// _vec_softmax_backward, in the form ATen's AVX-512 build runs them: max over the row, e =
+// exp(x - max) with a vectorized float exp, sum = vec::reduce_all (SM_LANES float lanes, element
+// j into lane j % SM_LANES, a row's tail into the first lanes, then the lanes added pairwise:
+// lane k + half into lane k, halving), p = e * (1 / sum). The exp is vexp (SLEEF's u10 form, as
+// ATen's Vectorized<float>::exp; max 0.97 ulp) instead of glibc's scalar expf (0.5 ulp, a call
+// per element). The order and every operation are fixed in the source, so each clone (AVX-512,
+// AVX2+FMA, baseline) computes the same bits.
+#define SM_CLONES SIMD_CLONES
+enum { SM_LANES = 16 };
+
+// exp for the softmax: vexp, but NaN stays NaN (vexp clamps it; x - max is NaN when the row
+// holds a NaN or two infinities, and torch's softmax then returns NaN).
+__attribute__((always_inline)) static inline float softmax_exp(float d) { return select_bits(d != d, d, vexp(d)); }
+
+// row (n) rounded in place to dt: bf16 inline (vectorized), fp16 through the row converter
+static inline void round_row(float* row, int n, DType dt) {
+    if (dt == DTYPE_BF16) {
+#pragma omp simd
+        for (int j = 0; j < n; j++) row[j] = bf16_round_f32(row[j]);
+    } else if (dt == DTYPE_F16) {
+        dtype_round_row(row, dt, (size_t)n);
     }
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        // a masked key (x - max near -FLT_MAX) sends glibc's expf down its slow underflow path
-        // (__math_uflowf, measured 7-9% of a padded bf16 step) to return +0. Below -104
-        // (< ln(2^-150) = -103.97, glibc's own cut-off -0x1.9fe368p6) exp rounds to +0 in any
-        // correct implementation, so answering +0 here changes no bit.
-        float e = p[j] - mx < -104.0f ? 0.0f : expf(p[j] - mx);
-        p[j] = e;
-        sum += e;
-    }
-    const float inv = 1.0f / sum;
+}
+
+// p = exp(v - max(v)) * (1 / sum) over a row of n (p may be v); the max is exact in any order
+SM_CLONES static void softmax_row_f32(float* p, const float* v, int n) {
+    float mx[SM_LANES], sum[SM_LANES];
+    for (int k = 0; k < SM_LANES; k++) mx[k] = -INFINITY, sum[k] = 0.0f;
+    int j0 = 0;
+    for (; j0 + SM_LANES <= n; j0 += SM_LANES)
+        for (int k = 0; k < SM_LANES; k++) mx[k] = v[j0 + k] > mx[k] ? v[j0 + k] : mx[k];
+    for (int k = 0; j0 + k < n; k++) mx[k] = v[j0 + k] > mx[k] ? v[j0 + k] : mx[k];
+    float m = mx[0];
+    for (int k = 1; k < SM_LANES; k++) m = mx[k] > m ? mx[k] : m;
+#pragma omp simd  // element-wise
+    for (int j = 0; j < n; j++) p[j] = softmax_exp(v[j] - m);
+    for (j0 = 0; j0 + SM_LANES <= n; j0 += SM_LANES)
+        for (int k = 0; k < SM_LANES; k++) sum[k] += p[j0 + k];
+    for (int k = 0; j0 + k < n; k++) sum[k] += p[j0 + k];
+    for (int h = SM_LANES / 2; h >= 1; h /= 2)
+        for (int k = 0; k < h; k++) sum[k] += sum[k + h];
+    const float inv = 1.0f / sum[0];
+#pragma omp simd
     for (int j = 0; j < n; j++) p[j] *= inv;
-    round_to(p, (size_t)n, dt);
+}
+
+void softmax_forward_row(float* p, const float* x, const float* mask, int n, DType dt) {
+    if (mask) {
+#pragma omp simd
+        for (int j = 0; j < n; j++) p[j] = x[j] + mask[j];
+        softmax_row_f32(p, p, n);
+    } else {
+        softmax_row_f32(p, x, n);
+    }
+    round_row(p, n, dt);
+}
+
+// sum(dp * p) in double over SM_LANES lanes (products of two floats are exact in double), the
+// lanes added pairwise as above; then dx = (dp - dot) * p in float, rounded to dt
+SM_CLONES static void softmax_backward_row_f32(float* dx, const float* dp, const float* p, int n) {
+    double acc[SM_LANES] = {0};
+    int j0 = 0;
+    for (; j0 + SM_LANES <= n; j0 += SM_LANES)
+        for (int k = 0; k < SM_LANES; k++) acc[k] += (double)dp[j0 + k] * (double)p[j0 + k];
+    for (int k = 0; j0 + k < n; k++) acc[k] += (double)dp[j0 + k] * (double)p[j0 + k];
+    for (int h = SM_LANES / 2; h >= 1; h /= 2)
+        for (int k = 0; k < h; k++) acc[k] += acc[k + h];
+    const float d = (float)acc[0];
+#pragma omp simd
+    for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
 }
 
 void softmax_backward_row(float* dx, const float* dp, const float* p, int n, DType dt) {
-    double dot = 0.0;
-    for (int j = 0; j < n; j++) dot += (double)dp[j] * (double)p[j];
-    const float d = (float)dot;
-    for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
-    round_to(dx, (size_t)n, dt);
+    softmax_backward_row_f32(dx, dp, p, n);
+    round_row(dx, n, dt);
 }
 
 // ---- attention ----
@@ -689,8 +771,9 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
         if (status_is_ok(hs)) {
             for (int i = 0; i < T; i++) {
                 float* row = S + (size_t)i * (size_t)T;  // (T)
+#pragma omp simd
                 for (int j = 0; j < T; j++) row[j] *= scale;
-                round_to(row, (size_t)T, low);  // T <= PAR_MIN: no nested team
+                round_row(row, T, low);
                 softmax_forward_row(row, row, key_mask ? key_mask + (size_t)b * (size_t)T : NULL, T, pdt);
             }
             if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
