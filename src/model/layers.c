@@ -157,6 +157,7 @@ static void low_rows(RowsOp op, float* C, int ldc, DType dt, char* cl, int M, in
 // dtype in a scratch slot (autocast's cast of a GEMM input; exact when x already holds low values).
 static const void* gemm_input(LayerCtx* c, int slot, const float* x, size_t n) {
     if (c->low == DTYPE_F32) return x;
+    if (slot == LAYER_SCRATCH_A) c->operand_of = NULL;
     const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
     void* dst = scratch(c, slot, n * dtype_traits(c->low)->size);
     narrow_par(dst, c->low, x, n);
@@ -177,9 +178,11 @@ typedef enum { OUT_LOW, OUT_F32, OUT_LOW_ADD, OUT_LOW_PRESET } OutKind;
 // OUT_F32: the fp32 result; OUT_LOW_ADD (low modes, beta 0): C += the OUT_LOW result, the fp32
 // add fused into the widening pass (the same adds as OUT_LOW into a temporary, then C += it);
 // OUT_LOW_PRESET (low modes, beta != 0): as OUT_LOW, but the caller already wrote the low C
-// into scratch slot C (packed (M, N)), so C is not read (a linear's bias rows: see below).
+// into the low C buffer, so C is not read (a linear's bias rows: see below).
+// The low C (M, N), packed, is scratch slot C, or cl_dst when given (low modes: a caller that
+// keeps the result's low copy as the next GEMM's operand, instead of narrowing C again).
 static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int K, const void* A, int lda,
-                    const void* B, int ldb, float beta, float* C, int ldc, OutKind out) {
+                    const void* B, int ldb, float beta, float* C, int ldc, OutKind out, void* cl_dst) {
     CHECK((out != OUT_LOW_ADD && out != OUT_LOW_PRESET) || c->low != DTYPE_F32, "low-only output kind in fp32 mode");
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta,
                   .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb};
@@ -190,7 +193,7 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
         return gemm_run(gemm, &g);
     }
     const size_t es = dtype_traits(c->low)->size;
-    char* cl = scratch(c, LAYER_SCRATCH_C, (size_t)M * (size_t)N * es);  // (M, N) low, packed
+    char* cl = cl_dst ? cl_dst : scratch(c, LAYER_SCRATCH_C, (size_t)M * (size_t)N * es);  // (M, N) low, packed
     CHECK(out != OUT_LOW_ADD || beta == 0.0f, "OUT_LOW_ADD with beta %g", (double)beta);
     CHECK(out != OUT_LOW_PRESET || beta != 0.0f, "OUT_LOW_PRESET with beta 0");
     if (beta != 0.0f && out != OUT_LOW_PRESET) {
@@ -211,7 +214,7 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
 
 static Status mm(LayerCtx* c, bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
                  float beta, float* C, int ldc, OutKind out) {
-    return mm_on(c, c->gemm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, out);
+    return mm_on(c, c->gemm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, out, NULL);
 }
 
 // x (n) rounded in place to dt; large arrays on the team (element-wise: see narrow_par)
@@ -410,9 +413,11 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
 
 // ---- linear ----
 // linear_forward with x already a GEMM operand xl (N, IC) (gemm_input of x; not in slot B,
-// BIAS or C, which this uses): attention converts its input once for q, k and v.
-static Status linear_forward_xl(LayerCtx* c, float* y, const void* xl, const float* W, const float* b, int N, int IC,
-                                int OC) {
+// BIAS or C, which this uses): attention converts its input once for q, k and v. yl: NULL, or
+// (low modes) where the low-dtype result (N, OC) is to stay, packed, as the operand of a later
+// GEMM (y receives it widened, as always; the two hold the same values).
+static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl, const float* W, const float* b,
+                                int N, int IC, int OC) {
     const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
     float beta = 0.0f;
     OutKind out = OUT_LOW;
@@ -427,19 +432,25 @@ static Status linear_forward_xl(LayerCtx* c, float* y, const void* xl, const flo
             // the GEMM's low C directly: bl holds low values, so its low bits are what narrowing
             // fp32 bias rows of y gave (one conversion, then row copies; y is not written)
             const size_t es = dtype_traits(c->low)->size, row = (size_t)OC * es;
-            char* cl = scratch(c, LAYER_SCRATCH_C, (size_t)N * row);  // (N, OC) low, packed
+            char* cl = yl ? yl : scratch(c, LAYER_SCRATCH_C, (size_t)N * row);  // (N, OC) low, packed
             dtype_from_f32_row(cl, c->low, bl, (size_t)OC);
             for (int i = 1; i < N; i++) memcpy(cl + (size_t)i * row, cl, row);
             out = OUT_LOW_PRESET;
         }
         beta = 1.0f;
     }
-    return mm(c, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out);
+    return mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, c->low == DTYPE_F32 ? NULL : yl);
 }
 
 Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC) {
-    const void* xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);  // (N, IC)
-    return linear_forward_xl(c, y, xl, W, b, N, IC, OC);
+    const void* xl;  // (N, IC) the GEMM operand of x
+    if (c->low != DTYPE_F32 && c->operand_of == x && c->operand_n == (size_t)N * (size_t)IC) {
+        xl = c->scratch[LAYER_SCRATCH_A];  // written with x by gelu_forward_operand
+    } else {
+        xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);
+    }
+    c->operand_of = NULL;
+    return linear_forward_xl(c, y, NULL, xl, W, b, N, IC, OC);
 }
 
 // linear_backward with the GEMM operand of x given (xl, in a slot other than A, B, C, F32,
@@ -583,14 +594,30 @@ GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x
     }
 }
 
-void gelu_forward(float* y, const float* x, size_t n, DType dt) {
+// yl: NULL, or where y's low copy (n, dt) goes as well, chunk by chunk while it is in cache
+static void gelu_forward_into(float* y, void* yl, const float* x, size_t n, DType dt) {
     enum { CH = 256 };  // rounded chunk by chunk while the values are in cache (element-wise)
+    const size_t es = dtype_traits(dt)->size;
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
         gelu_rows(y + i0, x + i0, m);
         round_to(y + i0, m, dt);
+        if (yl) dtype_from_f32_row((char*)yl + i0 * es, dt, y + i0, m);  // exact: y holds dt values
     }
+}
+
+void gelu_forward(float* y, const float* x, size_t n, DType dt) { gelu_forward_into(y, NULL, x, n, dt); }
+
+void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n) {
+    if (c->low == DTYPE_F32) {
+        gelu_forward(y, x, n, DTYPE_F32);
+        return;
+    }
+    void* yl = scratch(c, LAYER_SCRATCH_A, n * dtype_traits(c->low)->size);  // (n) low
+    gelu_forward_into(y, yl, x, n, c->low);
+    c->operand_of = y;
+    c->operand_n = n;
 }
 
 void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt) {
@@ -703,8 +730,10 @@ size_t attention_work_floats(int B, int T, int D) { return 4 * (size_t)B * (size
 // on the worker's single-threaded handle; in a low mode the GEMM writes a low C into the
 // worker's buffer, widened row by row here (mm_on's OUT_LOW, without its parallel passes: this
 // runs inside the (b, h) loop).
+// cl_dst (low modes; may be NULL): the low C goes there, leading dimension ldcl, instead of the
+// worker's packed buffer, and stays there as a later GEMM's operand (attention's merged context).
 static Status head_mm(const LayerCtx* c, HeadWorker* w, bool ta, bool tb, int M, int N, int K, const void* A,
-                      int lda, const void* B, int ldb, float* C, int ldc) {
+                      int lda, const void* B, int ldb, float* C, int ldc, void* cl_dst, int ldcl) {
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = 0.0f,
                   .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb};
     if (c->low == DTYPE_F32) {
@@ -714,14 +743,18 @@ static Status head_mm(const LayerCtx* c, HeadWorker* w, bool ta, bool tb, int M,
         return gemm_run(&w->gemm, &g);
     }
     const size_t es = dtype_traits(c->low)->size;
-    char* cl = grow(&w->cl, &w->cl_bytes, (size_t)M * (size_t)N * es);  // (M, N) low, packed
+    char* cl = cl_dst;  // (M, N) low, leading dimension ldcl
+    if (!cl) {
+        cl = grow(&w->cl, &w->cl_bytes, (size_t)M * (size_t)N * es);  // packed
+        ldcl = N;
+    }
     g.c_dtype = c->low;
     g.C = cl;
-    g.ldc = N;
+    g.ldc = ldcl;
     Status s = gemm_run(&w->gemm, &g);
     if (!status_is_ok(s)) return s;
     for (int i = 0; i < M; i++)
-        dtype_to_f32_row(C + (size_t)i * (size_t)ldc, c->low, cl + (size_t)i * (size_t)N * es, (size_t)N);
+        dtype_to_f32_row(C + (size_t)i * (size_t)ldc, c->low, cl + (size_t)i * (size_t)ldcl * es, (size_t)N);
     return status_ok();
 }
 
@@ -741,15 +774,25 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
     const size_t nd = (size_t)N * (size_t)D;
     phase_enter(c->clock, PHASE_QKV_GEMM);
     const void* xl = gemm_input(c, LAYER_SCRATCH_A, x, nd);  // (B, T, D) GEMM dtype, for q, k, v
-    if (!status_is_ok(s = linear_forward_xl(c, a->q, xl, w->Wq, w->bq, N, D, D))) return s;
-    if (!status_is_ok(s = linear_forward_xl(c, a->k, xl, w->Wk, w->bk, N, D, D))) return s;
-    if (!status_is_ok(s = linear_forward_xl(c, a->v, xl, w->Wv, w->bv, N, D, D))) return s;
-    phase_enter(c->clock, PHASE_ATTENTION);
-    const void* ql = gemm_input(c, LAYER_SCRATCH_Q, a->q, nd);  // (B, T, D) GEMM dtype
-    const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);  // (B, T, D)
-    const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);  // (B, T, D)
     const DType low = c->low;
     const size_t es = dtype_traits(low)->size;
+    // q, k, v as the score and context products' operands (B, T, D): in a low mode the
+    // linears leave their low results there (the values of q, k, v; no narrowing pass)
+    const void* ql = a->q;
+    const void* kl = a->k;
+    const void* vl = a->v;
+    if (low != DTYPE_F32) {
+        ql = scratch(c, LAYER_SCRATCH_Q, nd * es);
+        kl = scratch(c, LAYER_SCRATCH_K, nd * es);
+        vl = scratch(c, LAYER_SCRATCH_V, nd * es);
+    }
+    if (!status_is_ok(s = linear_forward_xl(c, a->q, (void*)ql, xl, w->Wq, w->bq, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, a->k, (void*)kl, xl, w->Wk, w->bk, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, a->v, (void*)vl, xl, w->Wv, w->bv, N, D, D))) return s;
+    phase_enter(c->clock, PHASE_ATTENTION);
+    // the merged context as out_lin's operand (B, T, D): the heads' low results, in slot A
+    // (x's copy is no longer needed), widened into acts->ctx as well
+    void* ctxl = low == DTYPE_F32 ? NULL : scratch(c, LAYER_SCRATCH_A, nd * es);
     // R(P) for the context products: (B, H, T, T) in the GEMM dtype (P itself in fp32 mode)
     float* pv = a->drop.keep ? a->pd : a->p;  // what the PV product reads (dropout: P * noise)
     void* pl = low == DTYPE_F32 ? (void*)pv : scratch(c, LAYER_SCRATCH_P, (size_t)B * (size_t)H * TT * es);
@@ -767,7 +810,7 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
         const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
         const size_t poff = (size_t)bh * TT;
         float* S = a->p + poff;  // (T, T)
-        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D, S, T);
+        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D, S, T, NULL, 0);
         if (status_is_ok(hs)) {
             for (int i = 0; i < T; i++) {
                 float* row = S + (size_t)i * (size_t)T;  // (T)
@@ -779,13 +822,16 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
             if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
             if (low != DTYPE_F32) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
-            hs = head_mm(c, hw, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D, a->ctx + off, D);
+            hs = head_mm(c, hw, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D, a->ctx + off, D,
+                         ctxl ? (char*)ctxl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);
     }
     if (!status_is_ok(first)) return first;
     phase_enter(c->clock, PHASE_OUT_GEMM);
-    return linear_forward(c, out, a->ctx, w->Wo, w->bo, N, D, D);
+    if (low == DTYPE_F32) return linear_forward(c, out, a->ctx, w->Wo, w->bo, N, D, D);
+    c->operand_of = NULL;  // slot A now holds ctx's low copy
+    return linear_forward_xl(c, out, NULL, ctxl, w->Wo, w->bo, N, D, D);
 }
 
 Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const float* dout,
@@ -825,9 +871,9 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         float* dP = grow((void**)&hw->dP, &hw->dP_bytes, TT * sizeof(float));  // (T, T)
         float* dS = grow((void**)&hw->dS, &hw->dS_bytes, TT * sizeof(float));  // (T, T)
         // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
-        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T);
+        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T, NULL, 0);
         if (status_is_ok(hs))
-            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dv + off, D);
+            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dv + off, D, NULL, 0);
         if (status_is_ok(hs)) {
             if (a->drop.keep)  // the dropout's backward: dP * noise, in P's dtype
                 dropout_mul(dP, dP, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
@@ -848,8 +894,8 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
                 dSl = hw->dSl;
             }
             // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
-            hs = head_mm(c, hw, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dq + off, D);
-            if (status_is_ok(hs)) hs = head_mm(c, hw, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dk + off, D);
+            hs = head_mm(c, hw, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dq + off, D, NULL, 0);
+            if (status_is_ok(hs)) hs = head_mm(c, hw, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dk + off, D, NULL, 0);
         }
         keep_first_error(&first, &hs);
     }

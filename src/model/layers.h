@@ -70,6 +70,11 @@ typedef struct {
     HeadWorker* heads;                 // one per OpenMP thread; opened on first use
     int heads_count;                   // workers open
     const GemmBackend* heads_backend;  // backend the workers' handles were opened on
+    // Low modes: scratch slot A holds the GEMM operand (low copy) of this fp32 array of
+    // operand_n values, written by gelu_forward_operand for the linear_forward that follows
+    // it; any other use of slot A (and that linear_forward) clears it. NULL: none.
+    const float* operand_of;
+    size_t operand_n;
 } LayerCtx;
 
 void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters);
@@ -110,6 +115,10 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
 // ---- GELU, exact (erf) form: y = R(x * 0.5 * (1 + erf(x / sqrt(2)))) computed in fp32, rounded
 // to dt (the dtype x holds: autocast leaves gelu in the dtype it receives). x, y (n)
 void gelu_forward(float* y, const float* x, size_t n, DType dt);
+// gelu_forward in the ctx's low dtype that also leaves y's GEMM operand (its low copy) in the
+// ctx for the next linear_forward(c, ..., y, ...), which then does not narrow y again; y must
+// not change in between (the FFN: lin1 -> gelu -> lin2).
+void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n);
 // dx += R(dy * (cdf(x) + x * pdf(x))) (torch's GeluBackward, fp32 math, rounded to dt)
 void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt);
 

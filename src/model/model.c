@@ -1058,7 +1058,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_forward(c, a->f1, a->h1, p + o->W1, p + o->b1, N, D, Hd))) return s;
         phase_enter(pc, PHASE_GELU);
-        gelu_forward(a->g, a->f1, (size_t)N * (size_t)Hd, low);
+        gelu_forward_operand(c, a->g, a->f1, (size_t)N * (size_t)Hd);  // and lin2's operand
         phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
         if (ws->drop.hidden > 0) phase_enter(pc, PHASE_OTHER);
