@@ -1,9 +1,11 @@
 // dtype.c — the DType table and fp16/bf16 <-> fp32 conversion: scalar reference versions
 // written with integer arithmetic only (so they do not depend on FPU modes such as FTZ/DAZ),
 // and AVX2/AVX-512 row versions selected at run time, bit-identical to the scalar ones.
-// Not used on purpose: avx512_bf16's VCVTNEPS2BF16. It flushes fp32 subnormal inputs to zero
-// and keeps NaN payloads, so it is not bit-identical to PyTorch's conversion; tests/test_dtype.c
-// measures that on this CPU and shows the mismatches.
+// avx512_bf16's VCVTNEPS2BF16 alone is not bit-identical to PyTorch's conversion: it flushes
+// fp32 subnormal inputs to zero and keeps NaN payloads (tests/test_dtype.c measures that on this
+// CPU). It rounds every other input exactly as round_to_nearest_even does (bf16 has fp32's
+// exponent range, so a normal fp32 never becomes a bf16 subnormal), so CONVERT_AVX512_BF16 uses
+// it and recomputes with the integer form only the vectors that hold a subnormal or a NaN.
 #include "core/dtype.h"
 
 #include <math.h>
@@ -367,6 +369,33 @@ AVX512 static void bf16_from_f32_row_avx512(Bf16* dst, const float* src, size_t 
     bf16_from_f32_row_scalar(dst + i, src + i, n - i);
 }
 
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
+
+AVX512BF16 static void bf16_from_f32_row_avx512bf16(Bf16* dst, const float* src, size_t n) {
+    size_t i = 0;
+    const __m512i bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), max_sub = _mm512_set1_epi32(0x007FFFFF),
+                  inf = _mm512_set1_epi32(0x7F800000);
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(src + i);
+        __m512i u = _mm512_castps_si512(x);
+        __m512i a = _mm512_and_si512(u, abs_mask);
+        // subnormal: |bits| in [1, 0x7FFFFF]; NaN: |bits| > 0x7F800000 (unsigned compares)
+        __mmask16 special = _mm512_cmple_epu32_mask(_mm512_sub_epi32(a, one), _mm512_sub_epi32(max_sub, one)) |
+                            _mm512_cmpgt_epu32_mask(a, inf);
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+        if (special) {  // the integer form of bf16_from_f32_row_avx512 for this vector
+            __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+            __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
+            __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+            r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7FC0));
+            h = _mm512_cvtepi32_epi16(r);
+        }
+        _mm256_storeu_si256((__m256i*)(dst + i), h);
+    }
+    bf16_from_f32_row_scalar(dst + i, src + i, n - i);
+}
+
 AVX512 static void bf16_to_f32_row_avx512(float* dst, const Bf16* src, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -446,6 +475,8 @@ static const ConvertRows IMPLS[CONVERT_IMPL_COUNT] = {
                       bf16_to_f32_row_avx2},
     [CONVERT_AVX512] = {fp16_from_f32_row_avx512, fp16_to_f32_row_avx512, bf16_from_f32_row_avx512,
                         bf16_to_f32_row_avx512},
+    [CONVERT_AVX512_BF16] = {fp16_from_f32_row_avx512, fp16_to_f32_row_avx512, bf16_from_f32_row_avx512bf16,
+                             bf16_to_f32_row_avx512},
 #endif
 };
 
@@ -458,6 +489,8 @@ bool convert_impl_available(ConvertImpl impl) {
         case CONVERT_SCALAR: return true;
         case CONVERT_AVX2: return IMPLS[impl].fp16_from && f->avx2 && f->f16c;
         case CONVERT_AVX512: return IMPLS[impl].fp16_from && f->avx512f && f->avx512bw && f->avx512vl && f->f16c;
+        case CONVERT_AVX512_BF16:
+            return IMPLS[impl].fp16_from && f->avx512f && f->avx512bw && f->avx512vl && f->f16c && f->avx512_bf16;
         default: return false;
     }
 }
@@ -489,7 +522,7 @@ bool convert_impl_force(ConvertImpl impl) {
 }
 
 const char* convert_impl_name(ConvertImpl impl) {
-    static const char* const names[CONVERT_IMPL_COUNT] = {"scalar", "avx2", "avx512"};
+    static const char* const names[CONVERT_IMPL_COUNT] = {"scalar", "avx2", "avx512", "avx512_bf16"};
     CHECK(impl >= 0 && impl < CONVERT_IMPL_COUNT);
     return names[impl];
 }

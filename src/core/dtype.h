@@ -141,7 +141,9 @@ void dtype_round_row(float* x, DType dt, size_t n);
 float dtype_round(float x, DType dt);
 
 // ---- dispatch control (for tests and `trainbench info`) ----
-typedef enum { CONVERT_SCALAR = 0, CONVERT_AVX2, CONVERT_AVX512, CONVERT_IMPL_COUNT } ConvertImpl;
+// CONVERT_AVX512_BF16: CONVERT_AVX512 whose fp32 -> bf16 rounding uses avx512_bf16's
+// VCVTNEPS2BF16 where it is exact (see dtype.c); the fastest available is chosen.
+typedef enum { CONVERT_SCALAR = 0, CONVERT_AVX2, CONVERT_AVX512, CONVERT_AVX512_BF16, CONVERT_IMPL_COUNT } ConvertImpl;
 const char* convert_impl_name(ConvertImpl impl);
 bool convert_impl_available(ConvertImpl impl);  // CPU supports it
 ConvertImpl convert_impl_active(void);
