@@ -236,7 +236,9 @@ static void bnb8_block(float* restrict p, const float* restrict g, uint8_t* rest
 
 // quantize_block, 8 lanes: grid_index's clamp (NaN passes), fused (x+1)*0.5 -> 65535 and
 // truncation, NaN -> 0; then the LUT by scalar loads (measured faster than 32-bit gathers from
-// the byte table on Zen 4: 28.5 vs 32.6 ms per 1e7-element step, one thread). len % 8 == 0.
+// the byte table on Zen 4: 28.5 vs 32.6 ms per 1e7-element step, one thread; and not slower than
+// L1-sized threshold tables, whose extra arithmetic costs what the LUT's L2 hits cost: README,
+// "Optimizer steps at 1e7 parameters"). len % 8 == 0.
 BNB_AVX2 static void quantize_block_avx2(const float* x, uint8_t* out, const uint8_t* lut, float absmax, size_t len) {
     if (absmax == 0.0f) {
         memset(out, 0, len);
