@@ -44,7 +44,7 @@ const Command cmd_run = {
     .summary = "the main job: record, conformance, memory, benchmarks, peers, training, report into one result folder",
     .usage = "trainbench run [--results DIR (results)] [--label TEXT] [--build DIR (this binary's folder)]\n"
              "    [--bench-args 'ARGS' (--benchmark_min_time=0.1 --benchmark_repetitions=5\n"
-             "     --benchmark_enable_random_interleaving=true)] [--steps N (2000)] [--train-args 'ARGS']\n"
+             "     --benchmark_enable_random_interleaving=true)] [--steps N (1500)] [--train-args 'ARGS']\n"
              "    [--venv DIR (~/.cache/trainbench-venv)] [--no-peers] [--full]\n"
              "    [--tradeoff-steps N (600; 0 skips the trade-off)] [--tradeoff-seeds N (3)]\n"
              "  exit 0 when every phase succeeded, 1 when any failed (all still run), 2 on bad flags",
@@ -457,7 +457,7 @@ static void phase_report(Job* j) {
 
 static int run_main(int argc, char** argv) {
     Job j = {.results = "results", .label = "", .bench_args = RUN_DEFAULT_BENCH_ARGS,
-             .train_args = RUN_DEFAULT_TRAIN_ARGS, .steps = 2000, .peers = true, .tradeoff_steps = 600,
+             .train_args = RUN_DEFAULT_TRAIN_ARGS, .steps = 1500, .peers = true, .tradeoff_steps = 600,
              .tradeoff_seeds = 3};
     const char* build = NULL;
     const char* venv = NULL;

@@ -1922,6 +1922,7 @@ static void section_targets(FILE* md, const Run* r) {
         char backend[64] = "?", nb[512], *q[7];
         int nq = split(m.ours_name, nb, sizeof nb, q, 7);
         if (nq >= 3) snprintf(backend, sizeof backend, "%s", q[2]);
+        if (!m.ours) snprintf(backend, sizeof backend, "no train_step benchmark of ours");  // not "<backend>"
         rows++;
         const ModelConfig* cfg = model_config_find(p[1]);
         StepBound sb = {0};
