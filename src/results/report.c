@@ -553,9 +553,10 @@ static void section_gemm(Ctx* c, FILE* md, const Run* r) {
     for (int s = 0; s < nser; s++) {
         fprintf(d.f, "# %s: x(shape index) GFLOP/s\n", GQ(series[s]));
         for (int k = 0; k < ns; k++) {
-            char nm[256], sb[64];
+            char nm[3072], sb[64];  // nm: room for any series and shape text (no truncation)
             snprintf(sb, sizeof sb, "%s", shapes[k]);
             char* sp = strchr(sb, ' ');
+            if (!sp) continue;  // "<tatb> <MxNxK>" as built above; anything else names no benchmark
             *sp = 0;
             snprintf(nm, sizeof nm, "gemm/%s/%s/%s", series[s], sb, sp + 1);
             double g = bmed(bfind(r, nm), "GFLOP/s");
