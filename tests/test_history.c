@@ -89,7 +89,7 @@ static void write_run(const char* dir, int index, double time_s) {
 static char g_out[65536];
 
 static int history(const char* args) {
-    char full[8192];
+    char full[12416];  // "history " + the longest command line a test builds (cmd[12288])
     snprintf(full, sizeof full, "history %s", args);
     return cli_run(full, true, g_out, sizeof g_out);
 }
@@ -147,7 +147,7 @@ static void test_add_list_show_and_gate(void** s) {
 // Two writers at once: each add is one IMMEDIATE transaction, the other waits (busy timeout).
 static void test_concurrent_writers(void** s) {
     (void)s;
-    char db[512], a[512], b[512], cmd[4096];
+    char db[512], a[512], b[512], cmd[12288];
     snprintf(db, sizeof db, "%s/c.sqlite", g_tmp);
     snprintf(a, sizeof a, "%s/ca", g_tmp);
     snprintf(b, sizeof b, "%s/cb", g_tmp);
