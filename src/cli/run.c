@@ -156,6 +156,34 @@ static void tail(const char* path, int lines) {
     free(data);
 }
 
+// A phase's subfolder RESULT/<sub> into dir (made if missing); false, with the phase `sub`
+// marked failed and the reason printed, when it cannot be made.
+static bool phase_dir(Job* j, const char* sub, char* dir, size_t cap) {
+    snprintf(dir, cap, "%s/%s", j->dir, sub);
+    Status s = make_dirs(dir);
+    if (status_is_ok(s)) return true;
+    fprintf(stderr, "trainbench run: %s\n", s.msg);
+    fail(j, sub);
+    return false;
+}
+
+// One training run of a phase: its output folder <dir>/<label>/ and log <dir>/<label>.log.
+#define RUN_PATH_CAP 4400
+static void run_paths(const char* dir, const char* label, char* out, char* log) {
+    snprintf(out, RUN_PATH_CAP, "%s/%s", dir, label);
+    snprintf(log, RUN_PATH_CAP, "%s/%s.log", dir, label);
+}
+
+// Runs argv with stdout and stderr into log; a failure marks "<group>:<label>" failed and
+// prints the log's last lines.
+static void run_logged(Job* j, const char* group, const char* label, const char* const* argv, const char* log) {
+    if (run_program(argv, NULL, log, log) == 0) return;
+    char name[256];
+    snprintf(name, sizeof name, "%s:%s", group, label);
+    fail(j, name);
+    tail(log, 3);
+}
+
 // Splits a flag string at spaces into argv slots after `at`; returns the new count.
 static int split_args(const char* s, char* buf, size_t cap, const char** argv, int at, int max) {
     snprintf(buf, cap, "%s", s);
@@ -318,32 +346,21 @@ static void phase_peers(Job* j) {
 
 static void phase_train(Job* j) {
     char tdir[4200];
-    snprintf(tdir, sizeof tdir, "%s/train", j->dir);
-    Status s = make_dirs(tdir);
-    if (!status_is_ok(s)) {
-        fprintf(stderr, "trainbench run: %s\n", s.msg);
-        fail(j, "train");
-        return;
-    }
+    if (!phase_dir(j, "train", tdir, sizeof tdir)) return;
     for (size_t m = 0; m < ARRAY_LEN(TRAIN_MODES); m++)
         for (size_t o = 0; o < ARRAY_LEN(TRAIN_OPTIMS); o++) {
             const char* p = TRAIN_MODES[m][0];
             const char* b = TRAIN_MODES[m][1];
             phase(j, "train %s-%s (tiny, %s, %ld steps)", p, TRAIN_OPTIMS[o], b, j->steps);
-            char out[4400], log[4400], steps[32], buf[4096];
-            snprintf(out, sizeof out, "%s/%s-%s", tdir, p, TRAIN_OPTIMS[o]);
-            snprintf(log, sizeof log, "%s/%s-%s.log", tdir, p, TRAIN_OPTIMS[o]);
+            char label[128], out[RUN_PATH_CAP], log[RUN_PATH_CAP], steps[32], buf[4096];
+            snprintf(label, sizeof label, "%s-%s", p, TRAIN_OPTIMS[o]);
+            run_paths(tdir, label, out, log);
             snprintf(steps, sizeof steps, "%ld", j->steps);
             const char* argv[64] = {j->self,     "train", "--model",      "tiny",     "--precision",  p,
                                     "--backend", b,       "--optim",      TRAIN_OPTIMS[o], "--max-steps", steps,
                                     "--output-dir", out,  "--no-progress"};
             split_args(j->train_args, buf, sizeof buf, argv, 15, 64);
-            if (run_program(argv, NULL, log, log) != 0) {
-                char name[128];
-                snprintf(name, sizeof name, "train:%s-%s", p, TRAIN_OPTIMS[o]);
-                fail(j, name);
-                tail(log, 3);
-            }
+            run_logged(j, "train", label, argv, log);
         }
 }
 
@@ -353,13 +370,7 @@ static void phase_tradeoff(Job* j) {
         return;
     }
     char tdir[4200];
-    snprintf(tdir, sizeof tdir, "%s/tradeoff", j->dir);
-    Status s = make_dirs(tdir);
-    if (!status_is_ok(s)) {
-        fprintf(stderr, "trainbench run: %s\n", s.msg);
-        fail(j, "tradeoff");
-        return;
-    }
+    if (!phase_dir(j, "tradeoff", tdir, sizeof tdir)) return;
     for (size_t o = 0; o < optim_count(); o++)
         for (size_t m = 0; m < ARRAY_LEN(TRADEOFF_MODES); m++)
             for (long seed = 1; seed <= j->tradeoff_seeds; seed++) {
@@ -367,21 +378,16 @@ static void phase_tradeoff(Job* j) {
                 const char* p = TRADEOFF_MODES[m];
                 phase(j, "tradeoff %s-%s seed %ld (%s, %s, %ld steps)", p, on, seed, TRADEOFF_MODEL, TRADEOFF_BACKEND,
                       j->tradeoff_steps);
-                char out[4400], log[4400], steps[32], seeds[32], buf[4096];
-                snprintf(out, sizeof out, "%s/%s-%s-seed%ld", tdir, p, on, seed);
-                snprintf(log, sizeof log, "%s/%s-%s-seed%ld.log", tdir, p, on, seed);
+                char label[160], out[RUN_PATH_CAP], log[RUN_PATH_CAP], steps[32], seeds[32], buf[4096];
+                snprintf(label, sizeof label, "%s-%s-seed%ld", p, on, seed);
+                run_paths(tdir, label, out, log);
                 snprintf(steps, sizeof steps, "%ld", j->tradeoff_steps);
                 snprintf(seeds, sizeof seeds, "%ld", seed);
                 const char* argv[64] = {j->self,   "train",       "--model", TRADEOFF_MODEL, "--precision", p,
                                         "--backend", TRADEOFF_BACKEND, "--optim", on,       "--max-steps", steps,
                                         "--seed",  seeds,         "--output-dir", out,     "--no-progress"};
                 split_args(RUN_TRADEOFF_ARGS, buf, sizeof buf, argv, 17, 64);
-                if (run_program(argv, NULL, log, log) != 0) {
-                    char name[160];
-                    snprintf(name, sizeof name, "tradeoff:%s-%s-seed%ld", p, on, seed);
-                    fail(j, name);
-                    tail(log, 3);
-                }
+                run_logged(j, "tradeoff", label, argv, log);
             }
 }
 
@@ -406,13 +412,7 @@ static void phase_scaling(Job* j) {
                 {"2x1", 2, "--threads 1 --ddp"},
                 {"2x1-zero1", 2, "--threads 1 --ddp --zero 1"}};
     char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s/scaling", j->dir);
-    Status s = make_dirs(sdir);
-    if (!status_is_ok(s)) {
-        fprintf(stderr, "trainbench run: %s\n", s.msg);
-        fail(j, "scaling");
-        return;
-    }
+    if (!phase_dir(j, "scaling", sdir, sizeof sdir)) return;
     // Open MPI refuses to start as root unless told; in containers cross-memory attach is
     // blocked (README "Distributed"). Set for mpirun only when we are root.
     if (geteuid() == 0) {
@@ -426,9 +426,8 @@ static void phase_scaling(Job* j) {
             continue;
         }
         phase(j, "scaling %s (tiny, fp32, openblas: %d rank(s), %s)", ROWS[i].name, ROWS[i].ranks, ROWS[i].args);
-        char out[4400], log[4400], buf[4096], np[16];
-        snprintf(out, sizeof out, "%s/%s", sdir, ROWS[i].name);
-        snprintf(log, sizeof log, "%s/%s.log", sdir, ROWS[i].name);
+        char out[RUN_PATH_CAP], log[RUN_PATH_CAP], buf[4096], np[16];
+        run_paths(sdir, ROWS[i].name, out, log);
         snprintf(np, sizeof np, "%d", ROWS[i].ranks);
         const char* argv[64] = {"mpirun", "-np", np, "--oversubscribe", "--bind-to", "none", "--mca",
                                 "btl_vader_single_copy_mechanism", "none"};
@@ -440,12 +439,7 @@ static void phase_scaling(Job* j) {
         char both[1024];
         snprintf(both, sizeof both, "%s %s", RUN_SCALING_ARGS, ROWS[i].args);
         split_args(both, buf, sizeof buf, argv, n, 64);
-        if (run_program(argv, NULL, log, log) != 0) {
-            char name[64];
-            snprintf(name, sizeof name, "scaling:%s", ROWS[i].name);
-            fail(j, name);
-            tail(log, 3);
-        }
+        run_logged(j, "scaling", ROWS[i].name, argv, log);
     }
 }
 
