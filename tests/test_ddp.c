@@ -29,6 +29,7 @@
 #include "model/model.h"
 #include "optim/optim.h"
 #include "train/ddp.h"
+#include "checkpoint_compare.h"
 #include "cli_harness.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -133,26 +134,9 @@ static void assert_checkpoints_equal(const char* a, const char* b, int step) {
     char pa[700], pb[700];
     snprintf(pa, sizeof pa, "%s/checkpoint-%d/checkpoint.safetensors", a, step);
     snprintf(pb, sizeof pb, "%s/checkpoint-%d/checkpoint.safetensors", b, step);
-    SafeTensors sa, sb;
-    assert_true(status_is_ok(st_read(pa, &sa)));
-    assert_true(status_is_ok(st_read(pb, &sb)));
-    assert_int_equal(sa.n_tensors, sb.n_tensors);
-    size_t n_optim = 0;
-    for (size_t i = 0; i < sa.n_tensors; i++) {
-        const StTensor* ta = &sa.tensors[i];
-        const StTensor* tb = st_find(&sb, ta->name);
-        assert_non_null(tb);
-        assert_int_equal(ta->nbytes, tb->nbytes);
-        if (memcmp(ta->data, tb->data, ta->nbytes) != 0) printf("differs: %s\n", ta->name);
-        assert_memory_equal(ta->data, tb->data, ta->nbytes);
-        n_optim += strncmp(ta->name, "optim.", 6) == 0;
-    }
-    assert_true(n_optim > 0);
     static const char* const META[] = {"step", "optimizer_step", "scaler_scale", "scaler_growth_tracker",
                                        "scaler_skipped"};
-    for (size_t k = 0; k < ARRAY_LEN(META); k++) assert_string_equal(st_meta(&sa, META[k]), st_meta(&sb, META[k]));
-    st_free(&sa);
-    st_free(&sb);
+    assert_checkpoint_files_equal(pa, pb, META, ARRAY_LEN(META));
     snprintf(pa, sizeof pa, "%s/checkpoint-%d/model.safetensors", a, step);
     snprintf(pb, sizeof pb, "%s/checkpoint-%d/model.safetensors", b, step);
     assert_true(files_equal(pa, pb));
