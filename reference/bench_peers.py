@@ -280,6 +280,14 @@ def error_entry(name, family, reps, msg):
 
 # ---------------------------------------------------------------------------------------------- training steps, interleaved
 
+def ere_escape(text):
+    """text as a literal POSIX extended regular expression (Google Benchmark's --benchmark_filter).
+    Python's re.escape also escapes '-', which POSIX calls an invalid escape: the filter then
+    fails to compile, the benchmark binary runs nothing and writes no JSON (distilbert-base-cased,
+    the only model name with a '-', was never measured on our side before this)."""
+    return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", text)
+
+
 def run_ours(a, model, backend, precision):
     """One repetition of our train_step benchmark in a fresh process of build/bench/trainbench-bench
     (its own setup and sanity check untimed). Returns (iterations, real s/step, cpu s/step) or
@@ -288,7 +296,7 @@ def run_ours(a, model, backend, precision):
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     if model in OURS_NEEDS_FULL:
         env["FULL"] = "1"
-    cmd = [a.bench_bin, f"--benchmark_filter=^{re.escape(name)}$", "--benchmark_repetitions=1",
+    cmd = [a.bench_bin, f"--benchmark_filter=^{ere_escape(name)}$", "--benchmark_repetitions=1",
            f"--benchmark_min_time={a.min_time}", "--benchmark_format=json"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if p.returncode != 0:
@@ -296,7 +304,8 @@ def run_ours(a, model, backend, precision):
     try:
         rows = [b for b in json.loads(p.stdout)["benchmarks"] if b.get("name") == name]
     except (ValueError, KeyError) as e:
-        raise RuntimeError(f"{a.bench_bin} wrote no benchmark JSON ({e})") from None
+        raise RuntimeError(f"{a.bench_bin} wrote no benchmark JSON ({e}); its stderr: "
+                           f"{p.stderr.strip()[-300:] or '(empty)'}") from None
     if not rows:
         raise RuntimeError(f"{a.bench_bin} has no benchmark {name}")
     b = rows[0]
