@@ -43,8 +43,15 @@ int bench_main(int argc, char** argv) {
         std::fprintf(stderr, "trainbench-bench: --help lists the --benchmark_* flags\n");
         return 2;
     }
-    benchmark::RunSpecifiedBenchmarks();
+    const size_t ran = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    if (ran == 0) {  // Google Benchmark itself exits 0 here, even for a filter it could not compile
+        std::fprintf(stderr,
+                     "trainbench-bench: no benchmark ran: --benchmark_filter matches none, or is not a valid POSIX "
+                     "extended regular expression (e.g. '\\-' is invalid; write '-'); --benchmark_list_tests=true "
+                     "lists the names\n");
+        return 2;
+    }
     return 0;
 }
 
