@@ -85,6 +85,15 @@ static float g_code1[256];                   // signed "dynamic" map (state1 = m
 static float g_code2[256];                   // unsigned "udynamic" map (state2 = v)
 static uint8_t g_lut1[BNB_LUT_SIZE];         // grid point -> code index, signed map
 static uint8_t g_lut2[BNB_LUT_SIZE];         // unsigned map
+// The same LUTs as thresholds for the AVX-512 quantizer, which searches them in registers
+// (gathers, from the 64 KiB LUT or from smaller L1-resident tables, measured slower than the
+// rest of the step together). lut is non-decreasing, so lut[i] = #{j : T[j] <= i} with
+// T[j] = the first grid index whose code is > j (j = 0..254; each fits in 16 bits because the
+// last code, 1.0, is reached at i = 65535). The search is branch-free over the implicit tree in
+// breadth-first (Eytzinger) order: node k (1..255) holds T[(2 (k - 2^d) + 1) 2^(7-d) - 1] at
+// depth d; from k = 1, eight times k = 2k + (node k <= i); then k - 256 = lut[i]. Nodes 1..31
+// (depths 0-4) fit in one register of 32 words, 32..63 in one, 64..127 in two, 128..255 in four.
+static uint16_t g_tree1[256], g_tree2[256];  // [0] unused
 static pthread_once_t g_maps_once = PTHREAD_ONCE_INIT;
 
 // torch.linspace(start, end, k, dtype=float32) as torch's CPU kernel computes it (k >= 2).
@@ -132,11 +141,31 @@ static void build_lut(const float* code, uint8_t* lut) {
     }
 }
 
+static void build_tree(const uint8_t* lut, uint16_t* tree) {
+    uint32_t t[255];
+    for (int j = 0, i = 0; j < 255; j++) {
+        while (i < BNB_LUT_SIZE && lut[i] <= j) i++;
+        CHECK(i < BNB_LUT_SIZE, "code %d is never reached", j + 1);
+        t[j] = (uint32_t)i;
+    }
+    tree[0] = 0;
+    for (int d = 0; d < 8; d++)
+        for (int k = 1 << d; k < 2 << d; k++) tree[k] = (uint16_t)t[(2 * (k - (1 << d)) + 1) * (128 >> d) - 1];
+    // the search, scalar, must give the LUT back at every grid point
+    for (uint32_t i = 0; i < BNB_LUT_SIZE; i++) {
+        uint32_t k = 1;
+        for (int d = 0; d < 8; d++) k = 2 * k + (tree[k] <= i);
+        CHECK(k - 256 == lut[i], "threshold search gives %u at grid point %u, the LUT %u", k - 256, i, lut[i]);
+    }
+}
+
 static void maps_init(void) {
     dynamic_map(true, g_code1);
     dynamic_map(false, g_code2);
     build_lut(g_code1, g_lut1);
     build_lut(g_code2, g_lut2);
+    build_tree(g_lut1, g_tree1);
+    build_tree(g_lut2, g_tree2);
     torch_sqrt_init();
 }
 
@@ -146,9 +175,13 @@ static void maps_ensure(void) { CHECK(pthread_once(&g_maps_once, maps_init) == 0
 // Both paths work in blocks of 256 elements on small local arrays: the loops with table
 // lookups (dequantize + moment update + rsqrt seed; quantize LUT) are plain scalar loops, the
 // rest are `omp simd` loops that GCC vectorizes even at -O2 (no per-element branches, only
-// selects). (AVX-512 gathers for the lookups measured no faster on the Zen 5 machines.)
-// The kernels are compiled per ISA and called per block from one OpenMP loop; every clone
-// gives the same bits (fmaf is a real fma everywhere, -ffp-contract=off adds none).
+// selects). The kernels are compiled per ISA and called per block from one OpenMP loop; every
+// clone gives the same bits (fmaf is a real fma everywhere, -ffp-contract=off adds none).
+// Full 8-bit blocks take hand-written AVX2 or AVX-512 kernels (below) when the CPU's rsqrtps
+// matches torch's, with the same operations in the same order; the AVX-512 one quantizes by a
+// search of the LUT's thresholds held in registers (measured on Zen 4 with a 1e7 step: the
+// 32-bit LUT gathers of a first AVX-512 version, and gathers from L1-sized tables, cost as much
+// as the scalar LUT loads; the search does not touch memory).
 #if defined(__x86_64__)
 #define BNB_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
 #else
@@ -307,6 +340,114 @@ BNB_AVX2 static void bnb8_block_avx2(float* restrict p, const float* restrict g,
     quantize_block_avx2(m, c1, g_lut1, *absmax1, BNB_BLOCK);
     quantize_block_avx2(v, c2, g_lut2, *absmax2, BNB_BLOCK);
 }
+
+#define BNB_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
+
+// torch_sqrt8_avx2 over 16 lanes: the seed from the 256-bit rsqrtps on each half (AVX-512's
+// vrsqrt14ps has 14 bits, not the 12-bit values torch's MKL kernel saw), then the same fp32
+// steps, each one rounding, no FMA.
+BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x) {
+    const __m512 half = _mm512_set1_ps(0.5f);
+    const __m256 ylo = _mm256_rsqrt_ps(_mm512_castps512_ps256(x));
+    const __m256 yhi = _mm256_rsqrt_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    const __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(ylo)),
+                                                         _mm256_castps_pd(yhi), 1));
+    const __m512 s = _mm512_mul_ps(x, y), h = _mm512_mul_ps(y, half);
+    const __m512 c = _mm512_sub_ps(half, _mm512_mul_ps(s, h));
+    const __m512 s1 = _mm512_add_ps(s, _mm512_mul_ps(s, c)), h1 = _mm512_add_ps(h, _mm512_mul_ps(h, c));
+    const __m512 r = _mm512_add_ps(s1, _mm512_mul_ps(_mm512_sub_ps(x, _mm512_mul_ps(s1, s1)), h1));
+    // rare lanes (not a positive normal <= 0x7F7FF000): the correctly rounded sqrt
+    const __m512i d = _mm512_sub_epi32(_mm512_castps_si512(x), _mm512_set1_epi32(0x00800000));
+    const __mmask16 rare = _mm512_cmpgt_epu32_mask(d, _mm512_set1_epi32(0x7F7FF000 - 0x00800000));
+    return rare ? _mm512_mask_sqrt_ps(r, rare, x) : r;
+}
+
+// The grid index of 16 lanes (grid_index): the clamp is max(-1, x) then min(1, x), and
+// vmaxps/vminps return their second operand when either is NaN, so NaN passes as in
+// grid_index, then becomes index 0.
+BNB_AVX512 static inline __m512i grid_index16(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    x = _mm512_min_ps(one, _mm512_max_ps(_mm512_set1_ps(-1.0f), x));
+    const __m512 f = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_add_ps(x, one), half), _mm512_set1_ps(65535.0f), half);
+    const __mmask16 ord = _mm512_cmp_ps_mask(f, f, _CMP_ORD_Q);
+    return _mm512_and_si512(_mm512_maskz_cvttps_epi32(ord, f), _mm512_set1_epi32(0xFFFF));
+}
+
+// quantize_block, 32 lanes of 16 bits: the code is the number of thresholds <= the grid index,
+// by the branch-free tree search of build_tree with the tree in registers. vpermw/vpermi2w use
+// only the low 5/6 bits of an index, so node k indexes its depth's register(s) as it is.
+BNB_AVX512 static void quantize_block_avx512(const float* x, uint8_t* out, const uint16_t* tree, float absmax) {
+    if (absmax == 0.0f) {
+        memset(out, 0, BNB_BLOCK);
+        return;
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / absmax);
+    const __m512i root = _mm512_set1_epi16((short)tree[1]);
+    const __m512i d0to4 = _mm512_loadu_si512(tree), d5 = _mm512_loadu_si512(tree + 32);
+    const __m512i d6a = _mm512_loadu_si512(tree + 64), d6b = _mm512_loadu_si512(tree + 96);
+    const __m512i d7a = _mm512_loadu_si512(tree + 128), d7b = _mm512_loadu_si512(tree + 160);
+    const __m512i d7c = _mm512_loadu_si512(tree + 192), d7d = _mm512_loadu_si512(tree + 224);
+    const __m512i minus1 = _mm512_set1_epi16(-1), bit6 = _mm512_set1_epi16(64);
+    // k = 2k + (node <= g): the add, then -(-1) in the lanes where the node is <= g
+#define BNB_DESCEND(node) k = _mm512_mask_sub_epi16(_mm512_add_epi16(k, k), _mm512_cmple_epu16_mask((node), g), \
+                                                    _mm512_add_epi16(k, k), minus1)
+    for (size_t i = 0; i < BNB_BLOCK; i += 32) {
+        const __m512i lo = grid_index16(_mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+        const __m512i hi = grid_index16(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16), inv));
+        const __m512i g = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(lo)),
+                                             _mm512_cvtepi32_epi16(hi), 1);
+        __m512i k = _mm512_mask_blend_epi16(_mm512_cmple_epu16_mask(root, g), _mm512_set1_epi16(2),
+                                            _mm512_set1_epi16(3));
+        BNB_DESCEND(_mm512_permutexvar_epi16(k, d0to4));  // depth 1
+        BNB_DESCEND(_mm512_permutexvar_epi16(k, d0to4));
+        BNB_DESCEND(_mm512_permutexvar_epi16(k, d0to4));
+        BNB_DESCEND(_mm512_permutexvar_epi16(k, d0to4));  // depth 4
+        BNB_DESCEND(_mm512_permutexvar_epi16(k, d5));
+        BNB_DESCEND(_mm512_permutex2var_epi16(d6a, k, d6b));
+        BNB_DESCEND(_mm512_mask_blend_epi16(_mm512_test_epi16_mask(k, bit6), _mm512_permutex2var_epi16(d7a, k, d7b),
+                                            _mm512_permutex2var_epi16(d7c, k, d7d)));
+        _mm256_storeu_si256((__m256i*)(out + i), _mm512_cvtepi16_epi8(k));  // k - 256: the low byte
+    }
+#undef BNB_DESCEND
+}
+
+// bnb8_block_avx2 with 16 lanes: the same operations in the same order (so the same bits).
+// Full blocks only.
+BNB_AVX512 static void bnb8_block_avx512(float* restrict p, const float* restrict g, uint8_t* restrict c1,
+                                         uint8_t* restrict c2, float* restrict absmax1, float* restrict absmax2,
+                                         const StepConsts* sc) {
+    float m[BNB_BLOCK], v[BNB_BLOCK];
+    const __m512 a1 = _mm512_set1_ps(*absmax1), a2 = _mm512_set1_ps(*absmax2);
+    const __m512 b1 = _mm512_set1_ps(sc->b1), w1 = _mm512_set1_ps(sc->w1), b2 = _mm512_set1_ps(sc->b2);
+    const __m512 w2 = _mm512_set1_ps(sc->w2), cc2 = _mm512_set1_ps(sc->c2), eps = _mm512_set1_ps(sc->eps);
+    const __m512 decay = _mm512_set1_ps(sc->decay), step = _mm512_set1_ps(sc->step);
+    const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+    __m512i am1 = _mm512_setzero_si512(), am2 = _mm512_setzero_si512();
+    for (size_t i = 0; i < BNB_BLOCK; i += 16) {
+        const __m512 gi = _mm512_loadu_ps(g + i);
+        const __m512i i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(c1 + i)));
+        const __m512i i2 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(c2 + i)));
+        const __m512 d1 = _mm512_mul_ps(_mm512_i32gather_ps(i1, g_code1, 4), a1);  // dequantize
+        const __m512 d2 = _mm512_mul_ps(_mm512_i32gather_ps(i2, g_code2, 4), a2);
+        const __m512 mi = _mm512_fmadd_ps(gi, w1, _mm512_mul_ps(d1, b1));
+        const __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(w2, gi), gi, _mm512_mul_ps(d2, b2));
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(vi), cc2), eps);
+        const __m512 pi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p + i), decay),
+                                        _mm512_div_ps(_mm512_mul_ps(step, mi), denom));
+        _mm512_storeu_ps(p + i, pi);
+        // abs_bits_or_zero, max: NaN patterns (> inf) count as 0
+        const __m512i u1 = _mm512_and_si512(_mm512_castps_si512(mi), absmask);
+        const __m512i u2 = _mm512_and_si512(_mm512_castps_si512(vi), absmask);
+        am1 = _mm512_mask_max_epu32(am1, _mm512_cmple_epu32_mask(u1, inf), am1, u1);
+        am2 = _mm512_mask_max_epu32(am2, _mm512_cmple_epu32_mask(u2, inf), am2, u2);
+    }
+    *absmax1 = bits_to_float(_mm512_reduce_max_epu32(am1));
+    *absmax2 = bits_to_float(_mm512_reduce_max_epu32(am2));
+    quantize_block_avx512(m, c1, g_tree1, *absmax1);
+    quantize_block_avx512(v, c2, g_tree2, *absmax2);
+}
 #endif
 
 // One block (len <= 256) of the 32-bit step.
@@ -335,6 +476,7 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
     const size_t n_blocks = (n + BNB_BLOCK - 1) / BNB_BLOCK;
 #if defined(__x86_64__)
     const bool avx2 = is_8bit && cpu_features()->avx2 && cpu_features()->fma && torch_sqrt_hw_matches();
+    const bool avx512 = avx2 && cpu_features()->avx512bw;
 #else
     const bool avx2 = false;
 #endif
@@ -343,6 +485,10 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
         const size_t off = b * BNB_BLOCK;
         const size_t len = n - off < BNB_BLOCK ? n - off : BNB_BLOCK;
 #if defined(__x86_64__)
+        if (avx512 && len == BNB_BLOCK) {
+            bnb8_block_avx512(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b, am2 + b, s);
+            continue;
+        }
         if (avx2 && len == BNB_BLOCK) {
             bnb8_block_avx2(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b, am2 + b, s);
             continue;
