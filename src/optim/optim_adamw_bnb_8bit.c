@@ -94,6 +94,9 @@ static uint8_t g_lut2[BNB_LUT_SIZE];         // unsigned map
 // depth d; from k = 1, eight times k = 2k + (node k <= i); then k - 256 = lut[i]. Nodes 1..31
 // (depths 0-4) fit in one register of 32 words, 32..63 in one, 64..127 in two, 128..255 in four.
 static uint16_t g_tree1[256], g_tree2[256];  // [0] unused
+// The code maps as planes of 16-bit halves (low, high) for the AVX-512 dequantizer, which
+// looks codes up with word permutes instead of gathers.
+static uint16_t g_code1_lo[256], g_code1_hi[256], g_code2_lo[256], g_code2_hi[256];
 static pthread_once_t g_maps_once = PTHREAD_ONCE_INIT;
 
 // torch.linspace(start, end, k, dtype=float32) as torch's CPU kernel computes it (k >= 2).
@@ -166,6 +169,13 @@ static void maps_init(void) {
     build_lut(g_code2, g_lut2);
     build_tree(g_lut1, g_tree1);
     build_tree(g_lut2, g_tree2);
+    for (int i = 0; i < 256; i++) {
+        uint32_t u1, u2;
+        memcpy(&u1, &g_code1[i], 4);
+        memcpy(&u2, &g_code2[i], 4);
+        g_code1_lo[i] = (uint16_t)u1, g_code1_hi[i] = (uint16_t)(u1 >> 16);
+        g_code2_lo[i] = (uint16_t)u2, g_code2_hi[i] = (uint16_t)(u2 >> 16);
+    }
     torch_sqrt_init();
 }
 
@@ -373,42 +383,88 @@ BNB_AVX512 static inline __m512i grid_index16(__m512 x) {
     return _mm512_and_si512(_mm512_maskz_cvttps_epi32(ord, f), _mm512_set1_epi32(0xFFFF));
 }
 
-// quantize_block, 32 lanes of 16 bits: the code is the number of thresholds <= the grid index,
-// by the branch-free tree search of build_tree with the tree in registers. vpermw/vpermi2w use
-// only the low 5/6 bits of an index, so node k indexes its depth's register(s) as it is.
-BNB_AVX512 static void quantize_block_avx512(const float* x, uint8_t* out, const uint16_t* tree, float absmax) {
-    if (absmax == 0.0f) {
-        memset(out, 0, BNB_BLOCK);
-        return;
-    }
-    const __m512 inv = _mm512_set1_ps(1.0f / absmax);
-    const __m512i root = _mm512_set1_epi16((short)tree[1]);
-    const __m512i d0to4 = _mm512_loadu_si512(tree), d5 = _mm512_loadu_si512(tree + 32);
-    const __m512i d6a = _mm512_loadu_si512(tree + 64), d6b = _mm512_loadu_si512(tree + 96);
-    const __m512i d7a = _mm512_loadu_si512(tree + 128), d7b = _mm512_loadu_si512(tree + 160);
-    const __m512i d7c = _mm512_loadu_si512(tree + 192), d7d = _mm512_loadu_si512(tree + 224);
-    const __m512i minus1 = _mm512_set1_epi16(-1), bit6 = _mm512_set1_epi16(64);
+// The search tree of build_tree in registers: nodes 1..31, 32..63, 64..127, 128..255.
+typedef struct {
+    __m512i root, d0to4, d5, d6a, d6b, d7a, d7b, d7c, d7d;
+} TreeRegs;
+
+BNB_AVX512 static inline TreeRegs tree_load(const uint16_t* tree) {
+    return (TreeRegs){
+        _mm512_set1_epi16((short)tree[1]), _mm512_loadu_si512(tree), _mm512_loadu_si512(tree + 32),
+        _mm512_loadu_si512(tree + 64), _mm512_loadu_si512(tree + 96), _mm512_loadu_si512(tree + 128),
+        _mm512_loadu_si512(tree + 160), _mm512_loadu_si512(tree + 192), _mm512_loadu_si512(tree + 224),
+    };
+}
+
+// The codes of 32 values already multiplied by 1/absmax: their grid indices g (16-bit lanes),
+// then the branch-free tree search, from k = 1 eight times k = 2k + (node k <= g), by word
+// permutes (vpermw/vpermi2w use only the low 5/6 bits of an index, so node k indexes its
+// depth's register(s) as it is). Returns k - 256 (the low byte of k) as 32 bytes.
+BNB_AVX512 static inline __m256i tree_codes32(__m512 x0, __m512 x1, const TreeRegs* t) {
+    const __m512i g = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(grid_index16(x0))),
+                                         _mm512_cvtepi32_epi16(grid_index16(x1)), 1);
+    const __m512i minus1 = _mm512_set1_epi16(-1);
+    __m512i k = _mm512_mask_blend_epi16(_mm512_cmple_epu16_mask(t->root, g), _mm512_set1_epi16(2),
+                                        _mm512_set1_epi16(3));
     // k = 2k + (node <= g): the add, then -(-1) in the lanes where the node is <= g
 #define BNB_DESCEND(node) k = _mm512_mask_sub_epi16(_mm512_add_epi16(k, k), _mm512_cmple_epu16_mask((node), g), \
                                                     _mm512_add_epi16(k, k), minus1)
-    for (size_t i = 0; i < BNB_BLOCK; i += 32) {
-        const __m512i lo = grid_index16(_mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
-        const __m512i hi = grid_index16(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16), inv));
-        const __m512i g = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(lo)),
-                                             _mm512_cvtepi32_epi16(hi), 1);
-        __m512i k = _mm512_mask_blend_epi16(_mm512_cmple_epu16_mask(root, g), _mm512_set1_epi16(2),
-                                            _mm512_set1_epi16(3));
-        BNB_DESCEND(_mm512_permutexvar_epi16(k, d0to4));  // depth 1
-        BNB_DESCEND(_mm512_permutexvar_epi16(k, d0to4));
-        BNB_DESCEND(_mm512_permutexvar_epi16(k, d0to4));
-        BNB_DESCEND(_mm512_permutexvar_epi16(k, d0to4));  // depth 4
-        BNB_DESCEND(_mm512_permutexvar_epi16(k, d5));
-        BNB_DESCEND(_mm512_permutex2var_epi16(d6a, k, d6b));
-        BNB_DESCEND(_mm512_mask_blend_epi16(_mm512_test_epi16_mask(k, bit6), _mm512_permutex2var_epi16(d7a, k, d7b),
-                                            _mm512_permutex2var_epi16(d7c, k, d7d)));
-        _mm256_storeu_si256((__m256i*)(out + i), _mm512_cvtepi16_epi8(k));  // k - 256: the low byte
-    }
+    BNB_DESCEND(_mm512_permutexvar_epi16(k, t->d0to4));  // depth 1
+    BNB_DESCEND(_mm512_permutexvar_epi16(k, t->d0to4));
+    BNB_DESCEND(_mm512_permutexvar_epi16(k, t->d0to4));
+    BNB_DESCEND(_mm512_permutexvar_epi16(k, t->d0to4));  // depth 4
+    BNB_DESCEND(_mm512_permutexvar_epi16(k, t->d5));
+    BNB_DESCEND(_mm512_permutex2var_epi16(t->d6a, k, t->d6b));
+    BNB_DESCEND(_mm512_mask_blend_epi16(_mm512_test_epi16_mask(k, _mm512_set1_epi16(64)),
+                                        _mm512_permutex2var_epi16(t->d7a, k, t->d7b),
+                                        _mm512_permutex2var_epi16(t->d7c, k, t->d7d)));
 #undef BNB_DESCEND
+    return _mm512_cvtepi16_epi8(k);
+}
+
+// quantize_block for both states of a full block at once (two independent search chains per
+// 32 elements keep more of the permute/compare latency hidden); absmax 0 gives code 0.
+BNB_AVX512 static void quantize_pair_avx512(const float* m, const float* v, uint8_t* c1, uint8_t* c2,
+                                            float absmax1, float absmax2) {
+    const TreeRegs t1 = tree_load(g_tree1), t2 = tree_load(g_tree2);
+    const __m512 inv1 = _mm512_set1_ps(1.0f / absmax1), inv2 = _mm512_set1_ps(1.0f / absmax2);
+    const __m256i keep1 = _mm256_set1_epi8(absmax1 == 0.0f ? 0 : -1);
+    const __m256i keep2 = _mm256_set1_epi8(absmax2 == 0.0f ? 0 : -1);
+    for (size_t i = 0; i < BNB_BLOCK; i += 32) {
+        const __m256i q1 = tree_codes32(_mm512_mul_ps(_mm512_loadu_ps(m + i), inv1),
+                                        _mm512_mul_ps(_mm512_loadu_ps(m + i + 16), inv1), &t1);
+        const __m256i q2 = tree_codes32(_mm512_mul_ps(_mm512_loadu_ps(v + i), inv2),
+                                        _mm512_mul_ps(_mm512_loadu_ps(v + i + 16), inv2), &t2);
+        _mm256_storeu_si256((__m256i*)(c1 + i), _mm256_and_si256(q1, keep1));
+        _mm256_storeu_si256((__m256i*)(c2 + i), _mm256_and_si256(q2, keep2));
+    }
+}
+
+// One plane (256 words in 8 registers' worth of memory) at 32 indices k: vpermi2w covers 64
+// entries with the low 6 bits; bits 6 and 7 (masks b6, b7) pick among the four.
+BNB_AVX512 static inline __m512i plane_lookup32(const uint16_t* t, __m512i k, __mmask32 b6, __mmask32 b7) {
+    const __m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(t), k, _mm512_loadu_si512(t + 32));
+    const __m512i b = _mm512_permutex2var_epi16(_mm512_loadu_si512(t + 64), k, _mm512_loadu_si512(t + 96));
+    const __m512i c = _mm512_permutex2var_epi16(_mm512_loadu_si512(t + 128), k, _mm512_loadu_si512(t + 160));
+    const __m512i d = _mm512_permutex2var_epi16(_mm512_loadu_si512(t + 192), k, _mm512_loadu_si512(t + 224));
+    return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, a, b), _mm512_mask_blend_epi16(b6, c, d));
+}
+
+// code[c[0..31]] as two vectors of 16 floats (elements 0..15, 16..31), without gathers: the two
+// 16-bit planes looked up for 32 lanes, then interleaved. vpunpck*wd interleaves within 128-bit
+// lanes (words 8L..8L+3 with their partners go to lane L of the low result, 8L+4..8L+7 to the
+// high one), so the indices are first put in the order that makes the results come out in
+// element order: word 8L+j holds element 4L+j and word 8L+4+j element 16+4L+j (j < 4).
+BNB_AVX512 static inline void dequant_codes32(const uint8_t* c, const uint16_t* lo, const uint16_t* hi,
+                                              __m512* first, __m512* second) {
+    const __m512i order = _mm512_set_epi16(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8,
+                                           23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+    const __m512i k = _mm512_permutexvar_epi16(order, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)c)));
+    const __mmask32 b6 = _mm512_test_epi16_mask(k, _mm512_set1_epi16(64));
+    const __mmask32 b7 = _mm512_test_epi16_mask(k, _mm512_set1_epi16(128));
+    const __m512i l = plane_lookup32(lo, k, b6, b7), h = plane_lookup32(hi, k, b6, b7);
+    *first = _mm512_castsi512_ps(_mm512_unpacklo_epi16(l, h));
+    *second = _mm512_castsi512_ps(_mm512_unpackhi_epi16(l, h));
 }
 
 // bnb8_block_avx2 with 16 lanes: the same operations in the same order (so the same bits).
@@ -423,12 +479,18 @@ BNB_AVX512 static void bnb8_block_avx512(float* restrict p, const float* restric
     const __m512 decay = _mm512_set1_ps(sc->decay), step = _mm512_set1_ps(sc->step);
     const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
     __m512i am1 = _mm512_setzero_si512(), am2 = _mm512_setzero_si512();
+    __m512 next1 = _mm512_setzero_ps(), next2 = _mm512_setzero_ps();  // codes of elements i+16..i+31
     for (size_t i = 0; i < BNB_BLOCK; i += 16) {
+        __m512 code1, code2;
+        if (i % 32 == 0) {
+            dequant_codes32(c1 + i, g_code1_lo, g_code1_hi, &code1, &next1);
+            dequant_codes32(c2 + i, g_code2_lo, g_code2_hi, &code2, &next2);
+        } else {
+            code1 = next1, code2 = next2;
+        }
         const __m512 gi = _mm512_loadu_ps(g + i);
-        const __m512i i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(c1 + i)));
-        const __m512i i2 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(c2 + i)));
-        const __m512 d1 = _mm512_mul_ps(_mm512_i32gather_ps(i1, g_code1, 4), a1);  // dequantize
-        const __m512 d2 = _mm512_mul_ps(_mm512_i32gather_ps(i2, g_code2, 4), a2);
+        const __m512 d1 = _mm512_mul_ps(code1, a1);  // dequantize
+        const __m512 d2 = _mm512_mul_ps(code2, a2);
         const __m512 mi = _mm512_fmadd_ps(gi, w1, _mm512_mul_ps(d1, b1));
         const __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(w2, gi), gi, _mm512_mul_ps(d2, b2));
         _mm512_storeu_ps(m + i, mi);
@@ -445,8 +507,7 @@ BNB_AVX512 static void bnb8_block_avx512(float* restrict p, const float* restric
     }
     *absmax1 = bits_to_float(_mm512_reduce_max_epu32(am1));
     *absmax2 = bits_to_float(_mm512_reduce_max_epu32(am2));
-    quantize_block_avx512(m, c1, g_tree1, *absmax1);
-    quantize_block_avx512(v, c2, g_tree2, *absmax2);
+    quantize_pair_avx512(m, v, c1, c2, *absmax1, *absmax2);
 }
 #endif
 
