@@ -372,15 +372,16 @@ BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x) {
     return rare ? _mm512_mask_sqrt_ps(r, rare, x) : r;
 }
 
-// The grid index of 16 lanes (grid_index): the clamp is max(-1, x) then min(1, x), and
-// vmaxps/vminps return their second operand when either is NaN, so NaN passes as in
-// grid_index, then becomes index 0.
+// The grid index of 16 lanes (grid_index), in the low 16 bits of each 32-bit lane: the clamp
+// is max(-1, x) then min(1, x), and vmaxps/vminps return their second operand when either is
+// NaN, so NaN passes as in grid_index. fma((x+1)*0.5, 65535, 0.5) is computed as
+// fma(x+1, 32767.5, 0.5): (x+1)*0.5 is exact (x+1 is 0 or >= 2^-24) and so is the product
+// either way, leaving the same single rounding. No NaN mask: vcvttps2dq turns NaN into
+// 0x80000000, whose low 16 bits (all the caller keeps) are index 0, grid_index's answer.
 BNB_AVX512 static inline __m512i grid_index16(__m512 x) {
-    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 one = _mm512_set1_ps(1.0f);
     x = _mm512_min_ps(one, _mm512_max_ps(_mm512_set1_ps(-1.0f), x));
-    const __m512 f = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_add_ps(x, one), half), _mm512_set1_ps(65535.0f), half);
-    const __mmask16 ord = _mm512_cmp_ps_mask(f, f, _CMP_ORD_Q);
-    return _mm512_and_si512(_mm512_maskz_cvttps_epi32(ord, f), _mm512_set1_epi32(0xFFFF));
+    return _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_add_ps(x, one), _mm512_set1_ps(32767.5f), _mm512_set1_ps(0.5f)));
 }
 
 // The search tree of build_tree in registers: nodes 1..31, 32..63, 64..127, 128..255.
@@ -396,7 +397,8 @@ BNB_AVX512 static inline TreeRegs tree_load(const uint16_t* tree) {
     };
 }
 
-// The codes of 32 values already multiplied by 1/absmax: their grid indices g (16-bit lanes),
+// The codes of 32 values already multiplied by 1/absmax: their grid indices g (16-bit lanes,
+// vpmovdw keeps the low 16 bits),
 // then the branch-free tree search, from k = 1 eight times k = 2k + (node k <= g), by word
 // permutes (vpermw/vpermi2w use only the low 5/6 bits of an index, so node k indexes its
 // depth's register(s) as it is). Returns k - 256 (the low byte of k) as 32 bytes.
