@@ -68,6 +68,7 @@
 
 #define BNB_BLOCK 256
 #define BNB_LUT_SIZE 65536
+#define BNB_CHUNK 64  // blocks per call of the AVX-512 kernel (16,384 elements)
 
 typedef struct {
     OptimState base;
@@ -377,7 +378,8 @@ BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x) {
 // NaN, so NaN passes as in grid_index. fma((x+1)*0.5, 65535, 0.5) is computed as
 // fma(x+1, 32767.5, 0.5): (x+1)*0.5 is exact (x+1 is 0 or >= 2^-24) and so is the product
 // either way, leaving the same single rounding. No NaN mask: vcvttps2dq turns NaN into
-// 0x80000000, whose low 16 bits (all the caller keeps) are index 0, grid_index's answer.
+// 0x80000000, which the caller's unsigned saturating pack to 16 bits makes index 0, grid_index's
+// answer (every other lane is in [0, 65535] and packs unchanged).
 BNB_AVX512 static inline __m512i grid_index16(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);
     x = _mm512_min_ps(one, _mm512_max_ps(_mm512_set1_ps(-1.0f), x));
@@ -398,13 +400,12 @@ BNB_AVX512 static inline TreeRegs tree_load(const uint16_t* tree) {
 }
 
 // The codes of 32 values already multiplied by 1/absmax: their grid indices g (16-bit lanes,
-// vpmovdw keeps the low 16 bits),
-// then the branch-free tree search, from k = 1 eight times k = 2k + (node k <= g), by word
-// permutes (vpermw/vpermi2w use only the low 5/6 bits of an index, so node k indexes its
-// depth's register(s) as it is). Returns k - 256 (the low byte of k) as 32 bytes.
+// by vpackusdw, which interleaves groups of 4 of x0 and x1 per 128-bit lane), then the
+// branch-free tree search, from k = 1 eight times k = 2k + (node k <= g), by word permutes
+// (vpermw/vpermi2w use only the low 5/6 bits of an index, so node k indexes its depth's
+// register(s) as it is). Returns k - 256 (the low byte of k) as 32 bytes in element order.
 BNB_AVX512 static inline __m256i tree_codes32(__m512 x0, __m512 x1, const TreeRegs* t) {
-    const __m512i g = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(grid_index16(x0))),
-                                         _mm512_cvtepi32_epi16(grid_index16(x1)), 1);
+    const __m512i g = _mm512_packus_epi32(grid_index16(x0), grid_index16(x1));
     const __m512i minus1 = _mm512_set1_epi16(-1);
     __m512i k = _mm512_mask_blend_epi16(_mm512_cmple_epu16_mask(t->root, g), _mm512_set1_epi16(2),
                                         _mm512_set1_epi16(3));
@@ -421,7 +422,8 @@ BNB_AVX512 static inline __m256i tree_codes32(__m512 x0, __m512 x1, const TreeRe
                                         _mm512_permutex2var_epi16(t->d7a, k, t->d7b),
                                         _mm512_permutex2var_epi16(t->d7c, k, t->d7d)));
 #undef BNB_DESCEND
-    return _mm512_cvtepi16_epi8(k);
+    // 32-bit group 2L of the bytes holds elements 4L..4L+3 of x0, group 2L+1 those of x1
+    return _mm256_permutevar8x32_epi32(_mm512_cvtepi16_epi8(k), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
 }
 
 // quantize_block for both states of a full block at once (two independent search chains per
@@ -471,9 +473,9 @@ BNB_AVX512 static inline void dequant_codes32(const uint8_t* c, const uint16_t* 
 
 // bnb8_block_avx2 with 16 lanes: the same operations in the same order (so the same bits).
 // Full blocks only.
-BNB_AVX512 static void bnb8_block_avx512(float* restrict p, const float* restrict g, uint8_t* restrict c1,
-                                         uint8_t* restrict c2, float* restrict absmax1, float* restrict absmax2,
-                                         const StepConsts* sc) {
+BNB_AVX512 static inline void bnb8_block_avx512(float* restrict p, const float* restrict g, uint8_t* restrict c1,
+                                                uint8_t* restrict c2, float* restrict absmax1,
+                                                float* restrict absmax2, const StepConsts* sc) {
     float m[BNB_BLOCK], v[BNB_BLOCK];
     const __m512 a1 = _mm512_set1_ps(*absmax1), a2 = _mm512_set1_ps(*absmax2);
     const __m512 b1 = _mm512_set1_ps(sc->b1), w1 = _mm512_set1_ps(sc->w1), b2 = _mm512_set1_ps(sc->b2);
@@ -511,6 +513,16 @@ BNB_AVX512 static void bnb8_block_avx512(float* restrict p, const float* restric
     *absmax2 = bits_to_float(_mm512_reduce_max_epu32(am2));
     quantize_pair_avx512(m, v, c1, c2, *absmax1, *absmax2);
 }
+
+// n_blocks full blocks in one call: the loop-invariant tables and constants (which GCC keeps
+// in registers or spills once) are set up once per call instead of once per block.
+BNB_AVX512 static void bnb8_blocks_avx512(float* p, const float* g, uint8_t* c1, uint8_t* c2, float* absmax1,
+                                          float* absmax2, size_t n_blocks, const StepConsts* sc) {
+    for (size_t b = 0; b < n_blocks; b++) {
+        const size_t off = b * BNB_BLOCK;
+        bnb8_block_avx512(p + off, g + off, c1 + off, c2 + off, absmax1 + b, absmax2 + b, sc);
+    }
+}
 #endif
 
 // One block (len <= 256) of the 32-bit step.
@@ -543,15 +555,29 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
 #else
     const bool avx2 = false;
 #endif
+#if defined(__x86_64__)
+    if (avx512) {  // chunks of BNB_CHUNK full blocks, then the ragged last block if any
+        const size_t n_full = n / BNB_BLOCK, n_chunks = (n_full + BNB_CHUNK - 1) / BNB_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+        for (size_t c = 0; c < n_chunks; c++) {
+            const size_t b0 = c * BNB_CHUNK, nb = n_full - b0 < BNB_CHUNK ? n_full - b0 : BNB_CHUNK;
+            const size_t off = b0 * BNB_BLOCK;
+            bnb8_blocks_avx512(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b0, am2 + b0,
+                               nb, s);
+        }
+        if (n_full < n_blocks) {
+            const size_t off = n_full * BNB_BLOCK;
+            bnb8_block(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + n_full, am2 + n_full,
+                       n - off, s);
+        }
+        return;
+    }
+#endif
 #pragma omp parallel for schedule(static) if (n >= 65536)
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t off = b * BNB_BLOCK;
         const size_t len = n - off < BNB_BLOCK ? n - off : BNB_BLOCK;
 #if defined(__x86_64__)
-        if (avx512 && len == BNB_BLOCK) {
-            bnb8_block_avx512(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b, am2 + b, s);
-            continue;
-        }
         if (avx2 && len == BNB_BLOCK) {
             bnb8_block_avx2(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b, am2 + b, s);
             continue;
