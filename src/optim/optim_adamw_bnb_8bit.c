@@ -426,22 +426,29 @@ BNB_AVX512 static inline __m256i tree_codes32(__m512 x0, __m512 x1, const TreeRe
     return _mm256_permutevar8x32_epi32(_mm512_cvtepi16_epi8(k), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
 }
 
-// quantize_block for both states of a full block at once (two independent search chains per
-// 32 elements keep more of the permute/compare latency hidden); absmax 0 gives code 0.
-BNB_AVX512 static void quantize_pair_avx512(const float* m, const float* v, uint8_t* c1, uint8_t* c2,
-                                            float absmax1, float absmax2) {
-    const TreeRegs t1 = tree_load(g_tree1), t2 = tree_load(g_tree2);
-    const __m512 inv1 = _mm512_set1_ps(1.0f / absmax1), inv2 = _mm512_set1_ps(1.0f / absmax2);
-    const __m256i keep1 = _mm256_set1_epi8(absmax1 == 0.0f ? 0 : -1);
-    const __m256i keep2 = _mm256_set1_epi8(absmax2 == 0.0f ? 0 : -1);
-    for (size_t i = 0; i < BNB_BLOCK; i += 32) {
-        const __m256i q1 = tree_codes32(_mm512_mul_ps(_mm512_loadu_ps(m + i), inv1),
-                                        _mm512_mul_ps(_mm512_loadu_ps(m + i + 16), inv1), &t1);
-        const __m256i q2 = tree_codes32(_mm512_mul_ps(_mm512_loadu_ps(v + i), inv2),
-                                        _mm512_mul_ps(_mm512_loadu_ps(v + i + 16), inv2), &t2);
-        _mm256_storeu_si256((__m256i*)(c1 + i), _mm256_and_si256(q1, keep1));
-        _mm256_storeu_si256((__m256i*)(c2 + i), _mm256_and_si256(q2, keep2));
-    }
+// The quantizer's per-block constants: 1/absmax for each state, and a byte mask that zeroes
+// the codes of a state whose absmax is 0 (quantize_block's memset).
+typedef struct {
+    __m512 inv1, inv2;
+    __m256i keep1, keep2;
+} QuantConsts;
+
+BNB_AVX512 static inline QuantConsts quant_consts(float absmax1, float absmax2) {
+    return (QuantConsts){
+        _mm512_set1_ps(1.0f / absmax1), _mm512_set1_ps(1.0f / absmax2),
+        _mm256_set1_epi8(absmax1 == 0.0f ? 0 : -1), _mm256_set1_epi8(absmax2 == 0.0f ? 0 : -1),
+    };
+}
+
+// quantize_block for 32 elements of both states (two independent search chains).
+BNB_AVX512 static inline void quantize_pair32(const float* m, const float* v, uint8_t* c1, uint8_t* c2,
+                                              const QuantConsts* q, const TreeRegs* t1, const TreeRegs* t2) {
+    const __m256i q1 = tree_codes32(_mm512_mul_ps(_mm512_loadu_ps(m), q->inv1),
+                                    _mm512_mul_ps(_mm512_loadu_ps(m + 16), q->inv1), t1);
+    const __m256i q2 = tree_codes32(_mm512_mul_ps(_mm512_loadu_ps(v), q->inv2),
+                                    _mm512_mul_ps(_mm512_loadu_ps(v + 16), q->inv2), t2);
+    _mm256_storeu_si256((__m256i*)c1, _mm256_and_si256(q1, q->keep1));
+    _mm256_storeu_si256((__m256i*)c2, _mm256_and_si256(q2, q->keep2));
 }
 
 // One plane (256 words in 8 registers' worth of memory) at 32 indices k: vpermi2w covers 64
@@ -471,56 +478,62 @@ BNB_AVX512 static inline void dequant_codes32(const uint8_t* c, const uint16_t* 
     *second = _mm512_castsi512_ps(_mm512_unpackhi_epi16(l, h));
 }
 
-// bnb8_block_avx2 with 16 lanes: the same operations in the same order (so the same bits).
-// Full blocks only.
-BNB_AVX512 static inline void bnb8_block_avx512(float* restrict p, const float* restrict g, uint8_t* restrict c1,
-                                                uint8_t* restrict c2, float* restrict absmax1,
-                                                float* restrict absmax2, const StepConsts* sc) {
-    float m[BNB_BLOCK], v[BNB_BLOCK];
-    const __m512 a1 = _mm512_set1_ps(*absmax1), a2 = _mm512_set1_ps(*absmax2);
+// bnb8_block_avx2 with 16 lanes over n_blocks full blocks: the same operations in the same
+// order (so the same bits). Software-pipelined: a block's codes can only be computed once its
+// absmax is known, i.e. after its last element, so the 32-element steps of block b's arithmetic
+// (floating-point multiplies, divisions) each also quantize 32 elements of block b-1 (word
+// permutes and compares), which keeps both kinds of execution unit busy; the last block is
+// quantized after the loop. Block b reads its old codes and absmax before they are replaced:
+// the codes written during block b are block b-1's.
+BNB_AVX512 static void bnb8_blocks_avx512(float* restrict p, const float* restrict g, uint8_t* restrict c1,
+                                          uint8_t* restrict c2, float* restrict absmax1, float* restrict absmax2,
+                                          size_t n_blocks, const StepConsts* sc) {
+    float m[2][BNB_BLOCK], v[2][BNB_BLOCK];  // the new states of block b (b & 1) and block b-1
+    const TreeRegs t1 = tree_load(g_tree1), t2 = tree_load(g_tree2);
     const __m512 b1 = _mm512_set1_ps(sc->b1), w1 = _mm512_set1_ps(sc->w1), b2 = _mm512_set1_ps(sc->b2);
     const __m512 w2 = _mm512_set1_ps(sc->w2), cc2 = _mm512_set1_ps(sc->c2), eps = _mm512_set1_ps(sc->eps);
     const __m512 decay = _mm512_set1_ps(sc->decay), step = _mm512_set1_ps(sc->step);
     const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
-    __m512i am1 = _mm512_setzero_si512(), am2 = _mm512_setzero_si512();
-    __m512 next1 = _mm512_setzero_ps(), next2 = _mm512_setzero_ps();  // codes of elements i+16..i+31
-    for (size_t i = 0; i < BNB_BLOCK; i += 16) {
-        __m512 code1, code2;
-        if (i % 32 == 0) {
-            dequant_codes32(c1 + i, g_code1_lo, g_code1_hi, &code1, &next1);
-            dequant_codes32(c2 + i, g_code2_lo, g_code2_hi, &code2, &next2);
-        } else {
-            code1 = next1, code2 = next2;
-        }
-        const __m512 gi = _mm512_loadu_ps(g + i);
-        const __m512 d1 = _mm512_mul_ps(code1, a1);  // dequantize
-        const __m512 d2 = _mm512_mul_ps(code2, a2);
-        const __m512 mi = _mm512_fmadd_ps(gi, w1, _mm512_mul_ps(d1, b1));
-        const __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(w2, gi), gi, _mm512_mul_ps(d2, b2));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(vi), cc2), eps);
-        const __m512 pi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p + i), decay),
-                                        _mm512_div_ps(_mm512_mul_ps(step, mi), denom));
-        _mm512_storeu_ps(p + i, pi);
-        // abs_bits_or_zero, max: NaN patterns (> inf) count as 0
-        const __m512i u1 = _mm512_and_si512(_mm512_castps_si512(mi), absmask);
-        const __m512i u2 = _mm512_and_si512(_mm512_castps_si512(vi), absmask);
-        am1 = _mm512_mask_max_epu32(am1, _mm512_cmple_epu32_mask(u1, inf), am1, u1);
-        am2 = _mm512_mask_max_epu32(am2, _mm512_cmple_epu32_mask(u2, inf), am2, u2);
-    }
-    *absmax1 = bits_to_float(_mm512_reduce_max_epu32(am1));
-    *absmax2 = bits_to_float(_mm512_reduce_max_epu32(am2));
-    quantize_pair_avx512(m, v, c1, c2, *absmax1, *absmax2);
-}
-
-// n_blocks full blocks in one call: the loop-invariant tables and constants (which GCC keeps
-// in registers or spills once) are set up once per call instead of once per block.
-BNB_AVX512 static void bnb8_blocks_avx512(float* p, const float* g, uint8_t* c1, uint8_t* c2, float* absmax1,
-                                          float* absmax2, size_t n_blocks, const StepConsts* sc) {
     for (size_t b = 0; b < n_blocks; b++) {
-        const size_t off = b * BNB_BLOCK;
-        bnb8_block_avx512(p + off, g + off, c1 + off, c2 + off, absmax1 + b, absmax2 + b, sc);
+        const size_t off = b * BNB_BLOCK, cur = b & 1, prev = cur ^ 1;
+        const __m512 a1 = _mm512_set1_ps(absmax1[b]), a2 = _mm512_set1_ps(absmax2[b]);
+        const QuantConsts qp = b > 0 ? quant_consts(absmax1[b - 1], absmax2[b - 1]) : quant_consts(1.0f, 1.0f);
+        __m512i am1 = _mm512_setzero_si512(), am2 = _mm512_setzero_si512();
+        for (size_t i = 0; i < BNB_BLOCK; i += 32) {
+            __m512 code1[2], code2[2];
+            dequant_codes32(c1 + off + i, g_code1_lo, g_code1_hi, &code1[0], &code1[1]);
+            dequant_codes32(c2 + off + i, g_code2_lo, g_code2_hi, &code2[0], &code2[1]);
+            for (size_t h = 0; h < 2; h++) {
+                const size_t e = off + i + 16 * h;
+                const __m512 gi = _mm512_loadu_ps(g + e);
+                const __m512 d1 = _mm512_mul_ps(code1[h], a1);  // dequantize
+                const __m512 d2 = _mm512_mul_ps(code2[h], a2);
+                const __m512 mi = _mm512_fmadd_ps(gi, w1, _mm512_mul_ps(d1, b1));
+                const __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(w2, gi), gi, _mm512_mul_ps(d2, b2));
+                _mm512_storeu_ps(m[cur] + i + 16 * h, mi);
+                _mm512_storeu_ps(v[cur] + i + 16 * h, vi);
+                const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(vi), cc2), eps);
+                const __m512 pi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p + e), decay),
+                                                _mm512_div_ps(_mm512_mul_ps(step, mi), denom));
+                _mm512_storeu_ps(p + e, pi);
+                // abs_bits_or_zero, max: NaN patterns (> inf) count as 0
+                const __m512i u1 = _mm512_and_si512(_mm512_castps_si512(mi), absmask);
+                const __m512i u2 = _mm512_and_si512(_mm512_castps_si512(vi), absmask);
+                am1 = _mm512_mask_max_epu32(am1, _mm512_cmple_epu32_mask(u1, inf), am1, u1);
+                am2 = _mm512_mask_max_epu32(am2, _mm512_cmple_epu32_mask(u2, inf), am2, u2);
+            }
+            if (b > 0)
+                quantize_pair32(m[prev] + i, v[prev] + i, c1 + off - BNB_BLOCK + i, c2 + off - BNB_BLOCK + i, &qp,
+                                &t1, &t2);
+        }
+        absmax1[b] = bits_to_float(_mm512_reduce_max_epu32(am1));
+        absmax2[b] = bits_to_float(_mm512_reduce_max_epu32(am2));
+    }
+    if (n_blocks > 0) {
+        const size_t last = n_blocks - 1, off = last * BNB_BLOCK;
+        const QuantConsts q = quant_consts(absmax1[last], absmax2[last]);
+        for (size_t i = 0; i < BNB_BLOCK; i += 32)
+            quantize_pair32(m[last & 1] + i, v[last & 1] + i, c1 + off + i, c2 + off + i, &q, &t1, &t2);
     }
 }
 #endif
