@@ -373,7 +373,7 @@ BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x) {
     return rare ? _mm512_mask_sqrt_ps(r, rare, x) : r;
 }
 
-// The grid index of 16 lanes (grid_index), in the low 16 bits of each 32-bit lane: the clamp
+// The grid index of 16 lanes (grid_index) as 32-bit integers, 0..65535 or (NaN) 0x80000000: the clamp
 // is max(-1, x) then min(1, x), and vmaxps/vminps return their second operand when either is
 // NaN, so NaN passes as in grid_index. fma((x+1)*0.5, 65535, 0.5) is computed as
 // fma(x+1, 32767.5, 0.5): (x+1)*0.5 is exact (x+1 is 0 or >= 2^-24) and so is the product
