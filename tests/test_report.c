@@ -715,6 +715,9 @@ static void test_step_bound_targets_tradeoff(void** s) {
     // one other; both 1 MFLOP/s, so every call's time is its FLOP / 1e6 whichever is used
     bench_entry(f, &first, "gemm/naive/f32/nt/8x8x8", "GFLOP/s", 0.001, 1);
     bench_entry(f, &first, "gemm/naive/f32/nn/64x64x64", "GFLOP/s", 0.001, 1);
+    // the custom step's per-head scores and dP products (T x T x dh = 4x4x4, B x heads = 4 each),
+    // benchmarked as attention runs them: used for those calls, never as another shape's stand-in
+    bench_entry(f, &first, "gemm/naive/f32/nt/4x4x4/per_head", "GFLOP/s", 0.001, 1);
     bench_entry(f, &first, "gemm/onednn/f32/nt/1024x128x128", "GFLOP/s", 100, 1);
     optim_entry(f, &first, "optim/adamw_torch/1000000", 1e8);
     // the optimizer target's rows at n = 1e7: frac_triad medians 0.6 (met) and 0.3 (not met)
@@ -786,12 +789,15 @@ static void test_step_bound_targets_tradeoff(void** s) {
              "| custom/fp32/naive/adamw_torch | 1 | 100 | 2 x 4 | 100.000 | 100.0%% | 50.0%% | %.3f | %.3f | %.3f | %.3f | %.2f |",
              gemm_ms, mem_ms, opt_ms, bound_ms, bound_ms / 100.0);
     expect_in(md, want);
-    // the exact shape is not listed as substituted; the rest is (its FLOP share named)
-    const double exact_share = 4 * 2 * 8 * 8 * 8 / flop;
+    // the exact shapes (the whole-team one and the per-head one) are not listed as substituted;
+    // the rest is (its FLOP share named)
+    const double exact_share = (4 * 2 * 8 * 8 * 8 + 8 * 2 * 4 * 4 * 4) / flop;
     snprintf(want, sizeof want, "custom/fp32/naive (2 x 4), every optimizer: %.0f%% of the GEMM FLOP at the rate of another",
              100 * (1 - exact_share));
     expect_in(md, want);
     assert_null(strstr(md, "nt 8x8x8 ->"));
+    assert_null(strstr(md, "nt 4x4x4 (per head) ->"));
+    expect_in(md, "| gemm/naive/f32/nt/4x4x4/per_head | naive | f32 | nt | 4x4x4/per_head | 0.00 |");
     expect_plot(a, "step_phases");
     snprintf(path, sizeof path, "%s/step_phases.dat", a);
     char* dat = slurp(path);

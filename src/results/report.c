@@ -505,19 +505,23 @@ static void section_machines(FILE* md, Run* runs, int nr) {
             "are what you expect.\n\n");
 }
 
-// GEMM: name gemm/<backend>/<dtype>/<tatb>/<MxNxK>.
+// GEMM: name gemm/<backend>/<dtype>/<tatb>/<MxNxK>, or .../<MxNxK>/per_head (bench_gemm.c:
+// attention's one-thread products, all threads at once), shown as the shape "<MxNxK>/per_head".
 static void section_gemm(Ctx* c, FILE* md, const Run* r) {
     fprintf(md, "## GEMM throughput (GFLOP/s) per backend × dtype\n\n");
     double fma = bench_entry_best_value(bfind(r, "roofline/fma_f32"), "GFLOP/s");
     double dot = bench_entry_best_value(bfind(r, "roofline/dot_bf16"), "GFLOP/s");
-    char shapes[64][64];
+    char shapes[96][128];
     int ns = 0;
     char series[32][64];
     int nser = 0;
     bool any = false;
     for (size_t i = 0; i < r->nb; i++) {
         char buf[512], *p[6];
-        if (split(r->b[i].name, buf, sizeof buf, p, 6) != 5 || strcmp(p[0], "gemm")) continue;
+        const int np = split(r->b[i].name, buf, sizeof buf, p, 6);
+        if (!(np == 5 || (np == 6 && !strcmp(p[5], "per_head"))) || strcmp(p[0], "gemm")) continue;
+        char shape[96];  // the M×N×K column, and the shape's part of the name
+        snprintf(shape, sizeof shape, "%s%s", p[4], np == 6 ? "/per_head" : "");
         if (!any) {
             fprintf(md,
                     "Median over repetitions; `frac_peak` is the fraction of the matching roofline probe (its best repetition) "
@@ -530,17 +534,17 @@ static void section_gemm(Ctx* c, FILE* md, const Run* r) {
         }
         const BEnt* b = &r->b[i];
         if (b->error && !b->n) {
-            fprintf(md, "| %s | %s | %s | %s | %s | %s | | 0 |\n", b->name, p[1], p[2], p[3], p[4], b->error);
+            fprintf(md, "| %s | %s | %s | %s | %s | %s | | 0 |\n", b->name, p[1], p[2], p[3], shape, b->error);
             continue;
         }
-        fprintf(md, "| %s | %s | %s | %s | %s | %.2f | %.3f | %zu |\n", b->name, p[1], p[2], p[3], p[4],
+        fprintf(md, "| %s | %s | %s | %s | %s | %.2f | %.3f | %zu |\n", b->name, p[1], p[2], p[3], shape,
                 bmed(b, "GFLOP/s"), bmed(b, "frac_peak"), b->n);
-        char sh[64], se[64];
-        snprintf(sh, sizeof sh, "%s %s", p[3], p[4]);
+        char sh[128], se[64];
+        snprintf(sh, sizeof sh, "%s %s", p[3], shape);
         snprintf(se, sizeof se, "%s/%s", p[1], p[2]);
         int k;
         for (k = 0; k < ns && strcmp(shapes[k], sh); k++) {}
-        if (k == ns && ns < 64) snprintf(shapes[ns++], 64, "%s", sh);
+        if (k == ns && ns < (int)ARRAY_LEN(shapes)) snprintf(shapes[ns++], sizeof shapes[0], "%s", sh);
         for (k = 0; k < nser && strcmp(series[k], se); k++) {}
         if (k == nser && nser < 32) snprintf(series[nser++], 64, "%s", se);
     }
@@ -554,7 +558,7 @@ static void section_gemm(Ctx* c, FILE* md, const Run* r) {
     for (int s = 0; s < nser; s++) {
         fprintf(d.f, "# %s: x(shape index) GFLOP/s\n", GQ(series[s]));
         for (int k = 0; k < ns; k++) {
-            char nm[3072], sb[64];  // nm: room for any series and shape text (no truncation)
+            char nm[3072], sb[128];  // nm: room for any series and shape text (no truncation)
             snprintf(sb, sizeof sb, "%s", shapes[k]);
             char* sp = strchr(sb, ' ');
             if (!sp) continue;  // "<tatb> <MxNxK>" as built above; anything else names no benchmark
@@ -1527,15 +1531,18 @@ static bool tr_model_config(const TrainRun* t, ModelConfig* out) {
 }
 
 // GFLOP/s for one of the step's GEMMs from this run's `gemm/<backend>/<dtype>/<ta><tb>/<MxNxK>`
-// medians: the exact shape when benchmarked, else the benchmarked shape of the same backend and
-// dtype whose FLOP per call is nearest (log scale; the same transposes win a tie). `used`
+// medians: the exact shape when benchmarked (a per-head call: `.../<MxNxK>/per_head`), else the
+// benchmarked whole-team shape of the same backend and dtype whose FLOP per call is nearest (log
+// scale; the same transposes win a tie). `used`
 // receives the benchmark's name; *exact whether it is the call's own shape. NAN when the run has
 // no successful GEMM benchmark for that backend and dtype.
 static double step_gemm_rate(const Run* r, const char* backend, const char* dt, const ModelGemm* g, char* used,
                              size_t n, bool* exact) {
     char name[256];
-    snprintf(name, sizeof name, "gemm/%s/%s/%c%c/%dx%dx%d", backend, dt, g->ta ? 't' : 'n', g->tb ? 't' : 'n', g->M, g->N,
-             g->K);
+    // a per-head call's own benchmark runs it as the step does (one-thread handles, all threads
+    // at once: bench_gemm.c); there is no whole-team substitute for that in the exact lookup
+    snprintf(name, sizeof name, "gemm/%s/%s/%c%c/%dx%dx%d%s", backend, dt, g->ta ? 't' : 'n', g->tb ? 't' : 'n', g->M,
+             g->N, g->K, g->per_head ? "/per_head" : "");
     const BEnt* e = bfind(r, name);
     double v = e && e->n ? bmed(e, "GFLOP/s") : NAN;
     if (v > 0) {
@@ -1838,8 +1845,8 @@ static void section_step(Ctx* c, FILE* md, const Run* r) {
                                      nk, sb.why);
         } else if (sb.subst_share > 0) {
             noff += (size_t)snprintf(notes + noff, sizeof notes - noff,
-                                     "- %s, every optimizer: %.0f%% of the GEMM FLOP at the rate of another benchmarked "
-                                     "shape: %s.\n", nk, 100 * sb.subst_share, sb.subst);
+                                     "- %s, every optimizer: %.*f%% of the GEMM FLOP at the rate of another benchmarked "
+                                     "shape: %s.\n", nk, sb.subst_share < 0.01 ? 3 : 0, 100 * sb.subst_share, sb.subst);
         }
         if (k < n_trained) {  // training runs: ms per step
             fprintf(d.f, "%d \"%s\"", nd++, GQ(g->key));
