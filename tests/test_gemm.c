@@ -523,6 +523,28 @@ static void test_naive_deterministic(void** state) {
 }
 
 // ---------------------------------------------------------------------------------------
+// gemm_run counts the FLOP it ran and the time it took (train --profile's GEMM-call rate);
+// a call refused by validation runs nothing and counts no FLOP.
+static void test_busy_counters(void** state) {
+    Gemm g;
+    assert_int_equal(gemm_open(&g, &gemm_backend_naive, 1).code, STATUS_OK);
+    assert_true(g.busy_s == 0 && g.flop == 0);
+    enum { M = 3, N = 5, K = 7 };
+    float A[M * K] = {0}, B[K * N] = {0}, C[M * N];
+    GemmArgs a = {.M = M, .N = N, .K = K, .alpha = 1, .beta = 0, .ab_dtype = DTYPE_F32,
+                  .c_dtype = DTYPE_F32, .A = A, .lda = K, .B = B, .ldb = N, .C = C, .ldc = N};
+    assert_int_equal(gemm_run(&g, &a).code, STATUS_OK);
+    assert_int_equal(gemm_run(&g, &a).code, STATUS_OK);
+    assert_true(g.flop == 2.0 * 2 * M * N * K);
+    assert_true(g.busy_s > 0);
+    GemmArgs bad = a;
+    bad.lda = K - 1;
+    assert_int_equal(gemm_run(&g, &bad).code, STATUS_INVALID);
+    assert_true(g.flop == 2.0 * 2 * M * N * K);
+    gemm_close(&g);
+}
+
+// ---------------------------------------------------------------------------------------
 // Repeated oneDNN calls reuse the cached primitive; the cache evicts least recently used.
 static void test_onednn_cache(void** state) {
     const GemmBackend* be = gemm_find("onednn");
@@ -617,7 +639,7 @@ static int group_teardown(void** state) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);  // case lines and cmocka's stderr stay in order
     const size_t n_backends = gemm_backend_count();
-    const size_t n_fixed = 5;
+    const size_t n_fixed = 6;
     const size_t n_tests = n_fixed + n_backends * N_AB;
     struct CMUnitTest* tests = xcalloc(n_tests, sizeof *tests);
     BackendDtypeTest* bdt = xcalloc(n_backends * N_AB, sizeof *bdt);
@@ -626,6 +648,7 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_validate);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_unsupported_never_computes);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_naive_deterministic);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_busy_counters);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_onednn_cache);
     for (size_t b = 0; b < n_backends; b++)
         for (size_t di = 0; di < N_AB; di++) {
@@ -637,6 +660,7 @@ int main(void) {
             tests[n++] = (struct CMUnitTest){.name = t->name, .test_func = test_backend_dtype,
                                              .initial_state = t};
         }
+    CHECK(n == n_tests, "%zu tests registered, %zu slots", n, n_tests);
     int failed = _cmocka_run_group_tests("gemm", tests, n, NULL, group_teardown);
     free(tests);
     free(bdt);

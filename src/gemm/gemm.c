@@ -149,7 +149,11 @@ Status gemm_run(Gemm* g, const GemmArgs* args) {
         return status_make(STATUS_UNSUPPORTED, "gemm/%s: %s inputs with %s output unsupported: %s",
                            g->backend->name, dtype_name(args->ab_dtype),
                            dtype_name(args->c_dtype), why[0] ? why : "(no reason given)");
-    return g->backend->run(g->ctx, args);
+    const double t0 = now_seconds();
+    s = g->backend->run(g->ctx, args);
+    g->busy_s += now_seconds() - t0;
+    g->flop += 2.0 * args->M * (double)args->N * (double)args->K;
+    return s;
 }
 
 void gemm_widen_matrix(float* dst, const void* src, DType dt, int rows, int cols, int ld) {

@@ -63,6 +63,10 @@ typedef struct {
     const GemmBackend* backend;
     void* ctx;
     int threads;
+    // Wall-clock seconds spent in gemm_run (validation included) and the FLOP (2*M*N*K) it ran
+    // since gemm_open: `train --profile` divides one by the other for the rate the step's GEMM
+    // calls reach, to set beside the gemm/... benchmarks (two clock reads per call, ~50 ns).
+    double busy_s, flop;
 } Gemm;
 
 // Registry iteration and lookup.

@@ -336,6 +336,7 @@ typedef struct {
     PhaseTimes phases;      // summed over this process's steps (phase.h)
     double phases_step_time_s;  // the same steps' measured step times, summed
     int64_t phases_steps;
+    double gemm_busy_s, gemm_flop;  // the same steps' time in r->gemm's gemm_run calls, their FLOP
     // --ddp (ddp.h): NULL in one process. rank 0 alone prints, evaluates and writes files.
     struct Ddp* ddp;
     int rank, ranks;        // 0 and 1 without --ddp
@@ -424,6 +425,13 @@ static void print_profile(const Run* r) {
            "of the step) that is %.1f GFLOP/s. Minimum bytes per step %.1f MB.\n",
            cost.gemm_flop * 1e-9, sum > 0 ? 100.0 * gemm / sum : 0.0, gemm > 0 ? cost.gemm_flop * n / gemm * 1e-9 : 0.0,
            cost.min_bytes / 1e6);
+    // the calls themselves, without the phases' other work (bias rows, conversions, softmax):
+    // the rate to compare with the gemm/<backend>/... benchmarks of the same shapes
+    printf("GEMM calls on the whole thread team (every GEMM but attention's per-head products, which run on "
+           "one-thread handles inside its loop): %.3f GFLOP in %.3f ms per step (%.1f%% of the step), %.1f GFLOP/s.\n",
+           r->gemm_flop / n * 1e-9, 1e3 * r->gemm_busy_s / n,
+           r->phases_step_time_s > 0 ? 100.0 * r->gemm_busy_s / r->phases_step_time_s : 0.0,
+           r->gemm_busy_s > 0 ? r->gemm_flop / r->gemm_busy_s * 1e-9 : 0.0);
 }
 
 // ---- gradient accumulation: the micro-batches of one optimizer step ----
@@ -1243,7 +1251,10 @@ static int train_loop(Run* r) {
                         &r->schedule, r->a.max_grad_norm, (int)r->a.grad_accum, r->micro_grads, r->ddp,
                         r->zero_offsets};
         TrainStepResult res;
+        const double gemm_busy0 = r->gemm.busy_s, gemm_flop0 = r->gemm.flop;
         s = train_step(&ts, r->micro_mb, &res);
+        r->gemm_busy_s += r->gemm.busy_s - gemm_busy0;
+        r->gemm_flop += r->gemm.flop - gemm_flop0;
         if (!status_is_ok(s)) {
             clear_progress(r);
             fprintf(stderr, "trainbench train: step %lld failed: %s\n", (long long)r->step + 1, s.msg);
