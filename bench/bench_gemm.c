@@ -24,9 +24,10 @@
 // +3%) and a bf16 C by -4..+2%.
 // Checked once before timing against the naive backend on the same inputs (up to 64 rows of C,
 // evenly spaced, first and last included: a wrong layout, transpose or leading dimension shows
-// in every row, and the naive reference of a whole 1024x3072x768 product took seconds): C must
-// be within twice the per-element bound of tests/test_gemm.c (both results are within it of the
-// exact answer): tol = 2 * (gamma*T + 0.5*eps(f32)*(|ref| + gamma*T)), gamma = (K+2)*2^-24,
+// in every row, and the naive reference of a whole 1024x3072x768 product with its magnitudes
+// takes about a second per dtype): C must be within twice the per-element bound of
+// tests/test_gemm.c (both results are within it of the exact answer):
+// tol = 2 * (gamma*T + 0.5*eps(f32)*(|ref| + gamma*T)), gamma = (K+2)*2^-24,
 // T = sum_k |a_ik b_kj| (computed by the naive backend on |A|, |B|; see mag_slack).
 // supports() == UNSUPPORTED -> "unsupported: <why>"; a run that returns an error -> "failed".
 // Counters: GFLOP/s (2*M*N*K per GEMM) and frac_peak, the fraction of the dtype's roofline
