@@ -22,6 +22,7 @@
 #include "core/safetensors.h"
 #include "validate/conform.h"
 #include "optim/optim.h"
+#include "optim/torch_reduce.h"
 #include "optim/torch_sqrt.h"
 
 static void run_all_cases(const Optimizer* o, FILE* log, size_t* n_cases, size_t* n_failed_cases, ConformSummary* total) {
@@ -376,6 +377,86 @@ static void test_damaged_goldens_are_unusable(void** s) {
     expect_unusable("adamw_torch", "vec_257.safetensors", NULL, "check_steps", "", "check_steps is empty");
 }
 
+// Both Adafactors form their row and column statistics in one fused read of g (row sums and
+// column block sums of u = g^2 + eps1 in one loop; two rows' norm chains side by side). After
+// one step the statistics are exactly the means of that step (transformers: beta2t = 0, so
+// row = fma(mean, 1, 0); torch: lerp weight 1), so they must equal, bit for bit, torch's
+// whole-array reductions of torch_reduce.h (themselves checked against torch in
+// test_torch_reduce) on shapes that reach every tail of the fused orders: C % 8, C % 32,
+// leftover vectors, cascade levels 2 and 3 (8192 and 131072 elements per row), odd rows,
+// batches, and tensors large enough (>= 65536) for the threaded passes.
+static void test_adafactor_statistics_equal_whole_array_reductions(void** s) {
+    (void)s;
+    static const int64_t shapes[][3] = {
+        {1, 1, 9},   {1, 3, 8},    {1, 17, 15},  {1, 5, 31},   {1, 33, 32},  {1, 2, 33},   {1, 16, 40},  {1, 7, 63},
+        {1, 3, 65},  {1, 64, 96},  {1, 9, 100},  {1, 4, 129},  {1, 31, 513}, {1, 12, 8339}, {1, 2, 140001},
+        {1, 301, 300}, {1, 2500, 40}, {1, 70, 1000}, {1, 37, 4001}, {2, 3, 40},  {3, 16, 24},  {2, 5, 7},
+    };
+    const Optimizer* optims[] = {&optim_adafactor_hf, &optim_adafactor_torch};
+    size_t checked = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const size_t batch = (size_t)shapes[k][0], R = (size_t)shapes[k][1], C = (size_t)shapes[k][2];
+        const size_t n = batch * R * C;
+        const TensorShape shape = batch > 1 ? (TensorShape){3, {shapes[k][0], shapes[k][1], shapes[k][2]}}
+                                            : shape_2d(shapes[k][1], shapes[k][2]);
+        float* g = xaligned_alloc(n * sizeof(float));
+        float* p = xaligned_alloc(n * sizeof(float));
+        float* u = xaligned_alloc(n * sizeof(float));
+        float* col = xaligned_alloc(C * sizeof(float));
+        uint32_t x = 12345u + (uint32_t)k;
+        for (size_t i = 0; i < n; i++) {
+            x = x * 1664525u + 1013904223u;
+            g[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0x1p-6f * (float)(1 + (x & 7));
+        }
+        for (size_t o = 0; o < 2; o++) {
+            OptimConfig cfg;
+            optim_defaults(optims[o], &cfg);
+            for (size_t i = 0; i < n; i++) p[i] = 0.01f;
+            OptimState* st = optims[o]->init(&shape, &cfg);
+            optims[o]->step(st, p, g, &cfg);
+            const bool hf = o == 0;
+            const float* row_got = optim_state_find(st, hf ? "exp_avg_sq_row" : "row_var")->data;
+            const float* col_got = optim_state_find(st, hf ? "exp_avg_sq_col" : "col_var")->data;
+            for (size_t b = 0; b < batch; b++) {
+                const float* gb = g + b * R * C;
+                float* ub = u + b * R * C;
+                for (size_t i = 0; i < R * C; i++) ub[i] = hf ? gb[i] * gb[i] + (float)cfg.eps1 : gb[i];
+                for (size_t i = 0; i < R; i++) {
+                    float want;
+                    if (hf) {
+                        want = torch_sum_f32(ub + i * C, C) / (float)C;  // update.mean(dim=-1)
+                    } else {
+                        const float norm = torch_norm2_f32(ub + i * C, C);  // vector_norm(dim=-1)^2 / C
+                        want = (norm * norm) / (float)C;
+                    }
+                    if (memcmp(&want, &row_got[b * R + i], sizeof want) != 0)
+                        fail_msg("%s %zux%zux%zu: row %zu of matrix %zu: %a, whole-array reduction %a", optims[o]->name,
+                                 batch, R, C, i, b, (double)row_got[b * R + i], (double)want);
+                }
+                if (hf) torch_sum_dim0_f32(col, ub, R, C);  // update.mean(dim=-2)
+                else torch_sumsq_dim0_f32(col, ub, R, C);   // vector_norm(dim=-2)^2 / R
+                for (size_t j = 0; j < C; j++) {
+                    float want = col[j] / (float)R;
+                    if (!hf) {
+                        const float norm = sqrtf(col[j]);
+                        want = (norm * norm) / (float)R;
+                    }
+                    if (memcmp(&want, &col_got[b * C + j], sizeof want) != 0)
+                        fail_msg("%s %zux%zux%zu: column %zu of matrix %zu: %a, whole-array reduction %a",
+                                 optims[o]->name, batch, R, C, j, b, (double)col_got[b * C + j], (double)want);
+                }
+            }
+            checked += batch * (R + C);
+            optims[o]->free(st);
+        }
+        free(g);
+        free(p);
+        free(u);
+        free(col);
+    }
+    printf("adafactor, adafactor_torch: %zu row/column statistics equal to the whole-array reductions\n", checked);
+}
+
 static void test_estimate_equals_measured(void** s) {
     (void)s;
     const TensorShape shapes[] = {shape_1d(1), shape_1d(255), shape_1d(4095), shape_1d(4096), shape_1d(4097),
@@ -413,6 +494,7 @@ int main(void) {
         cmocka_unit_test(test_portable_paths_match_goldens),
         cmocka_unit_test(test_bnb8_vector_kernels_match_portable),
         cmocka_unit_test(test_recomputing_path_matches_goldens),
+        cmocka_unit_test(test_adafactor_statistics_equal_whole_array_reductions),
         cmocka_unit_test(test_every_known_mistake_fails),
     };
     return cmocka_run_group_tests_name("optim", tests, NULL, NULL);

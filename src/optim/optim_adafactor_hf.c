@@ -207,6 +207,62 @@ static inline __attribute__((always_inline)) void afhf_urow_body(const AfhfArgs*
     for (size_t j = Cm; j < C; j++) u[j] = g[j] * g[j] + eps1;
 }
 
+// One row of the statistics pass in one read of g (C >= 8): u = g*g + eps1 (grad**2 + eps[0])
+// is formed once per element and added, while it is in a register, into the column block
+// sums acc (the main columns [0, C/32*32): acc = 0 + u on the block's first row, else acc + u)
+// and into the row's sum in torch_sum_f32's own order, which is returned: SumKernel.cpp
+// vectorized_inner_sum -> row_sum(ilp 4) -> multi_row_sum over the C/32 chunks of 4 vectors
+// of 8 (torch_reduce.c sum_body), its 4-level cascade carried along (level `lp`, i.e.
+// torch_sum_dim0_block_rows(C/32) chunks per level-0 block). The row's last C % 32 u values
+// go to tail_u (< 32): the leftover vectors and scalars of that order, and the column tail.
+static inline __attribute__((always_inline)) float afhf_row_fused_body(const float* restrict g, float* restrict acc,
+                                                                       float* restrict tail_u, size_t C, float eps1,
+                                                                       bool first) {
+    enum { V = 8, CHUNK = 4 * V, LEVELS = 4 };
+    const size_t size = C / CHUNK, step = torch_sum_dim0_block_rows(size), mask = step - 1;
+    const int lp = __builtin_ctzll((unsigned long long)step);
+    float lv[LEVELS][CHUNK];
+    memset(lv, 0, sizeof lv);
+    for (size_t c = 0; c < size; c++) {
+        const float* restrict gc = g + c * CHUNK;
+        float* restrict ac = acc + c * CHUNK;
+        if (first) {
+            for (int t = 0; t < CHUNK; t++) {
+                const float u = gc[t] * gc[t] + eps1;
+                ac[t] = 0.0f + u;
+                lv[0][t] = lv[0][t] + u;
+            }
+        } else {
+            for (int t = 0; t < CHUNK; t++) {
+                const float u = gc[t] * gc[t] + eps1;
+                ac[t] = ac[t] + u;
+                lv[0][t] = lv[0][t] + u;
+            }
+        }
+        const size_t i = c + 1;  // chunks summed so far
+        if ((i & mask) == 0)
+            for (int j = 1; j < LEVELS; j++) {
+                for (int t = 0; t < CHUNK; t++) {
+                    lv[j][t] = lv[j][t] + lv[j - 1][t];
+                    lv[j - 1][t] = 0;
+                }
+                if ((i & (mask << (j * lp))) != 0) break;
+            }
+    }
+    float ps[CHUNK];
+    for (int t = 0; t < CHUNK; t++) ps[t] = ((lv[0][t] + lv[1][t]) + lv[2][t]) + lv[3][t];
+    const size_t Cm = size * CHUNK, nt = C - Cm, nvec = C / V;
+    for (size_t k = 0; k < nt; k++) tail_u[k] = g[Cm + k] * g[Cm + k] + eps1;
+    for (size_t v = size * 4; v < nvec; v++)  // row_sum's leftover vectors, into the first
+        for (int l = 0; l < V; l++) ps[l] = ps[l] + tail_u[(v - size * 4) * V + (size_t)l];
+    for (int k = 1; k < 4; k++)
+        for (int l = 0; l < V; l++) ps[l] = ps[l] + ps[k * V + l];
+    float fin = 0;  // vectorized_inner_sum: the scalar tail first, then the 8 lanes in order
+    for (size_t k = nvec * V; k < C; k++) fin = fin + tail_u[k - Cm];
+    for (int l = 0; l < V; l++) fin = fin + ps[l];
+    return fin;
+}
+
 // The update U of elements [e0, e1) (flat index over the whole tensor) into out:
 // factored, _approx_sq_grad(row, col) * g = (rsqrt(row/row_mean) * rsqrt(col)) * g;
 // 1-D, rsqrt(v) * g.
@@ -230,6 +286,30 @@ static inline __attribute__((always_inline)) void afhf_update_body(const AfhfArg
 #pragma omp simd
         for (size_t e = e0; e < e1; e++) out[e - e0] = (1.0f / sqrtf(v[e])) * g[e];
     }
+}
+
+// Pass 2's chain when every row starts on a multiple of 8 elements (factored, C % 8 == 0):
+// U = (rf * cf) * g formed in registers and fed straight into torch's 8 norm lanes (lane l
+// takes the elements 8k + l: acc + RN(U*U), torch_sumsq_feed's order), with no buffer in
+// between; rows [0, rows) of the (batch*R, C) view, the lanes carried in and out of `lane`.
+static inline __attribute__((always_inline)) void afhf_u_sumsq_body(const AfhfArgs* a, float* restrict lane,
+                                                                    size_t rows) {
+    enum { V = 8 };
+    const size_t C = a->C, R = a->R;
+    float acc[V];
+    memcpy(acc, lane, sizeof acc);
+    for (size_t grow = 0; grow < rows; grow++) {
+        const float r = a->rf[grow];
+        const float* restrict cf = a->cf + (grow / R) * C;
+        const float* restrict g = a->g + grow * C;
+        for (size_t j = 0; j < C; j += V)
+            for (int l = 0; l < V; l++) {
+                const float U = (r * cf[j + (size_t)l]) * g[j + (size_t)l];
+                const float sq = U * U;
+                acc[l] = acc[l] + sq;
+            }
+    }
+    memcpy(lane, acc, sizeof acc);
 }
 
 // 1-D statistics, elements [lo, hi): v <- fma(u, 1-b2t, v*b2t), u = g*g + eps1
@@ -296,6 +376,8 @@ static inline __attribute__((always_inline)) void afhf_apply_body(const AfhfArgs
 
 typedef struct {
     void (*urow)(const AfhfArgs*, const float*, float*, float*, bool, size_t);
+    float (*row_fused)(const float*, float*, float*, size_t, float, bool);
+    void (*u_sumsq)(const AfhfArgs*, float*, size_t);
     void (*vec)(const AfhfArgs*, size_t, size_t);
     void (*apply)(const AfhfArgs*, size_t, size_t);
     TorchProduce produce;  // afhf_update_body for torch_sumsq_produced_f32
@@ -306,12 +388,20 @@ typedef struct {
                                      size_t Cm) {                                                               \
         afhf_urow_body(a, g, u, acc, first, Cm);                                                                \
     }                                                                                                           \
+    attr static float afhf_row_fused_##sfx(const float* g, float* acc, float* tail_u, size_t C, float eps1,     \
+                                           bool first) {                                                        \
+        return afhf_row_fused_body(g, acc, tail_u, C, eps1, first);                                             \
+    }                                                                                                           \
+    attr static void afhf_u_sumsq_##sfx(const AfhfArgs* a, float* lane, size_t rows) {                          \
+        afhf_u_sumsq_body(a, lane, rows);                                                                       \
+    }                                                                                                           \
     attr static void afhf_vec_##sfx(const AfhfArgs* a, size_t lo, size_t hi) { afhf_vec_body(a, lo, hi); }     \
     attr static void afhf_apply_##sfx(const AfhfArgs* a, size_t e0, size_t e1) { afhf_apply_body(a, e0, e1); }   \
     attr static void afhf_produce_##sfx(const void* ctx, float* out, size_t e0, size_t e1) {                   \
         afhf_update_body(ctx, out, e0, e1);                                                                     \
     }                                                                                                           \
-    static const AfhfKernels AFHF_##sfx = {afhf_urow_##sfx, afhf_vec_##sfx, afhf_apply_##sfx, afhf_produce_##sfx};
+    static const AfhfKernels AFHF_##sfx = {afhf_urow_##sfx,  afhf_row_fused_##sfx, afhf_u_sumsq_##sfx,          \
+                                           afhf_vec_##sfx,   afhf_apply_##sfx,     afhf_produce_##sfx};
 AFHF_KERNELS(portable, )
 #if defined(__x86_64__)
 AFHF_KERNELS(avx2, __attribute__((target("avx2,fma"))))
@@ -327,7 +417,8 @@ enum { AFHF_PIECE = 2048 };  // elements per work item of the elementwise passes
 // The statistics of one (R, C) matrix b: row <- fma(mean_c(u), 1-b2t, row*b2t) and the same
 // for col with mean_r(u) (update.mean(dim=-1) / mean(dim=-2): torch's cascade sums, one
 // division), then the factors rf = rsqrt(row / row.mean(-1)), cf = rsqrt(col).
-// One pass over g: threads take blocks of rows (torch_sum_dim0_block_rows), each row's sum is
+// One pass over g, one read per element (afhf_row_fused_body; rows narrower than 8 through a
+// row buffer): threads take blocks of rows (torch_sum_dim0_block_rows), each row's sum is
 // complete in its thread and each block's column sums are torch's level-0 sums; the levels
 // above are replayed per column after (torch_sum_dim0_combine), so nothing depends on threads.
 static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const AfhfArgs* a, size_t b) {
@@ -343,9 +434,15 @@ static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const A
         float* acc = sc->part + blk * Cm;
         const size_t i1 = (blk + 1) * B < R ? (blk + 1) * B : R;
         for (size_t i = blk * B; i < i1; i++) {
-            k->urow(a, gb + i * C, u, acc, i == blk * B, Cm);
-            row[i] = fmaf(torch_sum_f32(u, C) / (float)C, a->add, row[i] * a->keep);
-            if (Ct) memcpy(sc->tail + i * Ct, u + Cm, Ct * sizeof(float));
+            float sum;
+            if (C >= 8) {  // one read of the row; its u values after C/32*32 land in u
+                sum = k->row_fused(gb + i * C, acc, u, C, a->eps1, i == blk * B);
+            } else {
+                k->urow(a, gb + i * C, u, acc, i == blk * B, Cm);
+                sum = torch_sum_f32(u, C);
+            }
+            row[i] = fmaf(sum / (float)C, a->add, row[i] * a->keep);
+            if (Ct) memcpy(sc->tail + i * Ct, C >= 8 ? u : u + Cm, Ct * sizeof(float));
         }
     }
     enum { W = 256 };
@@ -363,11 +460,12 @@ static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const A
 }
 
 // The step in three passes over memory (the reductions' dependencies allow no fewer):
-//  1. the statistics from g (factored: afhf_matrix_stats; 1-D: v);
-//  2. RMS(U), U produced on the fly by the thread that runs torch's norm chain over it (two
-//     multiplications per element: the chain's latency is the limit), and RMS(p) alongside on
-//     a second thread (p is unchanged until pass 3);
-//  3. p (and m) updated, U recomputed from g and the factors.
+//  1. the statistics from g (factored: afhf_matrix_stats, one fused read per row; 1-D: v);
+//  2. RMS(U), U formed in registers by the thread that runs torch's norm chain over it (two
+//     multiplications per element: the chain's latency is the limit; afhf_u_sumsq_body when
+//     rows start on multiples of 8, else through an L1 buffer), and RMS(p) alongside on a
+//     second thread (p is unchanged until pass 3);
+//  3. p (and m) updated, U recomputed from g and the factors; pieces claimed dynamically.
 static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
     AdafactorHfState* s = (AdafactorHfState*)st;
     const size_t n = shape_numel(&st->shape);
@@ -392,8 +490,22 @@ static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfi
     }
 
     // torch's _rms(x): x.norm(2) (a 0-d fp32 tensor) / (numel ** 0.5), for U and for p
-    float sumsq_u, sumsq_p;
-    torch_sumsq_produced_f32(n, k->produce, &a, p, &sumsq_u, &sumsq_p);
+    float sumsq_u = 0, sumsq_p = 0;
+    if (a.rf && a.C % 8 == 0) {  // U's chain fused (afhf_u_sumsq_body), p's on a second thread
+#pragma omp parallel num_threads(omp_get_max_threads() > 1 ? 2 : 1) if (n >= 65536)
+        {
+            const int side = omp_get_num_threads() > 1 ? 1 : 0;
+            if (omp_get_thread_num() == 0) {
+                TorchSumsq acc;
+                torch_sumsq_init(&acc);
+                k->u_sumsq(&a, acc.lane, n / a.C);
+                sumsq_u = torch_sumsq_finish(&acc, NULL, 0);
+            }
+            if (omp_get_thread_num() == side) sumsq_p = torch_sumsq_f32(p, n);
+        }
+    } else {
+        torch_sumsq_produced_f32(n, k->produce, &a, p, &sumsq_u, &sumsq_p);
+    }
     const float sqrt_n = (float)pow((double)n, 0.5);
     const float rms = sqrtf(sumsq_p) / sqrt_n;
     *s->rms = rms;
@@ -420,7 +532,10 @@ static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfi
     a.decay = c->weight_decay != 0;
     // p.add_(p, alpha=-wd*lr): alpha a double, or fp32 when lr is the fp32 tensor
     a.alpha = lr_is_f32 ? (float)(-c->weight_decay) * lr_f32 : (float)(-c->weight_decay * lr_t);
-#pragma omp parallel for schedule(static) if (n >= 65536)
+    // pieces claimed as threads come free (8 at a time, 64 KiB of p): on a machine shared with
+    // other processes a descheduled thread no longer holds back a fixed half of the pass;
+    // elementwise, so the bits do not depend on which thread takes which piece
+#pragma omp parallel for schedule(dynamic, 8) if (n >= 65536)
     for (size_t i = 0; i < n_pieces; i++) k->apply(&a, i * AFHF_PIECE, (i + 1) * AFHF_PIECE < n ? (i + 1) * AFHF_PIECE : n);
 }
 

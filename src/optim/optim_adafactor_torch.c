@@ -154,6 +154,37 @@ static inline __attribute__((always_inline)) float aft_row_body(const float* res
     return torch_sumsq_finish(&acc, g + C8, C - C8);
 }
 
+// Two consecutive rows of pass 1 (rows i, i+1 of one matrix, i even) in one loop: each
+// column's sum of squares takes row i's square and then row i+1's (vector_norm(dim=-2): rows
+// in order from 0; colsq = 0 + sq on row 0), and the two rows' norm chains, independent of
+// each other (each is torch_sumsq_f32's order from its row's start), advance side by side so
+// that neither waits on its own addition latency. The rows' sums of squares into sumsq[0..1].
+static inline __attribute__((always_inline)) void aft_rows2_body(const float* restrict g0, const float* restrict g1,
+                                                                 float* restrict colsq, size_t C, bool first,
+                                                                 float* restrict sumsq) {
+    enum { V = 8 };
+    TorchSumsq c0, c1;
+    torch_sumsq_init(&c0);
+    torch_sumsq_init(&c1);
+    const size_t C8 = C - C % V;
+    for (size_t j = 0; j < C8; j += V)
+        for (int l = 0; l < V; l++) {
+            const size_t jl = j + (size_t)l;
+            const float s0 = g0[jl] * g0[jl], s1 = g1[jl] * g1[jl];
+            const float c = first ? 0.0f + s0 : colsq[jl] + s0;
+            colsq[jl] = c + s1;
+            c0.lane[l] = c0.lane[l] + s0;
+            c1.lane[l] = c1.lane[l] + s1;
+        }
+    for (size_t j = C8; j < C; j++) {
+        const float s0 = g0[j] * g0[j], s1 = g1[j] * g1[j];
+        const float c = first ? 0.0f + s0 : colsq[j] + s0;
+        colsq[j] = c + s1;
+    }
+    sumsq[0] = torch_sumsq_finish(&c0, g0 + C8, C - C8);
+    sumsq[1] = torch_sumsq_finish(&c1, g1 + C8, C - C8);
+}
+
 // The update U of elements [e0, e1) (flat index) into out:
 // factored, V = clamp(row*col / row_mean, eps1^2); 1-D, V = clamp(variance, eps1^2);
 // U = rsqrt(V) * g
@@ -257,6 +288,7 @@ static inline __attribute__((always_inline)) void aft_apply_stored_body(const Af
 
 typedef struct {
     float (*row)(const float*, float*, size_t, bool);
+    void (*rows2)(const float*, const float*, float*, size_t, bool, float*);
     void (*vec)(const AftArgs*, size_t, size_t);
     void (*apply)(const AftArgs*, size_t, size_t);
     void (*apply_stored)(const AftArgs*, const float*, size_t, size_t);
@@ -267,6 +299,11 @@ typedef struct {
     attr static float aft_row_##sfx(const float* g, float* colsq, size_t C, bool first) {                      \
         return aft_row_body(g, colsq, C, first);                                                               \
     }                                                                                                          \
+    attr static void aft_rows2_##sfx(const float* g0, const float* g1, float* colsq, size_t C, bool first,     \
+                                     float* sumsq) {                                                           \
+        if (first) aft_rows2_body(g0, g1, colsq, C, true, sumsq);                                              \
+        else aft_rows2_body(g0, g1, colsq, C, false, sumsq);                                                   \
+    }                                                                                                          \
     attr static void aft_vec_##sfx(const AftArgs* a, size_t lo, size_t hi) { aft_vec_body(a, lo, hi); }        \
     attr static void aft_apply_##sfx(const AftArgs* a, size_t e0, size_t e1) { aft_apply_body(a, e0, e1); }    \
     attr static void aft_apply_stored_##sfx(const AftArgs* a, const float* U, size_t e0, size_t e1) {          \
@@ -275,8 +312,8 @@ typedef struct {
     attr static void aft_produce_##sfx(const void* ctx, float* out, size_t e0, size_t e1) {                    \
         aft_update_body(ctx, out, e0, e1);                                                                     \
     }                                                                                                          \
-    static const AftKernels AFT_##sfx = {aft_row_##sfx, aft_vec_##sfx, aft_apply_##sfx, aft_apply_stored_##sfx,  \
-                                        aft_produce_##sfx};
+    static const AftKernels AFT_##sfx = {aft_row_##sfx,   aft_rows2_##sfx,        aft_vec_##sfx,                   \
+                                        aft_apply_##sfx, aft_apply_stored_##sfx, aft_produce_##sfx};
 AFT_KERNELS(portable, )
 #if defined(__x86_64__)
 AFT_KERNELS(avx2, __attribute__((target("avx2,fma"))))
@@ -328,10 +365,16 @@ static void aft_stats(AdafactorTorchState* s, const AftKernels* k, const AftArgs
         const float* gb = a->g + b * R * C;  // (R, C)
         float* row = s->row + b * R;         // (R, 1)
         float* colsq = s->sc.colsq + b * C;  // (C)
-        for (size_t i = 0; i < R; i++) {
-            // vector_norm(g, dim=-1).square_().div_(C): the norm is rounded, then squared
-            const float norm = sqrtf(k->row(gb + i * C, colsq, C, i == 0));
-            row[i] = torch_lerp(row[i], (norm * norm) / (float)C, a->w);
+        for (size_t i = 0; i < R;) {
+            float sumsq[2];
+            size_t rows = 2;
+            if (i + 1 < R) k->rows2(gb + i * C, gb + (i + 1) * C, colsq, C, i == 0, sumsq);
+            else sumsq[0] = k->row(gb + i * C, colsq, C, i == 0), rows = 1;
+            for (size_t r = 0; r < rows; r++, i++) {
+                // vector_norm(g, dim=-1).square_().div_(C): the norm is rounded, then squared
+                const float norm = sqrtf(sumsq[r]);
+                row[i] = torch_lerp(row[i], (norm * norm) / (float)C, a->w);
+            }
         }
         // (R, 1): torch coalesces the column into one contiguous row and runs the last-dim kernel
         if (C == 1) colsq[0] = torch_sumsq_f32(gb, R);
@@ -339,12 +382,13 @@ static void aft_stats(AdafactorTorchState* s, const AftKernels* k, const AftArgs
 }
 
 // The step in three passes over memory (the reductions' dependencies allow no fewer):
-//  1. one thread sweeps g for the row and column statistics (1-D: the variance) while a second
-//     runs torch's norm chain over p (param.norm(2), needed for alpha);
+//  1. one thread sweeps g for the row and column statistics, two rows per loop (aft_rows2_body:
+//     two independent row chains; 1-D: the variance) while a second runs torch's norm chain
+//     over p (param.norm(2), needed for alpha);
 //  2. norm2(U): every thread produces U (two divisions and a square root per element) while
 //     thread 0 runs the norm chain over it in order;
 //  3. p updated, U recomputed from g and the statistics (up to AFT_STORE_MAX elements U is
-//     stored in pass 2 and read back instead).
+//     stored in pass 2 and read back instead); pieces claimed dynamically.
 static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
     AdafactorTorchState* s = (AdafactorTorchState*)st;
     const size_t n = shape_numel(&st->shape);
@@ -399,7 +443,9 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
     const double denom = fmax(1.0, u_norm / (pow((double)n, 0.5) * c->d));  // max(1.0, NaN) = 1.0
     a.a = (float)(-alpha / denom);  // add_(update, alpha=-alpha/denom): fma(U, f32(alpha), p)
     const size_t n_pieces = (n + AFT_PIECE - 1) / AFT_PIECE;
-#pragma omp parallel for schedule(static) if (n >= 65536)
+    // pieces claimed as threads come free (2 at a time, 64 KiB of p): a descheduled thread no
+    // longer holds back a fixed half of the pass; elementwise, so thread-count independent
+#pragma omp parallel for schedule(dynamic, 2) if (n >= 65536)
     for (size_t i = 0; i < n_pieces; i++) {
         const size_t e0 = i * AFT_PIECE, e1 = (i + 1) * AFT_PIECE < n ? (i + 1) * AFT_PIECE : n;
         if (stored) k->apply_stored(&a, g_aft_u, e0, e1);
