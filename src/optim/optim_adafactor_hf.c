@@ -325,11 +325,14 @@ static inline __attribute__((always_inline)) void afhf_vec_body(const AfhfArgs* 
 // v and U = rsqrt(v[t]) * g[t]), U recomputed in the loop that updates p so that g, p (and m)
 // stream together:
 // U <- (U / clip) * lr ; [m <- fma(U, 1-b1, m*b1), U = m] ; [p <- fma(alpha, p, p)] ; p <- p - U
-// `decay` and `beta1` are constants at every call, so each combination is its own loop.
+// `decay`, `beta1` and `clip1` are constants at every call, so each combination is its own
+// loop. clip1: RMS(U) <= clip_threshold, the divisor is exactly 1 and U / 1 == U for every U
+// (NaN and infinities included), so the division (the costliest instruction of the loop) is
+// left out without changing a bit.
 static inline __attribute__((always_inline)) void afhf_apply_run(const AfhfArgs* a, float* restrict p,
                                                                  float* restrict m, const float* restrict g,
                                                                  const float* restrict cf, float r, size_t len,
-                                                                 bool factored, bool decay, bool beta1) {
+                                                                 bool factored, bool decay, bool beta1, bool clip1) {
     const float clip = a->clip, lr = a->lr, b1 = a->b1, w1 = a->w1, alpha = a->alpha;
 #pragma omp simd
     for (size_t t = 0; t < len; t++) {
@@ -337,41 +340,48 @@ static inline __attribute__((always_inline)) void afhf_apply_run(const AfhfArgs*
         float pt = p[t];
         if (decay) pt = fmaf(alpha, pt, pt);  // p.add_(p, alpha=-wd*lr) comes before p.add_(-update)
         if (beta1) {
-            const float mt = fmaf(w1, (U / clip) * lr, m[t] * b1);
+            const float mt = fmaf(w1, (clip1 ? U : U / clip) * lr, m[t] * b1);
             m[t] = mt;
             pt = pt - mt;
         } else {
-            pt = pt - (U / clip) * lr;
+            pt = pt - (clip1 ? U : U / clip) * lr;
         }
         p[t] = pt;
     }
 }
 
 static inline __attribute__((always_inline)) void afhf_apply_runs(const AfhfArgs* a, size_t e0, size_t e1,
-                                                                  bool decay, bool beta1) {
+                                                                  bool decay, bool beta1, bool clip1) {
     float* m = beta1 ? a->m : NULL;
     if (!a->rf) {
-        afhf_apply_run(a, a->p + e0, m ? m + e0 : NULL, a->g + e0, a->v + e0, 0, e1 - e0, false, decay, beta1);
+        afhf_apply_run(a, a->p + e0, m ? m + e0 : NULL, a->g + e0, a->v + e0, 0, e1 - e0, false, decay, beta1,
+                       clip1);
         return;
     }
     const size_t C = a->C, R = a->R;
     for (size_t e = e0; e < e1;) {
         const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
         afhf_apply_run(a, a->p + e, m ? m + e : NULL, a->g + e, a->cf + (grow / R) * C + j, a->rf[grow], len, true,
-                       decay, beta1);
+                       decay, beta1, clip1);
         e += len;
     }
 }
 
 // Elements [e0, e1) of the update pass.
-static inline __attribute__((always_inline)) void afhf_apply_body(const AfhfArgs* a, size_t e0, size_t e1) {
+static inline __attribute__((always_inline)) void afhf_apply_clip(const AfhfArgs* a, size_t e0, size_t e1,
+                                                                  bool clip1) {
     if (a->decay) {
-        if (a->beta1) afhf_apply_runs(a, e0, e1, true, true);
-        else afhf_apply_runs(a, e0, e1, true, false);
+        if (a->beta1) afhf_apply_runs(a, e0, e1, true, true, clip1);
+        else afhf_apply_runs(a, e0, e1, true, false, clip1);
     } else {
-        if (a->beta1) afhf_apply_runs(a, e0, e1, false, true);
-        else afhf_apply_runs(a, e0, e1, false, false);
+        if (a->beta1) afhf_apply_runs(a, e0, e1, false, true, clip1);
+        else afhf_apply_runs(a, e0, e1, false, false, clip1);
     }
+}
+
+static inline __attribute__((always_inline)) void afhf_apply_body(const AfhfArgs* a, size_t e0, size_t e1) {
+    if (a->clip == 1.0f) afhf_apply_clip(a, e0, e1, true);
+    else afhf_apply_clip(a, e0, e1, false);
 }
 
 typedef struct {
@@ -414,6 +424,14 @@ static const AfhfKernels* afhf_kernels(void) { return &AFHF_portable; }
 
 enum { AFHF_PIECE = 2048 };  // elements per work item of the elementwise passes (8 KiB)
 
+// Columns [j0, j1) of one matrix: col <- fma(mean_r(u), 1-b2t, col*b2t), cf = rsqrt(col).
+static void afhf_col_factors(const AfhfArgs* a, float* col, float* cf, const float* colsum, size_t j0, size_t j1) {
+    for (size_t j = j0; j < j1; j++) {
+        col[j] = fmaf(colsum[j] / (float)a->R, a->add, col[j] * a->keep);
+        cf[j] = 1.0f / sqrtf(col[j]);
+    }
+}
+
 // The statistics of one (R, C) matrix b: row <- fma(mean_c(u), 1-b2t, row*b2t) and the same
 // for col with mean_r(u) (update.mean(dim=-1) / mean(dim=-2): torch's cascade sums, one
 // division), then the factors rf = rsqrt(row / row.mean(-1)), cf = rsqrt(col).
@@ -428,31 +446,39 @@ static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const A
     const float* gb = a->g + b * R * C;  // (R, C)
     float* row = s->row + b * R;         // (R)
     float* col = s->col + b * C;         // (C)
-#pragma omp parallel for schedule(dynamic, 1) if (R * C >= 65536)
-    for (size_t blk = 0; blk < n_blocks; blk++) {
-        float* u = sc->urow + (size_t)omp_get_thread_num() * C;
-        float* acc = sc->part + blk * Cm;
-        const size_t i1 = (blk + 1) * B < R ? (blk + 1) * B : R;
-        for (size_t i = blk * B; i < i1; i++) {
-            float sum;
-            if (C >= 8) {  // one read of the row; its u values after C/32*32 land in u
-                sum = k->row_fused(gb + i * C, acc, u, C, a->eps1, i == blk * B);
-            } else {
-                k->urow(a, gb + i * C, u, acc, i == blk * B, Cm);
-                sum = torch_sum_f32(u, C);
+    float* cf = sc->cf + b * C;
+    enum { W = 256 };
+    // One parallel region for both loops (one fork and join fewer per matrix): the blocks, then,
+    // after the implicit barrier of the first loop, the column combine and factors by chunks.
+#pragma omp parallel if (R * C >= 65536)
+    {
+#pragma omp for schedule(dynamic, 1)
+        for (size_t blk = 0; blk < n_blocks; blk++) {
+            float* u = sc->urow + (size_t)omp_get_thread_num() * C;
+            float* acc = sc->part + blk * Cm;
+            const size_t i1 = (blk + 1) * B < R ? (blk + 1) * B : R;
+            for (size_t i = blk * B; i < i1; i++) {
+                float sum;
+                if (C >= 8) {  // one read of the row; its u values after C/32*32 land in u
+                    sum = k->row_fused(gb + i * C, acc, u, C, a->eps1, i == blk * B);
+                } else {
+                    k->urow(a, gb + i * C, u, acc, i == blk * B, Cm);
+                    sum = torch_sum_f32(u, C);
+                }
+                row[i] = fmaf(sum / (float)C, a->add, row[i] * a->keep);
+                if (Ct) memcpy(sc->tail + i * Ct, C >= 8 ? u : u + Cm, Ct * sizeof(float));
             }
-            row[i] = fmaf(sum / (float)C, a->add, row[i] * a->keep);
-            if (Ct) memcpy(sc->tail + i * Ct, C >= 8 ? u : u + Cm, Ct * sizeof(float));
+        }
+#pragma omp for schedule(static)
+        for (size_t j = 0; j < Cm; j += W) {
+            const size_t j1 = j + W < Cm ? j + W : Cm;
+            torch_sum_dim0_combine(sc->colsum, sc->part, Cm, R, j, j1);
+            afhf_col_factors(a, col, cf, sc->colsum, j, j1);
         }
     }
-    enum { W = 256 };
-#pragma omp parallel for schedule(static) if (R * Cm >= 65536)
-    for (size_t j = 0; j < Cm; j += W) torch_sum_dim0_combine(sc->colsum, sc->part, Cm, R, j, j + W < Cm ? j + W : Cm);
-    if (Ct) torch_sum_dim0_tail_f32(sc->colsum + Cm, sc->tail, Ct, R, C, Cm);
-    float* cf = sc->cf + b * C;
-    for (size_t j = 0; j < C; j++) {
-        col[j] = fmaf(sc->colsum[j] / (float)R, a->add, col[j] * a->keep);
-        cf[j] = 1.0f / sqrtf(col[j]);
+    if (Ct) {
+        torch_sum_dim0_tail_f32(sc->colsum + Cm, sc->tail, Ct, R, C, Cm);
+        afhf_col_factors(a, col, cf, sc->colsum, Cm, C);
     }
     const float row_mean = torch_sum_f32(row, R) / (float)R;
     float* rf = sc->rf + b * R;
