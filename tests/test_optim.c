@@ -391,6 +391,7 @@ static void test_adafactor_statistics_equal_whole_array_reductions(void** s) {
         {1, 1, 9},   {1, 3, 8},    {1, 17, 15},  {1, 5, 31},   {1, 33, 32},  {1, 2, 33},   {1, 16, 40},  {1, 7, 63},
         {1, 3, 65},  {1, 64, 96},  {1, 9, 100},  {1, 4, 129},  {1, 31, 513}, {1, 12, 8339}, {1, 2, 140001},
         {1, 301, 300}, {1, 2500, 40}, {1, 70, 1000}, {1, 37, 4001}, {2, 3, 40},  {3, 16, 24},  {2, 5, 7},
+        {3, 33, 700},
     };
     const Optimizer* optims[] = {&optim_adafactor_hf, &optim_adafactor_torch};
     size_t checked = 0;
