@@ -30,18 +30,25 @@
 //   dlogits (B*L)
 //   = f * (8*N*D + 2*N*F + 2*B*D + B*L)
 // batch: ids int64 (8*N), labels int32 (4*B), additive key-padding mask fp32 (4*N)
+// mixed modes, the low-dtype copies kept from the forward for the backward (layers.h LowCopy:
+//   autograd saves a GEMM's low input for the dW product instead of casting the fp32 value
+//   again), l bytes each: per layer the layer input x (q/k/v's operand), q, k, v, ctx, h1
+//   (lin1's operand) (6*N*D), GELU's output g (N*F, lin2's operand) and the P the PV product
+//   reads (B*H*T*T), counted in saved_layer_bytes; the classifier's two inputs (2*B*D)
+//   = l * (6*N*D + N*F + B*H*T*T) per layer + l * 2*B*D
+// mixed modes, the low copies of the weights (autocast's cast cache: each weight cast once per
+//   forward, read by the forward GEMM and by backward's dX GEMM): every linear's weight,
+//   l * (layers * (4*D*D + 2*D*F) + D*D + L*D)
 // transient (the largest temporaries a step needs at once), with W = the threads the step runs
 // on (attention's heads run in parallel, each thread on one head at a time):
 //   fp32: per thread, the score gradient before and after the softmax backward (2*T*T*f); a
 //   bias gradient's column sums (F * (8 + f)), double-accumulated as torch's sum
 //   mixed modes, in addition: per thread, one head's product in the low dtype before widening
-//   (T * max(T, D/H) * l) and the score gradient as a GEMM operand (T*T*l); the low-dtype GEMM
-//   operands autocast casts, i.e. the layer input x once for q/k/v (N*D), q, k, v, P and dctx
-//   for the attention products (4*N*D + B*H*T*T), a linear's activation operand (its input x, or in the backward its
-//   output gradient dy: N*F at most), its second operand (the weight, F*D, for y and dx; or the
-//   input x, N*F at most, for dW: not both at once, so the larger of the two) and its output
-//   before widening (N*F), all times l; and one fp32 weight-gradient temporary (F*D*f: a weight
-//   gradient is rounded to the low dtype before it is added to the accumulated gradient, amp.h)
+//   (T * max(T, D/H) * l) and the score gradient as a GEMM operand (T*T*l); the backward's
+//   low-dtype operands cast per use: dctx for the attention products (N*D) and a linear's
+//   output gradient dy (N*F at most); a linear's low output before widening (N*F at most),
+//   all times l; and one fp32 weight-gradient temporary (F*D*f: a weight gradient is rounded
+//   to the low dtype before it is added to the accumulated gradient, amp.h)
 //
 // The workspace (model.c) and the layers' scratch (layers.c) are one way to hold these; the
 // trainer's measured figure is compared with this estimate in `trainbench memory` and in
@@ -55,19 +62,16 @@ ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, in
     const size_t f = sizeof(float), P = B * H * T * T;
     const size_t FF = F > D ? F : D;  // the widest linear side (hidden_dim in DistilBERT)
     ActivationEstimate e = {0};
-    e.saved_layer_bytes = f * (8 * N * D + 2 * N * F + P + 4 * N);
-    e.saved_bytes = Ly * e.saved_layer_bytes + f * (2 * N * D + 2 * N + 3 * B * D + 2 * B * L);
+    const size_t l = low == DTYPE_F32 ? 0 : dtype_traits(low)->size;  // no low copies in fp32
+    e.saved_layer_bytes = f * (8 * N * D + 2 * N * F + P + 4 * N) + l * (6 * N * D + N * F + P);
+    e.saved_bytes = Ly * e.saved_layer_bytes + f * (2 * N * D + 2 * N + 3 * B * D + 2 * B * L) + l * 2 * B * D;
+    e.low_weight_bytes = l * (Ly * (4 * D * D + 2 * D * F) + D * D + L * D);
     e.grad_bytes = f * (8 * N * D + 2 * N * F + 2 * B * D + B * L);
     e.batch_bytes = 8 * N + 4 * B + 4 * N;
     const size_t W = (size_t)threads, dh = D / H, TD = T > dh ? T : dh;
     e.transient_bytes = W * 2 * T * T * f + FF * (8 + f);
-    if (low != DTYPE_F32) {
-        const size_t l = dtype_traits(low)->size;
-        const size_t second = FF * D > N * FF ? FF * D : N * FF;  // weight (y, dx) or input x (dW)
-        e.transient_bytes += W * l * (T * TD + T * T) + l * (N * D + 4 * N * D + P + N * FF + second + N * FF) +
-                             FF * D * f;
-    }
-    e.total_bytes = e.saved_bytes + e.grad_bytes + e.batch_bytes + e.transient_bytes;
+    if (low != DTYPE_F32) e.transient_bytes += W * l * (T * TD + T * T) + l * (N * D + N * FF + N * FF) + FF * D * f;
+    e.total_bytes = e.saved_bytes + e.low_weight_bytes + e.grad_bytes + e.batch_bytes + e.transient_bytes;
     return e;
 }
 

@@ -14,12 +14,14 @@
 #include "model/model.h"
 
 typedef struct {
-    size_t saved_bytes;      // forward activations kept for the backward (all layers)
+    size_t saved_bytes;      // forward activations kept for the backward (all layers; in the
+                             // mixed modes with the low copies of the GEMM inputs)
     size_t saved_layer_bytes;// of which one transformer layer
+    size_t low_weight_bytes; // mixed modes: the weights' low copies (autocast's cast cache)
     size_t grad_bytes;       // the backward's activation-gradient buffers (live at once)
     size_t batch_bytes;      // input ids, labels, padding mask
     size_t transient_bytes;  // low-dtype GEMM operand copies and per-head attention temporaries
-    size_t total_bytes;      // the sum of the four above
+    size_t total_bytes;      // the sum of the five above
 } ActivationEstimate;
 
 // How far a trainer's measured workspace (activation arena + kept GEMM scratch after one real

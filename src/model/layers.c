@@ -69,6 +69,33 @@ static void* grow(void** buf, size_t* cap, size_t bytes) {
     return *buf;
 }
 
+void layer_ctx_keep(LayerCtx* c, LowCopy* kept, int count) {
+    CHECK(count == 0 || kept, "kept copies without a table");
+    for (int i = 0; i < count; i++) kept[i].valid = false;
+    c->kept = kept;
+    c->kept_count = count;
+}
+
+// The kept copy of src (n values), or NULL: none registered (or fp32 mode). A linear search:
+// a model registers under 100 arrays and a step looks up a few per GEMM.
+static LowCopy* kept_find(const LayerCtx* c, const float* src, size_t n) {
+    if (c->low == DTYPE_F32) return NULL;
+    for (int i = 0; i < c->kept_count; i++)
+        if (c->kept[i].src == src && c->kept[i].n == n) return &c->kept[i];
+    return NULL;
+}
+
+// For the layer that produces src: where to write src's low copy (the kept storage, marked
+// valid: the caller writes it now), or NULL when src has none. *low_only (may be NULL): the
+// caller may leave src's fp32 values unwritten.
+static void* kept_produce(LayerCtx* c, const float* src, size_t n, bool* low_only) {
+    LowCopy* k = kept_find(c, src, n);
+    if (low_only) *low_only = k && k->low_only;
+    if (!k) return NULL;
+    k->valid = true;
+    return k->low;
+}
+
 size_t layer_ctx_scratch_bytes(const LayerCtx* c) {
     size_t t = 0;
     for (int i = 0; i < LAYER_SCRATCH_COUNT; i++) t += c->scratch_bytes[i];
@@ -168,13 +195,19 @@ static void low_rows(RowsOp op, float* C, int ldc, DType dt, char* cl, int M, in
 }
 
 // The GEMM operand for an fp32 tensor x (n): x itself in fp32 mode, else x rounded to the low
-// dtype in a scratch slot (autocast's cast of a GEMM input; exact when x already holds low values).
+// dtype (autocast's cast of a GEMM input; exact when x already holds low values): x's kept copy
+// when x is registered (LowCopy: converted by the first call of the forward, reused after),
+// else a conversion into the scratch slot.
 static const void* gemm_input(LayerCtx* c, int slot, const float* x, size_t n) {
     if (c->low == DTYPE_F32) return x;
-    if (slot == LAYER_SCRATCH_A) c->operand_of = NULL;
+    LowCopy* k = kept_find(c, x, n);
+    if (k && k->valid) return k->low;
+    CHECK(!k || !k->low_only, "the low-only array %p read before its producer wrote it", (const void*)x);
+    if (!k && slot == LAYER_SCRATCH_A) c->operand_of = NULL;
     const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
-    void* dst = scratch(c, slot, n * dtype_traits(c->low)->size);
+    void* dst = k ? k->low : scratch(c, slot, n * dtype_traits(c->low)->size);
     narrow_par(dst, c->low, x, n);
+    if (k) k->valid = true;
     phase_enter(c->clock, prev);
     return dst;
 }
@@ -194,10 +227,13 @@ typedef enum { OUT_LOW, OUT_F32, OUT_LOW_ADD, OUT_LOW_PRESET } OutKind;
 // OUT_LOW_PRESET (low modes, beta != 0): as OUT_LOW, but the caller already wrote the low C
 // into the low C buffer, so C is not read (a linear's bias rows: see below).
 // The low C (M, N), packed, is scratch slot C, or cl_dst when given (low modes: a caller that
-// keeps the result's low copy as the next GEMM's operand, instead of narrowing C again).
+// keeps the result's low copy as the next GEMM's operand, instead of narrowing C again). With
+// cl_dst, C may be NULL (OUT_LOW, OUT_LOW_PRESET): the low result is all the caller needs, and
+// the widening pass is skipped.
 static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int K, const void* A, int lda,
                     const void* B, int ldb, float beta, float* C, int ldc, OutKind out, void* cl_dst) {
     CHECK((out != OUT_LOW_ADD && out != OUT_LOW_PRESET) || c->low != DTYPE_F32, "low-only output kind in fp32 mode");
+    CHECK(C || (c->low != DTYPE_F32 && cl_dst && (out == OUT_LOW || out == OUT_LOW_PRESET)), "no fp32 C to write");
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta,
                   .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb};
     if (c->low == DTYPE_F32 || out == OUT_F32) {
@@ -220,6 +256,7 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
     g.ldc = N;
     Status s = gemm_run(gemm, &g);
     if (!status_is_ok(s)) return s;
+    if (!C) return status_ok();
     const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
     low_rows(out == OUT_LOW_ADD ? ROWS_WIDEN_ADD : ROWS_WIDEN, C, ldc, c->low, cl, M, N);
     phase_enter(c->clock, prev);
@@ -429,7 +466,8 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
 // linear_forward with x already a GEMM operand xl (N, IC) (gemm_input of x; not in slot B,
 // BIAS or C, which this uses): attention converts its input once for q, k and v. yl: NULL, or
 // (low modes) where the low-dtype result (N, OC) is to stay, packed, as the operand of a later
-// GEMM (y receives it widened, as always; the two hold the same values).
+// GEMM (y receives it widened; the two hold the same values), and then y may be NULL (low
+// modes: nothing reads the fp32 result).
 static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl, const float* W, const float* b,
                                 int N, int IC, int OC) {
     const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
@@ -608,16 +646,20 @@ GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x
     }
 }
 
-// yl: NULL, or where y's low copy (n, dt) goes as well, chunk by chunk while it is in cache
+// yl: NULL, or where y's low copy (n, dt) goes as well, chunk by chunk while it is in cache;
+// with yl, y may be NULL (only the low copy is wanted: the chunk is computed in a local buffer)
 static void gelu_forward_into(float* y, void* yl, const float* x, size_t n, DType dt) {
     enum { CH = 256 };  // rounded chunk by chunk while the values are in cache (element-wise)
+    CHECK(y || yl);
     const size_t es = dtype_traits(dt)->size;
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
-        gelu_rows(y + i0, x + i0, m);
-        round_to(y + i0, m, dt);
-        if (yl) dtype_from_f32_row((char*)yl + i0 * es, dt, y + i0, m);  // exact: y holds dt values
+        float t[CH];
+        float* yc = y ? y + i0 : t;  // (m)
+        gelu_rows(yc, x + i0, m);
+        round_to(yc, m, dt);
+        if (yl) dtype_from_f32_row((char*)yl + i0 * es, dt, yc, m);  // exact: yc holds dt values
     }
 }
 
@@ -626,6 +668,13 @@ void gelu_forward(float* y, const float* x, size_t n, DType dt) { gelu_forward_i
 void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n) {
     if (c->low == DTYPE_F32) {
         gelu_forward(y, x, n, DTYPE_F32);
+        return;
+    }
+    bool low_only;
+    void* kept = kept_produce(c, y, n, &low_only);  // y's kept copy: lin2's forward and dW read it
+    if (kept) {
+        c->operand_of = NULL;
+        gelu_forward_into(low_only ? NULL : y, kept, x, n, c->low);
         return;
     }
     void* yl = scratch(c, LAYER_SCRATCH_A, n * dtype_traits(c->low)->size);  // (n) low
@@ -745,7 +794,8 @@ size_t attention_work_floats(int B, int T, int D) { return 4 * (size_t)B * (size
 // worker's buffer, widened row by row here (mm_on's OUT_LOW, without its parallel passes: this
 // runs inside the (b, h) loop).
 // cl_dst (low modes; may be NULL): the low C goes there, leading dimension ldcl, instead of the
-// worker's packed buffer, and stays there as a later GEMM's operand (attention's merged context).
+// worker's packed buffer, and stays there as a later GEMM's operand (attention's merged context);
+// then C may be NULL (nothing reads the fp32 values: no widening).
 static Status head_mm(const LayerCtx* c, HeadWorker* w, bool ta, bool tb, int M, int N, int K, const void* A,
                       int lda, const void* B, int ldb, float* C, int ldc, void* cl_dst, int ldcl) {
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = 0.0f,
@@ -767,6 +817,7 @@ static Status head_mm(const LayerCtx* c, HeadWorker* w, bool ta, bool tb, int M,
     g.ldc = ldcl;
     Status s = gemm_run(&w->gemm, &g);
     if (!status_is_ok(s)) return s;
+    if (!C) return status_ok();
     for (int i = 0; i < M; i++)
         dtype_to_f32_row(C + (size_t)i * (size_t)ldc, c->low, cl + (size_t)i * (size_t)ldcl * es, (size_t)N);
     return status_ok();
@@ -792,24 +843,38 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
     const size_t es = dtype_traits(low)->size;
     // q, k, v as the score and context products' operands (B, T, D): in a low mode the
     // linears leave their low results there (the values of q, k, v; no narrowing pass)
+    // (kept copies, when registered, are what the backward's products read again; q, k, v and
+    // ctx then need no fp32 values at all: only GEMMs read them)
     const void* ql = a->q;
     const void* kl = a->k;
     const void* vl = a->v;
+    float *qy = a->q, *ky = a->k, *vy = a->v, *ctxy = a->ctx;  // fp32 results; NULL: not written
     if (low != DTYPE_F32) {
-        ql = scratch(c, LAYER_SCRATCH_Q, nd * es);
-        kl = scratch(c, LAYER_SCRATCH_K, nd * es);
-        vl = scratch(c, LAYER_SCRATCH_V, nd * es);
+        bool lo;
+        if (!(ql = kept_produce(c, a->q, nd, &lo))) ql = scratch(c, LAYER_SCRATCH_Q, nd * es);
+        if (lo) qy = NULL;
+        if (!(kl = kept_produce(c, a->k, nd, &lo))) kl = scratch(c, LAYER_SCRATCH_K, nd * es);
+        if (lo) ky = NULL;
+        if (!(vl = kept_produce(c, a->v, nd, &lo))) vl = scratch(c, LAYER_SCRATCH_V, nd * es);
+        if (lo) vy = NULL;
     }
-    if (!status_is_ok(s = linear_forward_xl(c, a->q, (void*)ql, xl, w->Wq, w->bq, N, D, D))) return s;
-    if (!status_is_ok(s = linear_forward_xl(c, a->k, (void*)kl, xl, w->Wk, w->bk, N, D, D))) return s;
-    if (!status_is_ok(s = linear_forward_xl(c, a->v, (void*)vl, xl, w->Wv, w->bv, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, qy, (void*)ql, xl, w->Wq, w->bq, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, ky, (void*)kl, xl, w->Wk, w->bk, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, vy, (void*)vl, xl, w->Wv, w->bv, N, D, D))) return s;
     phase_enter(c->clock, PHASE_ATTENTION);
-    // the merged context as out_lin's operand (B, T, D): the heads' low results, in slot A
-    // (x's copy is no longer needed), widened into acts->ctx as well
-    void* ctxl = low == DTYPE_F32 ? NULL : scratch(c, LAYER_SCRATCH_A, nd * es);
+    // the merged context as out_lin's operand (B, T, D): the heads' low results, kept or in slot
+    // A (x's copy is no longer needed), widened into acts->ctx unless nothing reads that
+    void* ctxl = NULL;
+    if (low != DTYPE_F32) {
+        bool lo;
+        if (!(ctxl = kept_produce(c, a->ctx, nd, &lo))) ctxl = scratch(c, LAYER_SCRATCH_A, nd * es);
+        if (lo) ctxy = NULL;
+    }
     // R(P) for the context products: (B, H, T, T) in the GEMM dtype (P itself in fp32 mode)
     float* pv = a->drop.keep ? a->pd : a->p;  // what the PV product reads (dropout: P * noise)
-    void* pl = low == DTYPE_F32 ? (void*)pv : scratch(c, LAYER_SCRATCH_P, (size_t)B * (size_t)H * TT * es);
+    const size_t np = (size_t)B * (size_t)H * TT;
+    void* pl = pv;
+    if (low != DTYPE_F32 && !(pl = kept_produce(c, pv, np, NULL))) pl = scratch(c, LAYER_SCRATCH_P, np * es);
     if (!status_is_ok(s = heads_open(c, omp_get_max_threads()))) return s;
     const float scale = attention_scaling(dh);
     const DType pdt = key_mask ? DTYPE_F32 : low;
@@ -836,15 +901,15 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
             if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
             if (low != DTYPE_F32) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
-            hs = head_mm(c, hw, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D, a->ctx + off, D,
-                         ctxl ? (char*)ctxl + off * es : NULL, D);
+            hs = head_mm(c, hw, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D,
+                         ctxy ? ctxy + off : NULL, D, ctxl ? (char*)ctxl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);
     }
     if (!status_is_ok(first)) return first;
     phase_enter(c->clock, PHASE_OUT_GEMM);
     if (low == DTYPE_F32) return linear_forward(c, out, a->ctx, w->Wo, w->bo, N, D, D);
-    c->operand_of = NULL;  // slot A now holds ctx's low copy
+    c->operand_of = NULL;  // slot A may now hold ctx's low copy
     return linear_forward_xl(c, out, NULL, ctxl, w->Wo, w->bo, N, D, D);
 }
 

@@ -60,6 +60,24 @@ typedef struct {
     AmpCounters counters;      // activation-gradient counts of this worker, summed after the loop
 } HeadWorker;
 
+// A low-dtype copy of an fp32 array kept for a whole forward + backward: torch autocast's cast
+// cache, which casts each leaf weight once per autocast region and hands the same low tensor to
+// the forward GEMM and to backward's dX GEMM, and autograd, which saves a GEMM's low input for
+// backward's dW GEMM instead of casting the fp32 activation again. The model registers its
+// weights and the fp32 activations that feed GEMMs (layer_ctx_keep); every GEMM operand of a
+// registered array then comes from `low`: written once, by the first gemm_input of it or by the
+// layer that produces the array (q/k/v, P, ctx, GELU's output), and read back by every later
+// GEMM. Same bits as converting again: the same fp32 values rounded by the same converter.
+typedef struct {
+    const float* src;  // the fp32 array (n values)
+    size_t n;
+    void* low;         // (n) in the ctx's low dtype, owned by the registrant
+    bool valid;        // low holds R(src) (cleared by layer_ctx_keep)
+    // nothing reads src's fp32 values in a low mode once low is written (q, k, v, ctx, GELU's
+    // output: only GEMMs read them), so their producers skip the widening pass into src
+    bool low_only;
+} LowCopy;
+
 typedef struct {
     Gemm* gemm;             // the selected backend (used by one thread at a time)
     DType low;              // DTYPE_F32 (fp32 mode: nothing is rounded), DTYPE_BF16 or DTYPE_F16
@@ -75,11 +93,21 @@ typedef struct {
     // it; any other use of slot A (and that linear_forward) clears it. NULL: none.
     const float* operand_of;
     size_t operand_n;
+    // Low modes: the kept copies (LowCopy), registrant-owned; none when kept_count is 0.
+    LowCopy* kept;
+    int kept_count;
 } LayerCtx;
 
 void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters);
 void layer_ctx_free(LayerCtx* c);
 size_t layer_ctx_scratch_bytes(const LayerCtx* c);  // bytes currently held by the scratch
+// Registers `count` kept copies (LowCopy; NULL, 0: none), all marked invalid: the model calls it
+// at the start of every forward (the weights may have changed since the last one) with the
+// arrays of that forward; its backward then reuses them. A registered array must not change
+// while registered (the model's wiring guarantees it: each is written once per forward, before
+// its first GEMM), and backward must receive the forward's parameter pointer (else it converts
+// again: correct, only slower).
+void layer_ctx_keep(LayerCtx* c, LowCopy* kept, int count);
 
 // ---- embedding: out[b,t] = Wtok[ids[b,t]] + Wpos[t] (fp32; nn.Embedding is in no autocast list)
 // ids (B, T) in [0, V) (CHECKed), Wtok (V, D), Wpos (P >= T, D), out (B, T, D)

@@ -732,6 +732,14 @@ struct ModelWorkspace {
     int B, T;
     bool has_mask;
     const PrecisionMode* mode;  // of the last forward; NULL before the first
+    // low modes: the kept low copies (LowCopy, layers.h) of every linear's weight and of the fp32
+    // activations that feed GEMMs, converted once per forward and reused by the backward. One
+    // arena (low_bytes, allocated by the first low-mode forward, sized for max_B x max_T) and
+    // the table registered with the layer context at every low-mode forward (kept_register).
+    uint8_t* low_arena;
+    size_t low_bytes;
+    LowCopy* kept;  // (kept_cap)
+    int kept_cap;
     LayerCtx ctx;
     bool ctx_ready;
     PhaseClock phases;  // charged while running (train_step begins and ends it)
@@ -873,6 +881,8 @@ void model_workspace_free(ModelWorkspace* ws) {
     free(ws->keep_ffn);
     free(ws->pd);
     if (ws->ctx_ready) layer_ctx_free(&ws->ctx);
+    free(ws->low_arena);
+    free(ws->kept);
     free(ws->arena);
     free(ws->lo);
     free(ws->la);
@@ -882,7 +892,8 @@ void model_workspace_free(ModelWorkspace* ws) {
 }
 
 size_t model_workspace_bytes(const ModelWorkspace* ws) {
-    return ws->arena_floats * sizeof(float) + ws->drop_bytes + (ws->ctx_ready ? layer_ctx_scratch_bytes(&ws->ctx) : 0) +
+    return ws->arena_floats * sizeof(float) + ws->drop_bytes + ws->low_bytes +
+           (ws->ctx_ready ? layer_ctx_scratch_bytes(&ws->ctx) : 0) +
            (size_t)ws->max_B * (size_t)ws->max_T * sizeof(int64_t) + (size_t)ws->max_B * sizeof(int32_t);
 }
 
@@ -991,6 +1002,90 @@ static const uint8_t* site_mask(uint8_t* keep, const ModelBatch* b, DropoutSite 
     return keep;
 }
 
+// The low copies a low-mode step keeps (ModelWorkspace.low_arena), in this order, each piece on
+// a 64-byte boundary: per layer the six weights (Wq, Wk, Wv, Wo (D, D), W1 (F, D), W2 (D, F)),
+// then the layer input x (N, D) (q/k/v's operand), q, k, v (N, D), the PV product's P (B, H, T,
+// T), ctx (N, D), h1 (N, D) (lin1's operand), g (N, F) (lin2's); then pre_classifier's and the
+// classifier's weights (D, D), (L, D) and their inputs pooled and act (or dropped) (B, D). With
+// ws NULL only the size is computed (capacities for max_B x max_T, es bytes per value); else
+// each piece is registered in ws->kept with this forward's arrays (p: the parameters; x0: layer
+// 0's input) and sizes (B x T tokens), and the count returned through *count.
+static size_t kept_layout(const ModelConfig* c, int max_B, int max_T, size_t es, ModelWorkspace* ws,
+                          const float* p, const float* x0, int B, int T, int* count) {
+    LowCopy* kept = ws ? ws->kept : NULL;
+    const size_t MB = (size_t)max_B, MT = (size_t)max_T, D = (size_t)c->dim, F = (size_t)c->hidden_dim,
+                 H = (size_t)c->n_heads, L = (size_t)c->n_labels, N = (size_t)B * (size_t)T;
+    size_t used = 0;
+    int k = 0;
+    // one piece: capacity cap values; registered for src (n values)
+#define KEEP(src_, n_, cap_, low_only_)                                                                  do {                                                                                                     size_t b_;                                                                                           CHECK(size_mul_ok((cap_), es, &b_), "kept copies overflow");                                         if (kept) {                                                                                              CHECK(k < ws->kept_cap);                                                                             kept[k++] = (LowCopy){.src = (src_), .n = (n_), .low = ws->low_arena + used, .low_only = (low_only_)};         }                                                                                                    CHECK(size_add_ok(used, (b_ + 63) / 64 * 64, &used), "kept copies overflow");                    } while (0)
+    static const LayerOffsets none_o;
+    static LayerActs none_a;
+    for (size_t l = 0; l < (size_t)c->n_layers; l++) {
+        const LayerOffsets* o = ws ? &ws->lo[l] : &none_o;  // (sizes only: no arrays)
+        LayerActs* a = ws ? &ws->la[l] : &none_a;
+        KEEP(p + o->Wq, D * D, D * D, false);
+        KEEP(p + o->Wk, D * D, D * D, false);
+        KEEP(p + o->Wv, D * D, D * D, false);
+        KEEP(p + o->Wo, D * D, D * D, false);
+        KEEP(p + o->W1, F * D, F * D, false);
+        KEEP(p + o->W2, D * F, D * F, false);
+        KEEP(l && ws ? ws->la[l - 1].h2 : x0, N * D, MB * MT * D, false);
+        KEEP(a->att.q, N * D, MB * MT * D, true);
+        KEEP(a->att.k, N * D, MB * MT * D, true);
+        KEEP(a->att.v, N * D, MB * MT * D, true);
+        // what the PV product reads: P, or with attention dropout P * noise (model_forward)
+        const float* pv = ws && ws->drop.attention > 0 ? ws->pd[l] : a->att.p;
+        KEEP(pv, (size_t)B * H * (size_t)T * (size_t)T, MB * H * MT * MT, false);
+        KEEP(a->att.ctx, N * D, MB * MT * D, true);
+        KEEP(a->h1, N * D, MB * MT * D, false);
+        KEEP(a->g, N * F, MB * MT * F, true);
+    }
+    if (ws) {
+        KEEP(p + ws->Wpre, D * D, D * D, false);
+        KEEP(p + ws->Wcls, L * D, L * D, false);
+        KEEP(ws->cls.pooled, (size_t)B * D, MB * D, false);
+        KEEP(ws->drop.classifier > 0 ? ws->cls.dropped : ws->cls.act, (size_t)B * D, MB * D, false);
+    } else {  // the same four sizes
+        KEEP(NULL, 0, D * D, false);
+        KEEP(NULL, 0, L * D, false);
+        KEEP(NULL, 0, MB * D, false);
+        KEEP(NULL, 0, MB * D, false);
+    }
+#undef KEEP
+    if (count) *count = k;
+    return used;
+}
+
+// Registers this forward's kept copies with the layer context (low modes; fp32: none), the
+// arena allocated on first use (or when the dtype's size changes). After the dropout setup:
+// which arrays feed the GEMMs depends on it.
+static void kept_register(ModelWorkspace* ws, const float* p, const float* x0, DType low, int B, int T) {
+    if (low == DTYPE_F32) {
+        layer_ctx_keep(&ws->ctx, NULL, 0);
+        return;
+    }
+    const size_t es = dtype_traits(low)->size;
+    const size_t bytes = kept_layout(&ws->cfg, ws->max_B, ws->max_T, es, NULL, NULL, NULL, 1, 1, NULL);
+    if (bytes != ws->low_bytes) {
+        free(ws->low_arena);
+        ws->low_arena = xaligned_alloc(bytes);
+        ws->low_bytes = bytes;
+    }
+    if (!ws->kept) {
+        ws->kept_cap = 14 * (int)ws->cfg.n_layers + 4;
+        ws->kept = xcalloc((size_t)ws->kept_cap, sizeof *ws->kept);
+    }
+    int count;
+    kept_layout(&ws->cfg, ws->max_B, ws->max_T, es, ws, p, x0, B, T, &count);
+    layer_ctx_keep(&ws->ctx, ws->kept, count);
+}
+
+size_t model_workspace_low_bytes(const ParamTable* t, int max_B, int max_T, DType low) {
+    if (low == DTYPE_F32) return 0;
+    return kept_layout(&t->cfg, max_B, max_T, dtype_traits(low)->size, NULL, NULL, NULL, 1, 1, NULL);
+}
+
 static void add_rows(float* dst, const float* src, size_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
@@ -1027,6 +1122,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         dropout_alloc(ws);
     }
     const size_t nd = (size_t)N * (size_t)D;
+    kept_register(ws, p, ws->drop.hidden > 0 ? ws->h0d : ws->h0, low, B, T);
 
     phase_direction(pc, PHASE_FORWARD);
     phase_enter(pc, PHASE_EMBEDDING);

@@ -260,7 +260,11 @@ Status model_workspace_estimate_bytes(const ParamTable* t, int max_B, int max_T,
 // The bytes the first training forward with dropout adds to a workspace of max_B x max_T (the
 // masks and the dropped activations, allocated then and kept); 0 extra without dropout.
 size_t model_workspace_dropout_bytes(const ParamTable* t, int max_B, int max_T);
-// Bytes held: the activation arena (and the dropout arena once allocated) plus the GEMM scratch
+// The bytes the first forward in a low mode (low: its GEMM dtype) adds to a workspace of
+// max_B x max_T: the low copies of the weights and of the GEMM inputs kept for the backward
+// (allocated then and kept); 0 in fp32.
+size_t model_workspace_low_bytes(const ParamTable* t, int max_B, int max_T, DType low);
+// Bytes held: the activation arena (and the dropout and low-copy arenas once allocated) plus the GEMM scratch
 // currently allocated.
 size_t model_workspace_bytes(const ModelWorkspace* ws);
 // The phase clock the forward and backward charge (phase.h); it charges only between

@@ -320,6 +320,7 @@ static json_t* step_json(const StepMem* m) {
     json_t* e = json_object();
     json_object_set_new(e, "saved_activations_bytes", json_integer((json_int_t)m->est.saved_bytes));
     json_object_set_new(e, "saved_per_layer_bytes", json_integer((json_int_t)m->est.saved_layer_bytes));
+    json_object_set_new(e, "low_weight_copy_bytes", json_integer((json_int_t)m->est.low_weight_bytes));
     json_object_set_new(e, "activation_gradient_bytes", json_integer((json_int_t)m->est.grad_bytes));
     json_object_set_new(e, "batch_bytes", json_integer((json_int_t)m->est.batch_bytes));
     json_object_set_new(e, "transient_bytes", json_integer((json_int_t)m->est.transient_bytes));
@@ -343,6 +344,7 @@ static void step_print(const StepMem* m) {
     printf("  estimate (model/activation_memory.c, README \"Training step memory\"):\n");
     printf("    saved activations      %s\n", fmt_bytes(line, sizeof line, e->saved_bytes));
     printf("      of which per layer   %s\n", fmt_bytes(line, sizeof line, e->saved_layer_bytes));
+    if (e->low_weight_bytes) printf("    weights' low copies    %s\n", fmt_bytes(line, sizeof line, e->low_weight_bytes));
     printf("    activation gradients   %s\n", fmt_bytes(line, sizeof line, e->grad_bytes));
     printf("    batch                  %s\n", fmt_bytes(line, sizeof line, e->batch_bytes));
     printf("    transient              %s\n", fmt_bytes(line, sizeof line, e->transient_bytes));

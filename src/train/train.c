@@ -960,7 +960,8 @@ static void setup_schedule(Run* r) {
 
 // Before the big allocations: params + grads (fp32 table buffers), the optimizer state (its
 // closed formula, SPEC.md section 5) and the activation workspace for the larger of the train
-// and eval batches (model_workspace_estimate_bytes; the GEMM scratch is not counted) against
+// and eval batches (model_workspace_estimate_bytes, plus the low-copy arena of a bf16/fp16 run;
+// the GEMM scratch is not counted) against
 // the memory available (resources.h). Exit 2 with both numbers unless --force.
 // With --gradient-accumulation-steps N > 1 or --ddp a third table buffer (each micro-batch's
 // gradient, accum.c) is counted, with --ddp the reduction's receive buffer (ddp.h), with
@@ -974,6 +975,8 @@ static int check_memory(Run* r, int max_b) {
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
     if (dropout_config_any(&r->dropout))  // masks and dropped activations (model.h)
         ws_bytes += model_workspace_dropout_bytes(&r->table, max_b, (int)r->a.seq_len);
+    // bf16/fp16: the weights' and GEMM inputs' low copies kept for the backward (model.h)
+    ws_bytes += model_workspace_low_bytes(&r->table, max_b, (int)r->a.seq_len, r->mode->low);
     uint64_t buf = (uint64_t)r->table.alloc_numel * sizeof(float);
     uint64_t state = model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, false);
     if (r->zero_owner && !(r->rank == 0 && r->a.save_steps > 0))
