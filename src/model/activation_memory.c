@@ -33,9 +33,10 @@
 // mixed modes, the low-dtype copies kept from the forward for the backward (layers.h LowCopy:
 //   autograd saves a GEMM's low input for the dW product instead of casting the fp32 value
 //   again), l bytes each: per layer the layer input x (q/k/v's operand), q, k, v, ctx, h1
-//   (lin1's operand) (6*N*D), GELU's output g (N*F, lin2's operand) and the P the PV product
-//   reads (B*H*T*T), counted in saved_layer_bytes; the classifier's two inputs (2*B*D)
-//   = l * (6*N*D + N*F + B*H*T*T) per layer + l * 2*B*D
+//   (lin1's operand) (6*N*D), lin1's output f1 (N*F: GELU's forward and backward read it; it
+//   is never widened) and GELU's output g (N*F, lin2's operand), the P the PV product reads
+//   (B*H*T*T), counted in saved_layer_bytes; the classifier's two inputs (2*B*D)
+//   = l * (6*N*D + 2*N*F + B*H*T*T) per layer + l * 2*B*D
 // mixed modes, the low copies of the weights (autocast's cast cache: each weight cast once per
 //   forward, read by the forward GEMM and by backward's dX GEMM): every linear's weight,
 //   l * (layers * (4*D*D + 2*D*F) + D*D + L*D)
@@ -63,7 +64,7 @@ ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, in
     const size_t FF = F > D ? F : D;  // the widest linear side (hidden_dim in DistilBERT)
     ActivationEstimate e = {0};
     const size_t l = low == DTYPE_F32 ? 0 : dtype_traits(low)->size;  // no low copies in fp32
-    e.saved_layer_bytes = f * (8 * N * D + 2 * N * F + P + 4 * N) + l * (6 * N * D + N * F + P);
+    e.saved_layer_bytes = f * (8 * N * D + 2 * N * F + P + 4 * N) + l * (6 * N * D + 2 * N * F + P);
     e.saved_bytes = Ly * e.saved_layer_bytes + f * (2 * N * D + 2 * N + 3 * B * D + 2 * B * L) + l * 2 * B * D;
     e.low_weight_bytes = l * (Ly * (4 * D * D + 2 * D * F) + D * D + L * D);
     e.grad_bytes = f * (8 * N * D + 2 * N * F + 2 * B * D + B * L);

@@ -502,16 +502,27 @@ Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, con
         xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);
     }
     c->operand_of = NULL;
-    return linear_forward_xl(c, y, NULL, xl, W, b, N, IC, OC);
+    bool low_only;
+    void* yl = kept_produce(c, y, (size_t)N * (size_t)OC, &low_only);  // y's kept copy (lin1's f1)
+    return linear_forward_xl(c, low_only ? NULL : y, yl, xl, W, b, N, IC, OC);
 }
 
 // linear_backward with the GEMM operand of x given (xl, in a slot other than A, B, C, F32,
 // BIAS, COL) or NULL (x converted here): attention's v, k, q share one conversion of x.
-static Status linear_backward_xl(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
-                                 const void* xl, const float* W, int N, int IC, int OC) {
+// Low modes, for the FFN (ffn_backward): dyl, when not NULL, is dy's GEMM operand already made
+// (slot A); dxl_out, when not NULL, receives the input gradient's low result R(dy @ W) (N, IC),
+// packed, instead of dx += it (dx is not touched: the caller's dx is zero and reads that).
+static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* dW, float* db, const float* dy,
+                                  const void* dyl, const float* x, const void* xl, const float* W, int N, int IC,
+                                  int OC) {
     Status s;
-    const void* dyl = gemm_input(c, LAYER_SCRATCH_A, dy, (size_t)N * (size_t)OC);  // (N, OC)
-    if (dx) {
+    CHECK(!dxl_out || c->low != DTYPE_F32);
+    if (!dyl) dyl = gemm_input(c, LAYER_SCRATCH_A, dy, (size_t)N * (size_t)OC);  // (N, OC)
+    if (dxl_out) {
+        const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
+        s = mm_on(c, c->gemm, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, NULL, IC, OUT_LOW, dxl_out);
+        if (!status_is_ok(s)) return s;
+    } else if (dx) {
         const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
         if (c->low == DTYPE_F32) {
             s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, 1.0f, dx, IC, OUT_F32);  // dx += dy @ W
@@ -545,6 +556,11 @@ static Status linear_backward_xl(LayerCtx* c, float* dx, float* dW, float* db, c
         for (int j = 0; j < OC; j++) db[j] += t[j];
     }
     return status_ok();
+}
+
+static Status linear_backward_xl(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                                 const void* xl, const float* W, int N, int IC, int OC) {
+    return linear_backward_ops(c, dx, NULL, dW, db, dy, NULL, x, xl, W, N, IC, OC);
 }
 
 Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
@@ -647,38 +663,53 @@ GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x
 }
 
 // yl: NULL, or where y's low copy (n, dt) goes as well, chunk by chunk while it is in cache;
-// with yl, y may be NULL (only the low copy is wanted: the chunk is computed in a local buffer)
-static void gelu_forward_into(float* y, void* yl, const float* x, size_t n, DType dt) {
+// with yl, y may be NULL (only the low copy is wanted: the chunk is computed in a local buffer).
+// xl: NULL, or x's values in dt (x's kept copy: lin1's low result, never widened into x),
+// widened chunk by chunk into a local buffer (exact), so the same fp32 inputs as x's.
+static void gelu_forward_into(float* y, void* yl, const float* x, const void* xl, size_t n, DType dt) {
     enum { CH = 256 };  // rounded chunk by chunk while the values are in cache (element-wise)
     CHECK(y || yl);
     const size_t es = dtype_traits(dt)->size;
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
-        float t[CH];
+        float t[CH], tx[CH];
         float* yc = y ? y + i0 : t;  // (m)
-        gelu_rows(yc, x + i0, m);
+        const float* xc = x + i0;    // (m)
+        if (xl) {
+            dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
+            xc = tx;
+        }
+        gelu_rows(yc, xc, m);
         round_to(yc, m, dt);
         if (yl) dtype_from_f32_row((char*)yl + i0 * es, dt, yc, m);  // exact: yc holds dt values
     }
 }
 
-void gelu_forward(float* y, const float* x, size_t n, DType dt) { gelu_forward_into(y, NULL, x, n, dt); }
+void gelu_forward(float* y, const float* x, size_t n, DType dt) { gelu_forward_into(y, NULL, x, NULL, n, dt); }
+
+// x's kept low copy when it holds x's values (valid), else NULL
+static const void* kept_valid(const LayerCtx* c, const float* x, size_t n) {
+    const LowCopy* k = kept_find(c, x, n);
+    return k && k->valid ? k->low : NULL;
+}
 
 void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n) {
     if (c->low == DTYPE_F32) {
         gelu_forward(y, x, n, DTYPE_F32);
         return;
     }
+    const void* xl = kept_valid(c, x, n);  // lin1's low result, when kept
+    CHECK(xl || !kept_find(c, x, n), "GELU's input registered but not produced");
     bool low_only;
     void* kept = kept_produce(c, y, n, &low_only);  // y's kept copy: lin2's forward and dW read it
     if (kept) {
         c->operand_of = NULL;
-        gelu_forward_into(low_only ? NULL : y, kept, x, n, c->low);
+        gelu_forward_into(low_only ? NULL : y, kept, x, xl, n, c->low);
         return;
     }
     void* yl = scratch(c, LAYER_SCRATCH_A, n * dtype_traits(c->low)->size);  // (n) low
-    gelu_forward_into(y, yl, x, n, c->low);
+    gelu_forward_into(y, yl, x, xl, n, c->low);
     c->operand_of = y;
     c->operand_n = n;
 }
@@ -693,6 +724,65 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType d
         round_to(t, m, dt);
         for (size_t i = 0; i < m; i++) dx[i0 + i] += t[i];
     }
+}
+
+// gelu_backward with its operands in the low dtype dt, chunk by chunk: dyl (n) the incoming
+// gradient (lin2's input-gradient GEMM result, never widened), x's values from xl (its kept
+// copy) or x; dx += R(dy * gelu'(x)) as gelu_backward, and dxl (n) receives dx's low copy
+// (exact: dx is zero on entry, so it holds dt values; lin1's dy operand).
+// dyl's widened values are what gelu_backward read from the zeroed dy after `dy += R(...)`
+// except that a -0 stays -0 (0 + -0 is +0): gelu'(x) * +-0 is then +-0 (or NaN for both), which
+// rounds to +-0 and adds to dx's 0 as +0, so dx gets the same bits.
+static void gelu_backward_low(float* dx, void* dxl, const void* dyl, const float* x, const void* xl, size_t n,
+                              DType dt) {
+    enum { CH = 256 };
+    const size_t es = dtype_traits(dt)->size;
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (size_t i0 = 0; i0 < n; i0 += CH) {
+        size_t m = n - i0 < CH ? n - i0 : CH;
+        float t[CH], tdy[CH], tx[CH];
+        dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
+        const float* xc = x + i0;  // (m)
+        if (xl) {
+            dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
+            xc = tx;
+        }
+        gelu_grad_rows(t, tdy, xc, m);
+        round_to(t, m, dt);
+        for (size_t i = 0; i < m; i++) dx[i0 + i] += t[i];
+        dtype_from_f32_row((char*)dxl + i0 * es, dt, dx + i0, m);
+    }
+}
+
+Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, const float* h1, const float* f1,
+                    const float* gact, const float* W1, const float* W2, float* dg, float* df1, int N, int D,
+                    int F) {
+    const size_t nf = (size_t)N * (size_t)F;
+    Status s;
+    memset(df1, 0, nf * sizeof(float));
+    if (c->low == DTYPE_F32) {
+        memset(dg, 0, nf * sizeof(float));
+        if (!status_is_ok(s = linear_backward(c, dg, g->W2, g->b2, dy, gact, W2, N, F, D))) return s;
+        phase_enter(c->clock, PHASE_GELU);
+        gelu_backward(df1, dg, f1, nf, DTYPE_F32);
+        phase_enter(c->clock, PHASE_FFN_GEMM);
+        return linear_backward(c, dx, g->W1, g->b1, df1, h1, W1, N, D, F);
+    }
+    // lin2: R(dy @ W2) stays low in slot C (dg is not written); GELU's backward reads it and
+    // writes df1 (fp32: lin1's bias gradient sums it) and its low copy in slot A, lin1's dy operand
+    const size_t es = dtype_traits(c->low)->size;
+    void* dgl = scratch(c, LAYER_SCRATCH_C, nf * es);  // (N, F) low
+    s = linear_backward_ops(c, NULL, dgl, g->W2, g->b2, dy, NULL, gact, NULL, W2, N, F, D);
+    if (!status_is_ok(s)) return s;
+    phase_enter(c->clock, PHASE_GELU);
+    const void* f1l = kept_valid(c, f1, nf);
+    CHECK(f1l || !kept_find(c, f1, nf), "lin1's output registered but not produced");
+    void* df1l = scratch(c, LAYER_SCRATCH_A, nf * es);  // (N, F) low
+    c->operand_of = NULL;
+    gelu_backward_low(df1, df1l, dgl, f1, f1l, nf, c->low);
+    phase_enter(c->clock, PHASE_FFN_GEMM);
+    (void)dg;
+    return linear_backward_ops(c, dx, NULL, g->W1, g->b1, df1, df1l, h1, NULL, W1, N, D, F);
 }
 
 // ---- ReLU ----

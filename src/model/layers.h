@@ -150,6 +150,21 @@ void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n);
 // dx += R(dy * (cdf(x) + x * pdf(x))) (torch's GeluBackward, fp32 math, rounded to dt)
 void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt);
 
+// ---- the FFN's backward: lin2, GELU, lin1 (DistilBERT's FFN: f1 = lin1(h1), g = gelu(f1),
+// lin2(g)), the operations of
+//   dg = 0; linear_backward(dg, dW2, db2 <- dy, g, W2); df1 = 0; gelu_backward(df1 <- dg, f1);
+//   linear_backward(dx, dW1, db1 <- df1, h1, W1)
+// with the same bits and, in the low modes, fewer conversion passes: lin2's input gradient
+// stays in the low dtype for GELU's backward (dg is not written), GELU's backward reads f1's
+// kept copy when registered and writes df1's GEMM operand as it goes. dx (N, D) ACCUMULATES;
+// dg, df1 (N, F) are scratch (df1 holds the gradient at f1 on return).
+typedef struct {
+    float *W1, *b1, *W2, *b2;  // gradients (any may be NULL)
+} FfnGrads;
+Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, const float* h1, const float* f1,
+                    const float* gact, const float* W1, const float* W2, float* dg, float* df1, int N, int D,
+                    int F);
+
 // ---- ReLU: y = max(x, 0) (exact in every dtype). dx += dy where y > 0 (threshold_backward)
 void relu_forward(float* y, const float* x, size_t n);
 void relu_backward(float* dx, const float* dy, const float* y, size_t n);

@@ -1039,6 +1039,7 @@ static size_t kept_layout(const ModelConfig* c, int max_B, int max_T, size_t es,
         KEEP(pv, (size_t)B * H * (size_t)T * (size_t)T, MB * H * MT * MT, false);
         KEEP(a->att.ctx, N * D, MB * MT * D, true);
         KEEP(a->h1, N * D, MB * MT * D, false);
+        KEEP(a->f1, N * F, MB * MT * F, true);
         KEEP(a->g, N * F, MB * MT * F, true);
     }
     if (ws) {
@@ -1073,7 +1074,7 @@ static void kept_register(ModelWorkspace* ws, const float* p, const float* x0, D
         ws->low_bytes = bytes;
     }
     if (!ws->kept) {
-        ws->kept_cap = 14 * (int)ws->cfg.n_layers + 4;
+        ws->kept_cap = 15 * (int)ws->cfg.n_layers + 4;
         ws->kept = xcalloc((size_t)ws->kept_cap, sizeof *ws->kept);
     }
     int count;
@@ -1191,7 +1192,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     if (!status_is_ok(s)) return s;
     const int B = ws->B, T = ws->T, N = B * T;
     const int D = (int)ws->cfg.dim, Hd = (int)ws->cfg.hidden_dim, H = (int)ws->cfg.n_heads, L = (int)ws->cfg.n_labels;
-    const size_t nd = (size_t)N * (size_t)D, nh = (size_t)N * (size_t)Hd;
+    const size_t nd = (size_t)N * (size_t)D;
     const DType low = mode->low;
     const float* mask = ws->has_mask ? ws->key_mask : NULL;
     ws_ctx(ws, gemm, low, counters);
@@ -1233,15 +1234,9 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         }
         // ffn: lin2, gelu, lin1 (its input gradient adds into dh1)
         phase_enter(pc, PHASE_FFN_GEMM);
-        memset(ws->dg, 0, nh * sizeof(float));
-        if (!status_is_ok(s = linear_backward(c, ws->dg, g + o->W2, g + o->b2, ws->dlow, a->g, p + o->W2, N, Hd, D)))
-            return s;
-        phase_enter(pc, PHASE_GELU);
-        memset(ws->df1, 0, nh * sizeof(float));
-        gelu_backward(ws->df1, ws->dg, a->f1, nh, low);
-        phase_enter(pc, PHASE_FFN_GEMM);
-        if (!status_is_ok(s = linear_backward(c, ws->dh1, g + o->W1, g + o->b1, ws->df1, a->h1, p + o->W1, N, D, Hd)))
-            return s;
+        FfnGrads fg = {g + o->W1, g + o->b1, g + o->W2, g + o->b2};
+        s = ffn_backward(c, ws->dh1, &fg, ws->dlow, a->h1, a->f1, a->g, p + o->W1, p + o->W2, ws->dg, ws->df1, N, D, Hd);
+        if (!status_is_ok(s)) return s;
         // sa_layer_norm; r1 = ao + x
         phase_enter(pc, PHASE_LAYERNORM);
         memset(ws->dr, 0, nd * sizeof(float));
