@@ -44,11 +44,13 @@
 // on (attention's heads run in parallel, each thread on one head at a time):
 //   fp32: per thread, the score gradient before and after the softmax backward (2*T*T*f); a
 //   bias gradient's column sums (F * (8 + f)), double-accumulated as torch's sum
-//   mixed modes, in addition: per thread, one head's product in the low dtype before widening
-//   (T * max(T, D/H) * l) and the score gradient as a GEMM operand (T*T*l); the backward's
-//   low-dtype operands cast per use: dctx for the attention products (N*D) and a linear's
-//   output gradient dy (N*F at most); a linear's low output before widening (N*F at most),
-//   all times l; and one fp32 weight-gradient temporary (F*D*f: a weight gradient is rounded
+//   mixed modes, in addition: per thread, one head's (T, T) product in the low dtype before
+//   widening (T*T*l; the (T, D/H) products write into whole-tensor low buffers) and the score
+//   gradient as a GEMM operand (T*T*l); the backward's low-dtype operands cast per use: dctx
+//   for the attention products (N*D) and a linear's output gradient dy (N*F at most); a
+//   linear's low output before widening (N*F at most); attention's dq, dk, dv as the q/k/v
+//   linears' operands and those linears' three input-gradient results, added to dx in one
+//   pass (6*N*D); all times l; and one fp32 weight-gradient temporary (F*D*f: a weight gradient is rounded
 //   to the low dtype before it is added to the accumulated gradient, amp.h)
 //
 // The workspace (model.c) and the layers' scratch (layers.c) are one way to hold these; the
@@ -69,9 +71,10 @@ ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, in
     e.low_weight_bytes = l * (Ly * (4 * D * D + 2 * D * F) + D * D + L * D);
     e.grad_bytes = f * (8 * N * D + 2 * N * F + 2 * B * D + B * L);
     e.batch_bytes = 8 * N + 4 * B + 4 * N;
-    const size_t W = (size_t)threads, dh = D / H, TD = T > dh ? T : dh;
+    const size_t W = (size_t)threads;
     e.transient_bytes = W * 2 * T * T * f + FF * (8 + f);
-    if (low != DTYPE_F32) e.transient_bytes += W * l * (T * TD + T * T) + l * (N * D + N * FF + N * FF) + FF * D * f;
+    if (low != DTYPE_F32)
+        e.transient_bytes += W * l * (T * T + T * T) + l * (N * D + N * FF + N * FF + 6 * N * D) + FF * D * f;
     e.total_bytes = e.saved_bytes + e.low_weight_bytes + e.grad_bytes + e.batch_bytes + e.transient_bytes;
     return e;
 }

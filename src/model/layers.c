@@ -165,6 +165,45 @@ SIMD_CLONES static void widen_add_bf16_row(float* restrict crow, const uint16_t*
     }
 }
 
+// x[i] = ((x[i] + a[i]) + b[i]) + c[i] for bf16 a, b, c widened (exact), one pass
+SIMD_CLONES static void widen_add3_bf16(float* restrict x, const uint16_t* restrict a, const uint16_t* restrict b,
+                                        const uint16_t* restrict c, size_t n) {
+#pragma omp simd  // element-wise
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t ua = (uint32_t)a[i] << 16, ub = (uint32_t)b[i] << 16, uc = (uint32_t)c[i] << 16;
+        float fa, fb, fc;
+        memcpy(&fa, &ua, sizeof fa);
+        memcpy(&fb, &ub, sizeof fb);
+        memcpy(&fc, &uc, sizeof fc);
+        x[i] = ((x[i] + fa) + fb) + fc;
+    }
+}
+
+// x (n) += a, then b, then c (n each, dtype dt, widened), in that order per element; chunks on
+// the team (element-wise: see narrow_par)
+static void widen_add3(float* x, DType dt, const void* a, const void* b, const void* c, size_t n) {
+    const size_t es = dtype_traits(dt)->size;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
+        const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
+        const char *ac = (const char*)a + i0 * es, *bc = (const char*)b + i0 * es, *cc = (const char*)c + i0 * es;
+        if (dt == DTYPE_BF16) {
+            widen_add3_bf16(x + i0, (const uint16_t*)ac, (const uint16_t*)bc, (const uint16_t*)cc, m);
+            continue;
+        }
+        enum { CH = 256 };
+        float ta[CH], tb[CH], tc[CH];
+        for (size_t j0 = 0; j0 < m; j0 += CH) {
+            const size_t k = m - j0 < CH ? m - j0 : CH;
+            dtype_to_f32_row(ta, dt, ac + j0 * es, k);
+            dtype_to_f32_row(tb, dt, bc + j0 * es, k);
+            dtype_to_f32_row(tc, dt, cc + j0 * es, k);
+            float* xc = x + i0 + j0;
+            for (size_t j = 0; j < k; j++) xc[j] = ((xc[j] + ta[j]) + tb[j]) + tc[j];
+        }
+    }
+}
+
 static void low_row(RowsOp op, float* crow, DType dt, char* clrow, int N) {
     const size_t es = dtype_traits(dt)->size;
     if (op == ROWS_NARROW) {
@@ -306,9 +345,51 @@ static void colsum_f64(double* out, const float* x, int N, int C) {
         colsum_block(out, x, N, C, j0, C - j0 < COLSUM_BLOCK ? C - j0 : COLSUM_BLOCK);
 }
 
-static void add_into(float* dst, const float* src, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+// dW (n) += R(t) with t (n) rounded in place to the ctx's low dtype, counted as parameter-
+// gradient rounding points (amp_round_param_grad then dW += t), one chunk at a time while it
+// is in cache: one pass instead of two. The counts are integer sums (any order).
+static void round_param_grad_add(LayerCtx* c, float* dW, float* t, size_t n) {
+    uint64_t nv = 0, nu = 0, no = 0;
+    const bool count = c->counters != NULL;
+#pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > PAR_MIN)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
+        const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
+        amp_round_count(t + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
+        float* restrict d = dW + i0;
+        const float* restrict r = t + i0;
+#pragma omp simd
+        for (size_t i = 0; i < m; i++) d[i] += r[i];
+    }
+    if (count) {
+        c->counters->param_values += nv;
+        c->counters->param_underflow += nu;
+        c->counters->param_overflow += no;
+    }
+}
+
+void layer_round_grad_operand(LayerCtx* c, float* dst, const float* src, size_t n) {
+    if (c->low == DTYPE_F32) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    const size_t es = dtype_traits(c->low)->size;
+    char* dl = scratch(c, LAYER_SCRATCH_A, n * es);  // (n) low
+    uint64_t nv = 0, nu = 0, no = 0;
+    const bool count = c->counters != NULL;
+#pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > PAR_MIN)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
+        const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
+        memcpy(dst + i0, src + i0, m * sizeof(float));
+        amp_round_count(dst + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
+        dtype_from_f32_row(dl + i0 * es, c->low, dst + i0, m);  // exact: dst holds low values
+    }
+    if (count) {
+        c->counters->act_values += nv;
+        c->counters->act_underflow += nu;
+        c->counters->act_overflow += no;
+    }
+    c->operand_of = dst;
+    c->operand_n = n;
 }
 
 // ---- embedding ----
@@ -517,7 +598,10 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
                                   int OC) {
     Status s;
     CHECK(!dxl_out || c->low != DTYPE_F32);
+    if (!dyl && c->low != DTYPE_F32 && c->operand_of == dy && c->operand_n == (size_t)N * (size_t)OC)
+        dyl = c->scratch[LAYER_SCRATCH_A];  // written with dy by layer_round_grad_operand
     if (!dyl) dyl = gemm_input(c, LAYER_SCRATCH_A, dy, (size_t)N * (size_t)OC);  // (N, OC)
+    c->operand_of = NULL;
     if (dxl_out) {
         const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
         s = mm_on(c, c->gemm, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, NULL, IC, OUT_LOW, dxl_out);
@@ -540,8 +624,7 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
             s = mm(c, true, false, OC, IC, N, dyl, OC, xl, IC, 0.0f, t, IC, OUT_F32);
             if (status_is_ok(s)) {
                 const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
-                amp_round_param_grad(t, (size_t)OC * (size_t)IC, c->low, c->counters);
-                add_into(dW, t, (size_t)OC * (size_t)IC);
+                round_param_grad_add(c, dW, t, (size_t)OC * (size_t)IC);
                 phase_enter(c->clock, prev);
             }
         }
@@ -1029,6 +1112,14 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     const DType low = c->low;
     const size_t es = dtype_traits(low)->size;
     const DType pdt = key_mask ? DTYPE_F32 : low;
+    // low modes: the heads' low results dq, dk, dv (B, T, D) stay as the q/k/v linears' dy
+    // operands (the fp32 values, widened from the same bits, still go to work)
+    char *dql = NULL, *dkl = NULL, *dvl = NULL;
+    if (low != DTYPE_F32) {
+        dql = scratch(c, LAYER_SCRATCH_DQKV, 3 * nd * es);
+        dkl = dql + nd * es;
+        dvl = dkl + nd * es;
+    }
     for (int i = 0; i < c->heads_count; i++) amp_counters_reset(&c->heads[i].counters);
     Status first = status_ok();
 #pragma omp parallel for schedule(dynamic, 1)
@@ -1042,7 +1133,8 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
         Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T, NULL, 0);
         if (status_is_ok(hs))
-            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dv + off, D, NULL, 0);
+            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dv + off, D,
+                         dvl ? (char*)dvl + off * es : NULL, D);
         if (status_is_ok(hs)) {
             if (a->drop.keep)  // the dropout's backward: dP * noise, in P's dtype
                 dropout_mul(dP, dP, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
@@ -1063,8 +1155,11 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
                 dSl = hw->dSl;
             }
             // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
-            hs = head_mm(c, hw, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dq + off, D, NULL, 0);
-            if (status_is_ok(hs)) hs = head_mm(c, hw, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dk + off, D, NULL, 0);
+            hs = head_mm(c, hw, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dq + off, D,
+                         dql ? (char*)dql + off * es : NULL, D);
+            if (status_is_ok(hs))
+                hs = head_mm(c, hw, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dk + off, D,
+                             dkl ? (char*)dkl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);
     }
@@ -1078,9 +1173,23 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     // autograd sums the input gradient as ((d_residual + d_v) + d_k) + d_q (measured)
     phase_enter(c->clock, PHASE_QKV_GEMM);
     const void* xl = gemm_input(c, LAYER_SCRATCH_X, x, nd);  // (B, T, D), shared by the three
-    if (!status_is_ok(s = linear_backward_xl(c, dx, g->Wv, g->bv, dv, x, xl, w->Wv, N, D, D))) return s;
-    if (!status_is_ok(s = linear_backward_xl(c, dx, g->Wk, g->bk, dk, x, xl, w->Wk, N, D, D))) return s;
-    return linear_backward_xl(c, dx, g->Wq, g->bq, dq, x, xl, w->Wq, N, D, D);
+    if (low == DTYPE_F32) {
+        if (!status_is_ok(s = linear_backward_xl(c, dx, g->Wv, g->bv, dv, x, xl, w->Wv, N, D, D))) return s;
+        if (!status_is_ok(s = linear_backward_xl(c, dx, g->Wk, g->bk, dk, x, xl, w->Wk, N, D, D))) return s;
+        return linear_backward_xl(c, dx, g->Wq, g->bq, dq, x, xl, w->Wq, N, D, D);
+    }
+    // low modes: the three input gradients' low results R(d_v @ Wv), R(d_k @ Wk), R(d_q @ Wq)
+    // side by side, then added to dx in that order in one pass (the same fp32 adds as three
+    // widen-and-add passes)
+    char* rv = scratch(c, LAYER_SCRATCH_DX3, 3 * nd * es);  // (3, N, D) low
+    char *rk = rv + nd * es, *rq = rk + nd * es;
+    if (!status_is_ok(s = linear_backward_ops(c, NULL, rv, g->Wv, g->bv, dv, dvl, x, xl, w->Wv, N, D, D))) return s;
+    if (!status_is_ok(s = linear_backward_ops(c, NULL, rk, g->Wk, g->bk, dk, dkl, x, xl, w->Wk, N, D, D))) return s;
+    if (!status_is_ok(s = linear_backward_ops(c, NULL, rq, g->Wq, g->bq, dq, dql, x, xl, w->Wq, N, D, D))) return s;
+    const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
+    widen_add3(dx, low, rv, rk, rq, nd);
+    phase_enter(c->clock, prev);
+    return status_ok();
 }
 
 // ---- classifier head ----

@@ -42,6 +42,8 @@ enum {
     LAYER_SCRATCH_A = 0, LAYER_SCRATCH_B, LAYER_SCRATCH_C, LAYER_SCRATCH_F32, LAYER_SCRATCH_BIAS,
     LAYER_SCRATCH_Q, LAYER_SCRATCH_K, LAYER_SCRATCH_V, LAYER_SCRATCH_P, LAYER_SCRATCH_DCTX,
     LAYER_SCRATCH_COL, LAYER_SCRATCH_X,
+    LAYER_SCRATCH_DQKV,  // low modes: attention backward's dq, dk, dv as GEMM operands (3, N, D)
+    LAYER_SCRATCH_DX3,   // low modes: the q/k/v linears' three input-gradient results (3, N, D)
     LAYER_SCRATCH_COUNT
 };
 
@@ -90,7 +92,8 @@ typedef struct {
     const GemmBackend* heads_backend;  // backend the workers' handles were opened on
     // Low modes: scratch slot A holds the GEMM operand (low copy) of this fp32 array of
     // operand_n values, written by gelu_forward_operand for the linear_forward that follows
-    // it; any other use of slot A (and that linear_forward) clears it. NULL: none.
+    // it, or by layer_round_grad_operand for the linear_backward that follows it; any other
+    // use of slot A (and that linear_forward / linear_backward) clears it. NULL: none.
     const float* operand_of;
     size_t operand_n;
     // Low modes: the kept copies (LowCopy), registrant-owned; none when kept_count is 0.
@@ -108,6 +111,13 @@ size_t layer_ctx_scratch_bytes(const LayerCtx* c);  // bytes currently held by t
 // its first GEMM), and backward must receive the forward's parameter pointer (else it converts
 // again: correct, only slower).
 void layer_ctx_keep(LayerCtx* c, LowCopy* kept, int count);
+
+// dst (n) = src rounded to the ctx's low dtype, counted as activation-gradient rounding points
+// (amp_round_act_grad: the fp32 gradient meeting a low tensor), and its GEMM operand left in
+// the ctx for the next linear_backward(c, ..., dy = dst, ...) (which then does not narrow dst
+// again): one pass instead of copy, round and narrow; dst must not change in between. fp32
+// mode: a copy.
+void layer_round_grad_operand(LayerCtx* c, float* dst, const float* src, size_t n);
 
 // ---- embedding: out[b,t] = Wtok[ids[b,t]] + Wpos[t] (fp32; nn.Embedding is in no autocast list)
 // ids (B, T) in [0, V) (CHECKed), Wtok (V, D), Wpos (P >= T, D), out (B, T, D)

@@ -1225,12 +1225,14 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         layernorm_backward(ws->dr, g + o->ln2_w, g + o->ln2_b, ws->dh, a->r2, a->mean2, a->rstd2, p + o->ln2_w, N, D);
         phase_enter(pc, PHASE_RESIDUAL);
         memcpy(ws->dh1, ws->dr, nd * sizeof(float));
-        memcpy(ws->dlow, ws->dr, nd * sizeof(float));
         phase_enter(pc, PHASE_CONVERT);
-        amp_round_act_grad(ws->dlow, nd, low, counters);
         if (ws->drop.hidden > 0) {  // the FFN dropout's backward, in the low dtype
+            memcpy(ws->dlow, ws->dr, nd * sizeof(float));
+            amp_round_act_grad(ws->dlow, nd, low, counters);
             phase_enter(pc, PHASE_OTHER);
             dropout_mul(ws->dlow, ws->dlow, ws->keep_ffn[l], nd, dropout_scale(ws->drop.hidden, low), low);
+        } else {
+            layer_round_grad_operand(c, ws->dlow, ws->dr, nd);  // and lin2's dy operand
         }
         // ffn: lin2, gelu, lin1 (its input gradient adds into dh1)
         phase_enter(pc, PHASE_FFN_GEMM);
@@ -1243,9 +1245,8 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         layernorm_backward(ws->dr, g + o->ln1_w, g + o->ln1_b, ws->dh1, a->r1, a->mean1, a->rstd1, p + o->ln1_w, N, D);
         phase_enter(pc, PHASE_RESIDUAL);
         memcpy(ws->dh, ws->dr, nd * sizeof(float));  // the residual's fp32 share of dx
-        memcpy(ws->dlow, ws->dr, nd * sizeof(float));
         phase_enter(pc, PHASE_CONVERT);
-        amp_round_act_grad(ws->dlow, nd, low, counters);
+        layer_round_grad_operand(c, ws->dlow, ws->dr, nd);  // and out_lin's dy operand
         AttentionParams ap = attention_params(ws, p, l);
         AttentionGrads ag = {g + o->Wq, g + o->bq, g + o->Wk, g + o->bk, g + o->Wv, g + o->bv, g + o->Wo, g + o->bo};
         s = attention_backward(c, ws->dh, &ag, ws->dlow, &a->att, x, &ap, mask, ws->att_work, B, T, D, H);
