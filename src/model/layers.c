@@ -150,8 +150,22 @@ static void narrow_par(void* dst, DType dt, const float* x, size_t n) {
 }
 
 // The row passes between a GEMM's fp32 C (M, N; leading dimension ldc) and its packed low copy
-// cl (M, N): ROWS_NARROW cl = R(C), ROWS_WIDEN C = cl, ROWS_WIDEN_ADD C += cl (fp32 adds).
-typedef enum { ROWS_NARROW, ROWS_WIDEN, ROWS_WIDEN_ADD } RowsOp;
+// cl (M, N): ROWS_NARROW cl = R(C), ROWS_WIDEN C = cl, ROWS_WIDEN_ADD C += cl (fp32 adds),
+// ROWS_WIDEN_RES C = cl + res (res (M, N) fp32, leading dimension ldc: a residual connection's
+// mixed add, low branch + fp32 input, in the widening pass).
+typedef enum { ROWS_NARROW, ROWS_WIDEN, ROWS_WIDEN_ADD, ROWS_WIDEN_RES } RowsOp;
+
+// crow[j] = the bf16 value cl[j] widened + rrow[j] (one fp32 add), one vectorized pass
+SIMD_CLONES static void widen_res_bf16_row(float* restrict crow, const uint16_t* restrict cl,
+                                           const float* restrict rrow, int N) {
+#pragma omp simd  // element-wise
+    for (int j = 0; j < N; j++) {
+        const uint32_t bits = (uint32_t)cl[j] << 16;
+        float v;
+        memcpy(&v, &bits, sizeof v);
+        crow[j] = v + rrow[j];
+    }
+}
 
 // crow[j] += the bf16 value cl[j] widened (exact: its bits are the high half of the fp32's),
 // in one vectorized pass instead of widening into a temporary first; the same fp32 adds
@@ -204,12 +218,17 @@ static void widen_add3(float* x, DType dt, const void* a, const void* b, const v
     }
 }
 
-static void low_row(RowsOp op, float* crow, DType dt, char* clrow, int N) {
+static void low_row(RowsOp op, float* crow, DType dt, char* clrow, const float* rrow, int N) {
     const size_t es = dtype_traits(dt)->size;
     if (op == ROWS_NARROW) {
         dtype_from_f32_row(clrow, dt, crow, (size_t)N);
     } else if (op == ROWS_WIDEN) {
         dtype_to_f32_row(crow, dt, clrow, (size_t)N);
+    } else if (op == ROWS_WIDEN_RES && dt == DTYPE_BF16) {
+        widen_res_bf16_row(crow, (const uint16_t*)clrow, rrow, N);
+    } else if (op == ROWS_WIDEN_RES) {
+        dtype_to_f32_row(crow, dt, clrow, (size_t)N);
+        for (int j = 0; j < N; j++) crow[j] = crow[j] + rrow[j];
     } else if (dt == DTYPE_BF16) {
         widen_add_bf16_row(crow, (const uint16_t*)clrow, N);
     } else {
@@ -223,14 +242,18 @@ static void low_row(RowsOp op, float* crow, DType dt, char* clrow, int N) {
     }
 }
 
-static void low_rows(RowsOp op, float* C, int ldc, DType dt, char* cl, int M, int N) {
+// res: the residual rows of ROWS_WIDEN_RES (else NULL)
+static void low_rows(RowsOp op, float* C, int ldc, DType dt, char* cl, const float* res, int M, int N) {
     const size_t es = dtype_traits(dt)->size;
+#define LOW_ROW_ARGS(i) op, C + (size_t)(i) * (size_t)ldc, dt, cl + (size_t)(i) * (size_t)N * es, \
+                        res ? res + (size_t)(i) * (size_t)ldc : NULL, N
     if ((size_t)M * (size_t)N <= PAR_MIN) {
-        for (int i = 0; i < M; i++) low_row(op, C + (size_t)i * (size_t)ldc, dt, cl + (size_t)i * (size_t)N * es, N);
+        for (int i = 0; i < M; i++) low_row(LOW_ROW_ARGS(i));
         return;
     }
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < M; i++) low_row(op, C + (size_t)i * (size_t)ldc, dt, cl + (size_t)i * (size_t)N * es, N);
+    for (int i = 0; i < M; i++) low_row(LOW_ROW_ARGS(i));
+#undef LOW_ROW_ARGS
 }
 
 // The GEMM operand for an fp32 tensor x (n): x itself in fp32 mode, else x rounded to the low
@@ -269,8 +292,12 @@ typedef enum { OUT_LOW, OUT_F32, OUT_LOW_ADD, OUT_LOW_PRESET } OutKind;
 // keeps the result's low copy as the next GEMM's operand, instead of narrowing C again). With
 // cl_dst, C may be NULL (OUT_LOW, OUT_LOW_PRESET): the low result is all the caller needs, and
 // the widening pass is skipped.
+// res (low modes, OUT_LOW / OUT_LOW_PRESET; else NULL): C = the low result + res (M, N; leading
+// dimension ldc), the residual add fused into the widening pass.
 static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int K, const void* A, int lda,
-                    const void* B, int ldb, float beta, float* C, int ldc, OutKind out, void* cl_dst) {
+                    const void* B, int ldb, float beta, float* C, int ldc, OutKind out, void* cl_dst,
+                    const float* res) {
+    CHECK(!res || (c->low != DTYPE_F32 && C && (out == OUT_LOW || out == OUT_LOW_PRESET)), "residual misuse");
     CHECK((out != OUT_LOW_ADD && out != OUT_LOW_PRESET) || c->low != DTYPE_F32, "low-only output kind in fp32 mode");
     CHECK(C || (c->low != DTYPE_F32 && cl_dst && (out == OUT_LOW || out == OUT_LOW_PRESET)), "no fp32 C to write");
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta,
@@ -287,7 +314,7 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
     CHECK(out != OUT_LOW_PRESET || beta != 0.0f, "OUT_LOW_PRESET with beta 0");
     if (beta != 0.0f && out != OUT_LOW_PRESET) {
         const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
-        low_rows(ROWS_NARROW, C, ldc, c->low, cl, M, N);
+        low_rows(ROWS_NARROW, C, ldc, c->low, cl, NULL, M, N);
         phase_enter(c->clock, prev);
     }
     g.c_dtype = c->low;
@@ -297,14 +324,14 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
     if (!status_is_ok(s)) return s;
     if (!C) return status_ok();
     const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
-    low_rows(out == OUT_LOW_ADD ? ROWS_WIDEN_ADD : ROWS_WIDEN, C, ldc, c->low, cl, M, N);
+    low_rows(out == OUT_LOW_ADD ? ROWS_WIDEN_ADD : res ? ROWS_WIDEN_RES : ROWS_WIDEN, C, ldc, c->low, cl, res, M, N);
     phase_enter(c->clock, prev);
     return status_ok();
 }
 
 static Status mm(LayerCtx* c, bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
                  float beta, float* C, int ldc, OutKind out) {
-    return mm_on(c, c->gemm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, out, NULL);
+    return mm_on(c, c->gemm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, out, NULL, NULL);
 }
 
 // x (n) rounded in place to dt; large arrays on the team (element-wise: see narrow_par)
@@ -390,6 +417,12 @@ void layer_round_grad_operand(LayerCtx* c, float* dst, const float* src, size_t 
     }
     c->operand_of = dst;
     c->operand_n = n;
+}
+
+// dst (n) += src (n), element-wise on the team for large n (a residual connection's fp32 add)
+static void add_rows_into(float* dst, const float* src, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
 // ---- embedding ----
@@ -485,6 +518,23 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
         layernorm_forward_row(y + (size_t)i * (size_t)D, &mean[i], &rstd[i], x + (size_t)i * (size_t)D, w, b, D, eps);
 }
 
+void layernorm_forward_operand(LayerCtx* c, float* y, float* mean, float* rstd, const float* x, const float* w,
+                               const float* b, int N, int D, float eps) {
+    char* yl = kept_produce(c, y, (size_t)N * (size_t)D, NULL);  // (N, D) low, or NULL
+    if (!yl) {
+        layernorm_forward(y, mean, rstd, x, w, b, N, D, eps);
+        return;
+    }
+    const DType low = c->low;
+    const size_t row = (size_t)D * dtype_traits(low)->size;
+#pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
+    for (int i = 0; i < N; i++) {
+        float* yi = y + (size_t)i * (size_t)D;  // (D)
+        layernorm_forward_row(yi, &mean[i], &rstd[i], x + (size_t)i * (size_t)D, w, b, D, eps);
+        dtype_from_f32_row(yl + (size_t)i * row, low, yi, (size_t)D);  // gemm_input's conversion, row in L1
+    }
+}
+
 // dx_i += a * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, xhat = (x - m) * a, in double
 LN_CLONES static void layernorm_backward_row(float* dxi, const float* dyi, const float* xi, double m, double a,
                                              const float* w, int D) {
@@ -549,8 +599,10 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
 // (low modes) where the low-dtype result (N, OC) is to stay, packed, as the operand of a later
 // GEMM (y receives it widened; the two hold the same values), and then y may be NULL (low
 // modes: nothing reads the fp32 result).
+// res (N, OC) or NULL: y = linear + res, the fp32 add of a residual connection (low modes: in
+// the widening pass; fp32: a pass after the GEMM, dst += res as the model's residual add).
 static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl, const float* W, const float* b,
-                                int N, int IC, int OC) {
+                                const float* res, int N, int IC, int OC) {
     const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
     float beta = 0.0f;
     OutKind out = OUT_LOW;
@@ -572,7 +624,12 @@ static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl,
         }
         beta = 1.0f;
     }
-    return mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, c->low == DTYPE_F32 ? NULL : yl);
+    if (c->low == DTYPE_F32) {
+        Status s = mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, NULL, NULL);
+        if (status_is_ok(s) && res) add_rows_into(y, res, (size_t)N * (size_t)OC);
+        return s;
+    }
+    return mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, yl, res);
 }
 
 Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC) {
@@ -585,7 +642,19 @@ Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, con
     c->operand_of = NULL;
     bool low_only;
     void* yl = kept_produce(c, y, (size_t)N * (size_t)OC, &low_only);  // y's kept copy (lin1's f1)
-    return linear_forward_xl(c, low_only ? NULL : y, yl, xl, W, b, N, IC, OC);
+    return linear_forward_xl(c, low_only ? NULL : y, yl, xl, W, b, NULL, N, IC, OC);
+}
+
+Status linear_forward_residual(LayerCtx* c, float* y, const float* x, const float* W, const float* b,
+                               const float* res, int N, int IC, int OC) {
+    const void* xl;  // (N, IC) the GEMM operand of x
+    if (c->low != DTYPE_F32 && c->operand_of == x && c->operand_n == (size_t)N * (size_t)IC) {
+        xl = c->scratch[LAYER_SCRATCH_A];  // written with x by gelu_forward_operand
+    } else {
+        xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);
+    }
+    c->operand_of = NULL;
+    return linear_forward_xl(c, y, NULL, xl, W, b, res, N, IC, OC);
 }
 
 // linear_backward with the GEMM operand of x given (xl, in a slot other than A, B, C, F32,
@@ -604,7 +673,7 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
     c->operand_of = NULL;
     if (dxl_out) {
         const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
-        s = mm_on(c, c->gemm, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, NULL, IC, OUT_LOW, dxl_out);
+        s = mm_on(c, c->gemm, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, NULL, IC, OUT_LOW, dxl_out, NULL);
         if (!status_is_ok(s)) return s;
     } else if (dx) {
         const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
@@ -1003,8 +1072,10 @@ static void keep_first_error(Status* first, const Status* s) {
     if (status_is_ok(*first)) *first = *s;
 }
 
-Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const float* x,
-                         const AttentionParams* w, const float* key_mask, int B, int T, int D, int H) {
+// attention_forward, plus res (B, T, D) added to out in out_lin's widening pass when not NULL
+static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs* a, const float* x,
+                                    const AttentionParams* w, const float* key_mask, const float* res, int B, int T,
+                                    int D, int H) {
     CHECK(H >= 1 && D % H == 0, "dim %d is not a multiple of n_heads %d", D, H);
     const int N = B * T, dh = D / H;
     const size_t TT = (size_t)T * (size_t)T;
@@ -1031,9 +1102,9 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
         if (!(vl = kept_produce(c, a->v, nd, &lo))) vl = scratch(c, LAYER_SCRATCH_V, nd * es);
         if (lo) vy = NULL;
     }
-    if (!status_is_ok(s = linear_forward_xl(c, qy, (void*)ql, xl, w->Wq, w->bq, N, D, D))) return s;
-    if (!status_is_ok(s = linear_forward_xl(c, ky, (void*)kl, xl, w->Wk, w->bk, N, D, D))) return s;
-    if (!status_is_ok(s = linear_forward_xl(c, vy, (void*)vl, xl, w->Wv, w->bv, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, qy, (void*)ql, xl, w->Wq, w->bq, NULL, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, ky, (void*)kl, xl, w->Wk, w->bk, NULL, N, D, D))) return s;
+    if (!status_is_ok(s = linear_forward_xl(c, vy, (void*)vl, xl, w->Wv, w->bv, NULL, N, D, D))) return s;
     phase_enter(c->clock, PHASE_ATTENTION);
     // the merged context as out_lin's operand (B, T, D): the heads' low results, kept or in slot
     // A (x's copy is no longer needed), widened into acts->ctx unless nothing reads that
@@ -1081,9 +1152,19 @@ Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const 
     }
     if (!status_is_ok(first)) return first;
     phase_enter(c->clock, PHASE_OUT_GEMM);
-    if (low == DTYPE_F32) return linear_forward(c, out, a->ctx, w->Wo, w->bo, N, D, D);
+    if (low == DTYPE_F32) return linear_forward_residual(c, out, a->ctx, w->Wo, w->bo, res, N, D, D);
     c->operand_of = NULL;  // slot A may now hold ctx's low copy
-    return linear_forward_xl(c, out, NULL, ctxl, w->Wo, w->bo, N, D, D);
+    return linear_forward_xl(c, out, NULL, ctxl, w->Wo, w->bo, res, N, D, D);
+}
+
+Status attention_forward(LayerCtx* c, float* out, const AttentionActs* a, const float* x, const AttentionParams* w,
+                         const float* key_mask, int B, int T, int D, int H) {
+    return attention_forward_res(c, out, a, x, w, key_mask, NULL, B, T, D, H);
+}
+
+Status attention_forward_residual(LayerCtx* c, float* out, const AttentionActs* a, const float* x,
+                                  const AttentionParams* w, const float* key_mask, int B, int T, int D, int H) {
+    return attention_forward_res(c, out, a, x, w, key_mask, x, B, T, D, H);
 }
 
 Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const float* dout,

@@ -134,6 +134,11 @@ void embedding_backward(float* dWtok, float* dWpos, const float* dout, const int
 // y = fma((x - mean) * rstd, w, b).   x, y (N, D); w, b (D); mean, rstd (N) saved for backward
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N,
                        int D, float eps);
+// layernorm_forward that also writes y's kept low copy (LowCopy) row by row while the row is in
+// cache, when y is registered (the next GEMM's operand: q/k/v's input, lin1's); the same bits
+// as converting y afterwards. Else layernorm_forward.
+void layernorm_forward_operand(LayerCtx* c, float* y, float* mean, float* rstd, const float* x, const float* w,
+                               const float* b, int N, int D, float eps);
 // backward ACCUMULATES into dx (N, D), dw (D), db (D); row sums in double.
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
                         const float* rstd, const float* w, int N, int D);
@@ -142,6 +147,11 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
 // fp32), the bias added to the fp32 accumulator before the single rounding.
 // x (N, IC), W (OC, IC), b (OC) or NULL, y (N, OC)
 Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC);
+// y = linear(x) + res (res (N, OC) fp32): a residual connection's mixed add (the low result
+// promoted, one fp32 add), fused into the widening pass in the low modes (the same bits as
+// linear_forward, then y += res)
+Status linear_forward_residual(LayerCtx* c, float* y, const float* x, const float* W, const float* b,
+                               const float* res, int N, int IC, int OC);
 // backward ACCUMULATES into dx (N, IC), dW (OC, IC), db (OC) (any may be NULL):
 //   dx += R(dy @ R(W))                 (fp32 add of the low result, as autograd sums grads)
 //   dW += R(dy^T @ R(x))               (parameter-gradient rounding point, counted)
@@ -219,6 +229,10 @@ float attention_scaling(int dh);  // float(dh ** -0.5)
 // x (B, T, D) fp32; out (B, T, D) low values; acts filled (caller-owned storage)
 Status attention_forward(LayerCtx* c, float* out, const AttentionActs* acts, const float* x,
                          const AttentionParams* w, const float* key_mask, int B, int T, int D, int H);
+// out = attention(x) + x (DistilBERT's sa residual, fp32 add), the add fused into out_lin's
+// widening pass in the low modes: the same bits as attention_forward, then out += x
+Status attention_forward_residual(LayerCtx* c, float* out, const AttentionActs* acts, const float* x,
+                                  const AttentionParams* w, const float* key_mask, int B, int T, int D, int H);
 // Floats of `work` attention_backward needs: 4 * B*T*D.
 size_t attention_work_floats(int B, int T, int D);
 // backward ACCUMULATES into dx (B, T, D) and the gradients; dout (B, T, D) low values.

@@ -1129,7 +1129,8 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     phase_enter(pc, PHASE_EMBEDDING);
     embedding_forward(ws->emb, ws->ids, p + ws->wte, p + ws->wpe, B, T, D, ws->cfg.vocab_size);
     phase_enter(pc, PHASE_LAYERNORM);
-    layernorm_forward(ws->h0, ws->emb_mean, ws->emb_rstd, ws->emb, p + ws->lne_w, p + ws->lne_b, N, D, LAYERNORM_EPS);
+    layernorm_forward_operand(c, ws->h0, ws->emb_mean, ws->emb_rstd, ws->emb, p + ws->lne_w, p + ws->lne_b, N, D,
+                              LAYERNORM_EPS);
     const float* x = ws->h0;  // (N, D)
     // dropout's work (drawing masks, the multiplies outside attention) is charged to "other"
     if (ws->drop.hidden > 0) phase_enter(pc, PHASE_OTHER);
@@ -1147,25 +1148,29 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         a->att.drop.keep = site_mask(ws->drop.attention > 0 ? ws->keep_att[l] : NULL, batch, DROPOUT_SITE_ATTENTION,
                                      (int)l, (size_t)H * (size_t)T * (size_t)T, ws->drop.attention);
         a->att.pd = a->att.drop.keep ? ws->pd[l] : NULL;
-        if (!status_is_ok(s = attention_forward(c, a->r1, &a->att, x, &ap, mask, B, T, D, H))) return s;
-        phase_enter(pc, PHASE_RESIDUAL);
-        add_rows(a->r1, x, (size_t)N * (size_t)D);  // r1 = ao + x
+        // r1 = ao + x (the residual's fp32 add, in out_lin's widening pass)
+        if (!status_is_ok(s = attention_forward_residual(c, a->r1, &a->att, x, &ap, mask, B, T, D, H))) return s;
         phase_enter(pc, PHASE_LAYERNORM);
-        layernorm_forward(a->h1, a->mean1, a->rstd1, a->r1, p + o->ln1_w, p + o->ln1_b, N, D, LAYERNORM_EPS);
+        layernorm_forward_operand(c, a->h1, a->mean1, a->rstd1, a->r1, p + o->ln1_w, p + o->ln1_b, N, D, LAYERNORM_EPS);
         phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_forward(c, a->f1, a->h1, p + o->W1, p + o->b1, N, D, Hd))) return s;
         phase_enter(pc, PHASE_GELU);
         gelu_forward_operand(c, a->g, a->f1, (size_t)N * (size_t)Hd);  // and lin2's operand
         phase_enter(pc, PHASE_FFN_GEMM);
-        if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
-        if (ws->drop.hidden > 0) phase_enter(pc, PHASE_OTHER);
-        if (site_mask(ws->drop.hidden > 0 ? ws->keep_ffn[l] : NULL, batch, DROPOUT_SITE_FFN, (int)l,
-                      (size_t)T * (size_t)D, ws->drop.hidden))  // FFN dropout on lin2's low output
+        if (ws->drop.hidden > 0) {
+            if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
+            phase_enter(pc, PHASE_OTHER);
+            site_mask(ws->keep_ffn[l], batch, DROPOUT_SITE_FFN, (int)l, (size_t)T * (size_t)D, ws->drop.hidden);
+            // FFN dropout on lin2's low output
             dropout_mul(a->r2, a->r2, ws->keep_ffn[l], nd, dropout_scale(ws->drop.hidden, low), low);
-        phase_enter(pc, PHASE_RESIDUAL);
-        add_rows(a->r2, a->h1, (size_t)N * (size_t)D);  // r2 = f2 + h1
+            phase_enter(pc, PHASE_RESIDUAL);
+            add_rows(a->r2, a->h1, (size_t)N * (size_t)D);  // r2 = f2 + h1
+        } else {  // r2 = f2 + h1, the add in lin2's widening pass
+            s = linear_forward_residual(c, a->r2, a->g, p + o->W2, p + o->b2, a->h1, N, Hd, D);
+            if (!status_is_ok(s)) return s;
+        }
         phase_enter(pc, PHASE_LAYERNORM);
-        layernorm_forward(a->h2, a->mean2, a->rstd2, a->r2, p + o->ln2_w, p + o->ln2_b, N, D, LAYERNORM_EPS);
+        layernorm_forward_operand(c, a->h2, a->mean2, a->rstd2, a->r2, p + o->ln2_w, p + o->ln2_b, N, D, LAYERNORM_EPS);
         x = a->h2;
     }
     ClassifierParams cp = classifier_params(ws, p);
