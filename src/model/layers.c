@@ -626,7 +626,11 @@ static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl,
     }
     if (c->low == DTYPE_F32) {
         Status s = mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, NULL, NULL);
-        if (status_is_ok(s) && res) add_rows_into(y, res, (size_t)N * (size_t)OC);
+        if (status_is_ok(s) && res) {
+            const Phase prev = phase_enter(c->clock, PHASE_RESIDUAL);
+            add_rows_into(y, res, (size_t)N * (size_t)OC);
+            phase_enter(c->clock, prev);
+        }
         return s;
     }
     return mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, yl, res);

@@ -1230,7 +1230,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         layernorm_backward(ws->dr, g + o->ln2_w, g + o->ln2_b, ws->dh, a->r2, a->mean2, a->rstd2, p + o->ln2_w, N, D);
         phase_enter(pc, PHASE_RESIDUAL);
         memcpy(ws->dh1, ws->dr, nd * sizeof(float));
-        phase_enter(pc, PHASE_CONVERT);
+        if (low != DTYPE_F32) phase_enter(pc, PHASE_CONVERT);  // fp32: only copies (residual)
         if (ws->drop.hidden > 0) {  // the FFN dropout's backward, in the low dtype
             memcpy(ws->dlow, ws->dr, nd * sizeof(float));
             amp_round_act_grad(ws->dlow, nd, low, counters);
@@ -1250,8 +1250,8 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         layernorm_backward(ws->dr, g + o->ln1_w, g + o->ln1_b, ws->dh1, a->r1, a->mean1, a->rstd1, p + o->ln1_w, N, D);
         phase_enter(pc, PHASE_RESIDUAL);
         memcpy(ws->dh, ws->dr, nd * sizeof(float));  // the residual's fp32 share of dx
-        phase_enter(pc, PHASE_CONVERT);
-        layer_round_grad_operand(c, ws->dlow, ws->dr, nd);  // and out_lin's dy operand
+        if (low != DTYPE_F32) phase_enter(pc, PHASE_CONVERT);  // fp32: a copy (residual)
+        layer_round_grad_operand(c, ws->dlow, ws->dr, nd);     // and out_lin's dy operand
         AttentionParams ap = attention_params(ws, p, l);
         AttentionGrads ag = {g + o->Wq, g + o->bq, g + o->Wk, g + o->bk, g + o->Wv, g + o->bv, g + o->Wo, g + o->bo};
         s = attention_backward(c, ws->dh, &ag, ws->dlow, &a->att, x, &ap, mask, ws->att_work, B, T, D, H);
