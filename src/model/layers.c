@@ -218,6 +218,26 @@ static void widen_add3(float* x, DType dt, const void* a, const void* b, const v
     }
 }
 
+// x (n) = 0 + rl widened (the add turns a -0 into +0, as adding into a zeroed gradient does),
+// then xl (n) = R(x): a widen-and-add into a zeroed array followed by the narrowing of that
+// array, chunk by chunk while the chunk is in cache (the same operations; xl's bits are those
+// gemm_input gave, -0 and NaN included)
+static void widen_zero_add_narrow(float* x, void* xl, const void* rl, DType dt, size_t n) {
+    const size_t es = dtype_traits(dt)->size;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
+        enum { CH = 256 };
+        const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
+        for (size_t j0 = 0; j0 < m; j0 += CH) {
+            const size_t k = m - j0 < CH ? m - j0 : CH;
+            float* xc = x + i0 + j0;  // (k)
+            dtype_to_f32_row(xc, dt, (const char*)rl + (i0 + j0) * es, k);
+            for (size_t j = 0; j < k; j++) xc[j] = 0.0f + xc[j];  // not folded: no -ffast-math
+            dtype_from_f32_row((char*)xl + (i0 + j0) * es, dt, xc, k);
+        }
+    }
+}
+
 static void low_row(RowsOp op, float* crow, DType dt, char* clrow, const float* rrow, int N) {
     const size_t es = dtype_traits(dt)->size;
     if (op == ROWS_NARROW) {
@@ -1182,12 +1202,26 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     float* dv = work + 2 * nd;   // (B, T, D)
     float* dctx = work + 3 * nd; // (B, T, D)
     Status s;
-    memset(dctx, 0, nd * sizeof(float));
     phase_enter(c->clock, PHASE_OUT_GEMM);
-    if (!status_is_ok(s = linear_backward(c, dctx, g->Wo, g->bo, dout, a->ctx, w->Wo, N, D, D))) return s;
+    const void* dctxl = dctx;  // (B, T, D) GEMM operand
+    if (c->low == DTYPE_F32) {
+        memset(dctx, 0, nd * sizeof(float));
+        if (!status_is_ok(s = linear_backward(c, dctx, g->Wo, g->bo, dout, a->ctx, w->Wo, N, D, D))) return s;
+    } else {
+        // dctx = 0 + R(dout @ Wo) (linear_backward into a zeroed dctx) and dctx's GEMM operand
+        // R(dctx) (gemm_input), the same operations chunk by chunk in one pass over the low result
+        const size_t es = dtype_traits(c->low)->size;
+        char* rl = scratch(c, LAYER_SCRATCH_C, nd * es);  // (N, D) low
+        s = linear_backward_ops(c, NULL, rl, g->Wo, g->bo, dout, NULL, a->ctx, NULL, w->Wo, N, D, D);
+        if (!status_is_ok(s)) return s;
+        char* dl = scratch(c, LAYER_SCRATCH_DCTX, nd * es);
+        const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
+        widen_zero_add_narrow(dctx, dl, rl, c->low, nd);
+        phase_enter(c->clock, prev);
+        dctxl = dl;
+    }
     phase_enter(c->clock, PHASE_ATTENTION);
 
-    const void* dctxl = gemm_input(c, LAYER_SCRATCH_DCTX, dctx, nd);                     // (B, T, D)
     const void* ql = gemm_input(c, LAYER_SCRATCH_Q, a->q, nd);                           // (B, T, D)
     const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);                           // (B, T, D)
     const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);                           // (B, T, D)
