@@ -392,6 +392,25 @@ static void colsum_f64(double* out, const float* x, int N, int C) {
         colsum_block(out, x, N, C, j0, C - j0 < COLSUM_BLOCK ? C - j0 : COLSUM_BLOCK);
 }
 
+// colsum_block of a low-dtype x (N, C) (dt): each row's block widened (exact) into a local
+// row, then the same double adds in the same order as colsum_block of the fp32 values
+SIMD_CLONES static void colsum_block_low(double* out, const void* x, DType dt, int N, int C, int j0, int jn) {
+    const size_t es = dtype_traits(dt)->size;
+    double acc[COLSUM_BLOCK] = {0};
+    float r[COLSUM_BLOCK];
+    for (int i = 0; i < N; i++) {
+        dtype_to_f32_row(r, dt, (const char*)x + ((size_t)i * (size_t)C + (size_t)j0) * es, (size_t)jn);
+        for (int j = 0; j < jn; j++) acc[j] += (double)r[j];
+    }
+    for (int j = 0; j < jn; j++) out[j0 + j] = acc[j];
+}
+
+static void colsum_f64_low(double* out, const void* x, DType dt, int N, int C) {
+#pragma omp parallel for schedule(static) if ((size_t)N * (size_t)C > 65536)
+    for (int j0 = 0; j0 < C; j0 += COLSUM_BLOCK)
+        colsum_block_low(out, x, dt, N, C, j0, C - j0 < COLSUM_BLOCK ? C - j0 : COLSUM_BLOCK);
+}
+
 // dW (n) += R(t) with t (n) rounded in place to the ctx's low dtype, counted as parameter-
 // gradient rounding points (amp_round_param_grad then dW += t), one chunk at a time while it
 // is in cache: one pass instead of two. The counts are integer sums (any order).
@@ -684,13 +703,14 @@ Status linear_forward_residual(LayerCtx* c, float* y, const float* x, const floa
 // linear_backward with the GEMM operand of x given (xl, in a slot other than A, B, C, F32,
 // BIAS, COL) or NULL (x converted here): attention's v, k, q share one conversion of x.
 // Low modes, for the FFN (ffn_backward): dyl, when not NULL, is dy's GEMM operand already made
-// (slot A); dxl_out, when not NULL, receives the input gradient's low result R(dy @ W) (N, IC),
+// (slot A), and then dy may be NULL (the bias gradient sums dyl's values: the same); dxl_out, when not NULL, receives the input gradient's low result R(dy @ W) (N, IC),
 // packed, instead of dx += it (dx is not touched: the caller's dx is zero and reads that).
 static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* dW, float* db, const float* dy,
                                   const void* dyl, const float* x, const void* xl, const float* W, int N, int IC,
                                   int OC) {
     Status s;
     CHECK(!dxl_out || c->low != DTYPE_F32);
+    CHECK(dy || (dyl && c->low != DTYPE_F32), "no dy");
     if (!dyl && c->low != DTYPE_F32 && c->operand_of == dy && c->operand_n == (size_t)N * (size_t)OC)
         dyl = c->scratch[LAYER_SCRATCH_A];  // written with dy by layer_round_grad_operand
     if (!dyl) dyl = gemm_input(c, LAYER_SCRATCH_A, dy, (size_t)N * (size_t)OC);  // (N, OC)
@@ -726,7 +746,11 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
     if (db) {
         double* acc = scratch(c, LAYER_SCRATCH_COL, (size_t)OC * sizeof(double));  // (OC)
         float* t = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);                  // (OC)
-        colsum_f64(acc, dy, N, OC);
+        if (dy) {
+            colsum_f64(acc, dy, N, OC);
+        } else {  // dy's values are dyl's (ffn_backward: lin1's df1 exists only as its low copy)
+            colsum_f64_low(acc, dyl, c->low, N, OC);
+        }
         for (int j = 0; j < OC; j++) t[j] = (float)acc[j];
         amp_round_param_grad(t, (size_t)OC, c->low, c->counters);
         for (int j = 0; j < OC; j++) db[j] += t[j];
@@ -904,13 +928,13 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType d
 
 // gelu_backward with its operands in the low dtype dt, chunk by chunk: dyl (n) the incoming
 // gradient (lin2's input-gradient GEMM result, never widened), x's values from xl (its kept
-// copy) or x; dx += R(dy * gelu'(x)) as gelu_backward, and dxl (n) receives dx's low copy
-// (exact: dx is zero on entry, so it holds dt values; lin1's dy operand).
+// copy) or x; dxl (n) receives the low copy of dx = 0 + R(dy * gelu'(x)) (gelu_backward into a
+// zeroed dx, then gemm_input's conversion; exact: dx holds dt values), lin1's dy operand and
+// its bias gradient's input. The fp32 dx is not written (nothing else reads it).
 // dyl's widened values are what gelu_backward read from the zeroed dy after `dy += R(...)`
 // except that a -0 stays -0 (0 + -0 is +0): gelu'(x) * +-0 is then +-0 (or NaN for both), which
 // rounds to +-0 and adds to dx's 0 as +0, so dx gets the same bits.
-static void gelu_backward_low(float* dx, void* dxl, const void* dyl, const float* x, const void* xl, size_t n,
-                              DType dt) {
+static void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* xl, size_t n, DType dt) {
     enum { CH = 256 };
     const size_t es = dtype_traits(dt)->size;
 #pragma omp parallel for schedule(static) if (n > 16384)
@@ -925,8 +949,8 @@ static void gelu_backward_low(float* dx, void* dxl, const void* dyl, const float
         }
         gelu_grad_rows(t, tdy, xc, m);
         round_to(t, m, dt);
-        for (size_t i = 0; i < m; i++) dx[i0 + i] += t[i];
-        dtype_from_f32_row((char*)dxl + i0 * es, dt, dx + i0, m);
+        for (size_t i = 0; i < m; i++) t[i] = 0.0f + t[i];  // the zeroed dx's add (-0 -> +0); not folded: no -ffast-math
+        dtype_from_f32_row((char*)dxl + i0 * es, dt, t, m);
     }
 }
 
@@ -935,8 +959,8 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
                     int F) {
     const size_t nf = (size_t)N * (size_t)F;
     Status s;
-    memset(df1, 0, nf * sizeof(float));
     if (c->low == DTYPE_F32) {
+        memset(df1, 0, nf * sizeof(float));
         memset(dg, 0, nf * sizeof(float));
         if (!status_is_ok(s = linear_backward(c, dg, g->W2, g->b2, dy, gact, W2, N, F, D))) return s;
         phase_enter(c->clock, PHASE_GELU);
@@ -945,7 +969,8 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
         return linear_backward(c, dx, g->W1, g->b1, df1, h1, W1, N, D, F);
     }
     // lin2: R(dy @ W2) stays low in slot C (dg is not written); GELU's backward reads it and
-    // writes df1 (fp32: lin1's bias gradient sums it) and its low copy in slot A, lin1's dy operand
+    // writes df1's low copy in slot A (df1 is not written), lin1's dy operand and the input of
+    // its bias gradient's column sums
     const size_t es = dtype_traits(c->low)->size;
     void* dgl = scratch(c, LAYER_SCRATCH_C, nf * es);  // (N, F) low
     s = linear_backward_ops(c, NULL, dgl, g->W2, g->b2, dy, NULL, gact, NULL, W2, N, F, D);
@@ -955,10 +980,11 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
     CHECK(f1l || !kept_find(c, f1, nf), "lin1's output registered but not produced");
     void* df1l = scratch(c, LAYER_SCRATCH_A, nf * es);  // (N, F) low
     c->operand_of = NULL;
-    gelu_backward_low(df1, df1l, dgl, f1, f1l, nf, c->low);
+    gelu_backward_low(df1l, dgl, f1, f1l, nf, c->low);
     phase_enter(c->clock, PHASE_FFN_GEMM);
     (void)dg;
-    return linear_backward_ops(c, dx, NULL, g->W1, g->b1, df1, df1l, h1, NULL, W1, N, D, F);
+    (void)df1;
+    return linear_backward_ops(c, dx, NULL, g->W1, g->b1, NULL, df1l, h1, NULL, W1, N, D, F);
 }
 
 // ---- ReLU ----

@@ -176,8 +176,9 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType d
 //   linear_backward(dx, dW1, db1 <- df1, h1, W1)
 // with the same bits and, in the low modes, fewer conversion passes: lin2's input gradient
 // stays in the low dtype for GELU's backward (dg is not written), GELU's backward reads f1's
-// kept copy when registered and writes df1's GEMM operand as it goes. dx (N, D) ACCUMULATES;
-// dg, df1 (N, F) are scratch (df1 holds the gradient at f1 on return).
+// kept copy when registered and writes df1's GEMM operand as it goes (lin1's bias gradient sums
+// that low copy: the same values). dx (N, D) ACCUMULATES; dg, df1 (N, F) are scratch (written
+// only in fp32, where df1 holds the gradient at f1 on return).
 typedef struct {
     float *W1, *b1, *W2, *b2;  // gradients (any may be NULL)
 } FfnGrads;

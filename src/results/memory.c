@@ -366,7 +366,7 @@ static void step_print(const StepMem* m) {
                fmt_signed(a, sizeof a, (m->peak_rss - known + (1 << 19)) >> 20));
         if (m->mode->low != DTYPE_F32)  // README "Training step memory"
             printf("                                   (in bf16/fp16 the workspace's fp32 arrays of q, k, v, the context,\n"
-                   "                                   f1, GELU's output and its gradient are reserved but never written:\n"
+                   "                                   f1, GELU's output and the FFN's two gradients are reserved but never written:\n"
                    "                                   GEMMs read their low copies; unwritten pages are not resident)\n");
     }
 }
