@@ -5,6 +5,8 @@
 //   nt/1024x3072x768   FFN lin1 forward
 //   nn/1024x768x3072   FFN lin1 input gradient        dx = dy @ W
 //   tn/3072x768x1024   FFN lin1 weight gradient       dW = dy^T @ x   (FULL=1 only)
+// The naive backend (the correctness reference, not a speed contender) runs the first shape
+// only; FULL=1 runs it on all of them.
 // Plus every GEMM call of the training step of the small and distilbert-base-cased presets at
 // 8 x 128 (the train_step/small benchmarks, `make peers`' steps), taken from model_step_gemms
 // (the list the report's derived bound sums over, so the bound uses the measured rate of each
@@ -305,6 +307,9 @@ void bench_register_gemm(void) {
     for (size_t si = 0; si < n_shapes; si++)
         for (size_t di = 0; di < ARRAY_LEN(DTYPES); di++)
             for (size_t b = 0; b < gemm_backend_count(); b++) {
+                // naive (the reference, ~0.6 s per large product): the first shape only unless
+                // FULL=1, which keeps make run's benchmarks phase within its budget
+                if (gemm_backend_at(b) == &gemm_backend_naive && si > 0 && !bench_full) continue;
                 GemmCase* c = xcalloc(1, sizeof *c);  // lives until exit (registered)
                 c->backend = gemm_backend_at(b);
                 c->dt = DTYPES[di];
