@@ -291,8 +291,9 @@ gate: all
 # $(RESULTS)/<machine-id>/<run-id>/ (run-ids begin with the UTC start time, so newest = last by name)
 RESULT_DIR ?= $(shell ls $(RESULTS)/*/*/machine.json 2>/dev/null | awk -F/ '{ d = $$0; sub("/machine.json$$", "", d); print $$(NF-1), d }' | sort | tail -1 | cut -d' ' -f2-)
 
-# contention: small-model step time alone and next to one busy process, for the passive wait
-# policy and libgomp's spinning default (bench/contention.sh; ~2-4 minutes; not part of run)
+# contention: small-model step time alone and next to one busy process, for trainbench's short
+# spin (GOMP_SPINCOUNT=1000), passive and libgomp's spinning default (bench/contention.sh; ~5-8
+# minutes; not part of run)
 contention: all
 	sh bench/contention.sh $(BUILD)/trainbench $(or $(ROUNDS),5)
 

@@ -2,8 +2,9 @@
 # contention.sh — `make contention`: median step time of the small model (bf16, onednn, batch 8 x
 # 128, 2 threads) on this machine as it is, and again while one competing CPU-bound process (a
 # shell busy loop pinned to CPU 0 with taskset) runs; for trainbench's deliberate OpenMP wait
-# policy (passive, threads.h) and for libgomp's default spinning (GOMP_SPINCOUNT=300000, what an
-# unset OMP_WAIT_POLICY gives), rounds interleaved so drift hits every column alike.
+# policy (a short spin, GOMP_SPINCOUNT=1000: threads.h), for passive (OMP_WAIT_POLICY=passive)
+# and for libgomp's default spinning (GOMP_SPINCOUNT=300000, what an unset OMP_WAIT_POLICY
+# gives), rounds interleaved so drift hits every column alike.
 # Prints one line per configuration: median of the rounds' median step times, and the ratio
 # contended / alone. Not a test: timings are never asserted (README "Threads and contention").
 #   sh bench/contention.sh TRAINBENCH_BINARY [ROUNDS] [STEPS]
@@ -29,12 +30,12 @@ print(statistics.median(x["step_time_s"] for x in r))
 PY
 }
 
-for policy in "OMP_WAIT_POLICY=passive" "GOMP_SPINCOUNT=300000"; do
+for policy in "TRAINBENCH_DEFAULT_POLICY=1" "OMP_WAIT_POLICY=passive" "GOMP_SPINCOUNT=300000"; do
     : >"$tmp/$policy.alone"; : >"$tmp/$policy.busy"
 done
 i=0
 while [ $i -lt "$rounds" ]; do
-    for policy in "OMP_WAIT_POLICY=passive" "GOMP_SPINCOUNT=300000"; do
+    for policy in "TRAINBENCH_DEFAULT_POLICY=1" "OMP_WAIT_POLICY=passive" "GOMP_SPINCOUNT=300000"; do
         one "$policy" >>"$tmp/$policy.alone"
         taskset -c 0 sh -c 'while :; do :; done' &
         busy=$!
@@ -44,11 +45,12 @@ while [ $i -lt "$rounds" ]; do
     i=$((i + 1))
 done
 echo "small bf16 onednn b8x128, 2 threads, $rounds interleaved rounds of $steps steps; median step time (s):"
-for policy in "OMP_WAIT_POLICY=passive" "GOMP_SPINCOUNT=300000"; do
+for policy in "TRAINBENCH_DEFAULT_POLICY=1" "OMP_WAIT_POLICY=passive" "GOMP_SPINCOUNT=300000"; do
     python3 - "$policy" "$tmp/$policy.alone" "$tmp/$policy.busy" <<'PY'
 import statistics, sys
 a = statistics.median(float(x) for x in open(sys.argv[2]))
 b = statistics.median(float(x) for x in open(sys.argv[3]))
-print(f"  {sys.argv[1]:<26} alone {a:.4f}  with a busy process {b:.4f}  ratio {b / a:.2f}x")
+name = "trainbench default (GOMP_SPINCOUNT=1000)" if sys.argv[1].startswith("TRAINBENCH_DEFAULT") else sys.argv[1]
+print(f"  {name:<43} alone {a:.4f}  with a busy process {b:.4f}  ratio {b / a:.2f}x")
 PY
 done

@@ -82,6 +82,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden_io  # noqa: E402 - die, import checks, the version parser shared by reference/
 
+# `trainbench run` re-executes itself with its own OpenMP wait policy (src/core/threads.h:
+# GOMP_SPINCOUNT, marked by TRAINBENCH_WAIT_POLICY_SET) and this script inherits it. PyTorch
+# gets its own runtime's default instead (libgomp reads these when torch loads it, below), as
+# a PyTorch user would have it; our benchmark binary, a child, applies ours again. A policy the
+# user set (no mark) is left to both sides.
+if os.environ.get("TRAINBENCH_WAIT_POLICY_SET") == "1":
+    for _k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "TRAINBENCH_WAIT_POLICY_SET"):
+        os.environ.pop(_k, None)
+
 GENERATOR = "reference/bench_peers.py"
 OPTIM_SHAPES = [(100, 100), (1000, 1000), (2500, 4000)]
 FULL_SHAPE = (10000, 10000)
@@ -567,7 +576,7 @@ def main(argv):
             "repetitions": a.repetitions,
             "min_time_s": a.min_time,
             "warmup_steps": WARMUP_STEPS,
-            "environment": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY",
+            "environment": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
                                                        "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY")
                             if k in os.environ},
             "name_mapping": "peer/<variant>/<problem>/real_time; optim problem = our benchmark name "

@@ -20,8 +20,10 @@ xml_escape() { printf '%s' "$1" | sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>
 passed=0
 failed=0
 failed_names=""
-# libgomp spins idle workers by default; on a shared machine that multiplies test time (the
-# CLI picks passive itself: core/threads.h). A caller's own policy wins.
+# libgomp spins idle workers by default; with TEST_JOBS test binaries at once the cores are
+# oversubscribed and any spinning multiplies test time, so the tests run passive (the CLI's own
+# default is a short spin, core/threads.h, for speed on a machine it has to itself). A caller's
+# own policy wins.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

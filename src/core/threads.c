@@ -13,10 +13,10 @@
 
 void threads_apply_wait_policy(char** argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0 || setenv(POLICY_MARK, "1", 1) != 0) return;
+    if (setenv("GOMP_SPINCOUNT", THREADS_SPINCOUNT, 1) != 0 || setenv(POLICY_MARK, "1", 1) != 0) return;
     execv("/proc/self/exe", argv);
     // exec failed (no /proc?): the runtime keeps its default; say nothing and run
-    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
     unsetenv(POLICY_MARK);
 }
 
@@ -24,8 +24,9 @@ const char* threads_wait_policy(void) {
     static char buf[96];
     const char* p = getenv("OMP_WAIT_POLICY");
     const char* spin = getenv("GOMP_SPINCOUNT");
-    if (p) snprintf(buf, sizeof buf, "%s (%s)", p, getenv(POLICY_MARK) ? "trainbench default" : "environment");
-    else if (spin) snprintf(buf, sizeof buf, "GOMP_SPINCOUNT=%s (environment)", spin);
+    if (p) snprintf(buf, sizeof buf, "%s (environment)", p);
+    else if (spin)
+        snprintf(buf, sizeof buf, "GOMP_SPINCOUNT=%s (%s)", spin, getenv(POLICY_MARK) ? "trainbench default" : "environment");
     else snprintf(buf, sizeof buf, "runtime default (spin, then sleep)");
     return buf;
 }
