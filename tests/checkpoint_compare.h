@@ -1,9 +1,10 @@
-// checkpoint_compare.h — test helper (include after cmocka.h): two checkpoint.safetensors files
-// equal where a continued or distributed run must reproduce them, for test_train (resume) and
-// test_ddp (--ddp vs accumulation).
+// checkpoint_compare.h — test helpers (include after cmocka.h): two checkpoint.safetensors files
+// equal where a continued or distributed run must reproduce them, and a run's results.json
+// loaded, for test_train (resume) and test_ddp (--ddp vs accumulation).
 #ifndef TRAINBENCH_TEST_CHECKPOINT_COMPARE_H
 #define TRAINBENCH_TEST_CHECKPOINT_COMPARE_H
 
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,17 @@ __attribute__((unused)) static void assert_checkpoint_files_equal(const char* a,
     for (size_t k = 0; k < n_meta; k++) assert_string_equal(st_meta(&sa, meta[k]), st_meta(&sb, meta[k]));
     st_free(&sa);
     st_free(&sb);
+}
+
+// DIR/results.json parsed (the test fails, naming the parser's error, when it cannot be).
+__attribute__((unused)) static json_t* load_results(const char* dir) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    json_error_t err;
+    json_t* j = json_load_file(path, 0, &err);
+    if (!j) printf("%s: %s\n", path, err.text);
+    assert_non_null(j);
+    return j;
 }
 
 #endif

@@ -75,16 +75,6 @@ static const char* g_tmp_path(const char* name) {
     return p;
 }
 
-static json_t* load_results(const char* dir) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/results.json", dir);
-    json_error_t err;
-    json_t* j = json_load_file(path, 0, &err);
-    if (!j) printf("%s: %s\n", path, err.text);
-    assert_non_null(j);
-    return j;
-}
-
 // Step records 1..n of two results.json equal field by field, timing aside.
 static void assert_records_equal(const char* a, const char* b, size_t n) {
     json_t* ja = load_results(a);

@@ -44,16 +44,6 @@ static int run(const char* args, char* out, size_t out_len) {
     return rc;
 }
 
-static json_t* load_results(const char* dir) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/results.json", dir);
-    json_error_t err;
-    json_t* j = json_load_file(path, 0, &err);
-    if (!j) printf("%s: %s\n", path, err.text);
-    assert_non_null(j);
-    return j;
-}
-
 static char g_out[1 << 16];
 
 static void test_run_writes_complete_results(void** s) {

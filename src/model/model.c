@@ -299,17 +299,25 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
     return status_ok();
 }
 
-static Status config_from_json_file(const char* path, ModelConfig* cfg, bool for_training) {
+// A config.json file parsed (duplicate keys rejected); *root owned by the caller.
+static Status load_config_json(const char* path, json_t** root) {
     uint8_t* data;
     size_t len;
     Status s = read_file(path, &data, &len);
     if (!status_is_ok(s)) return s;
     json_error_t err;
-    json_t* root = json_loadb((const char*)data, len, JSON_REJECT_DUPLICATES, &err);
+    *root = json_loadb((const char*)data, len, JSON_REJECT_DUPLICATES, &err);
     free(data);
-    if (!root)
+    if (!*root)
         return status_make(STATUS_INVALID, "%s: not valid JSON (line %d, column %d: %s)", path, err.line, err.column,
                            err.text);
+    return status_ok();
+}
+
+static Status config_from_json_file(const char* path, ModelConfig* cfg, bool for_training) {
+    json_t* root;
+    Status s = load_config_json(path, &root);
+    if (!status_is_ok(s)) return s;
     s = config_from_json(path, root, cfg, for_training);
     json_decref(root);
     return s;
@@ -324,16 +332,9 @@ Status model_config_from_json_file_for_training(const char* path, ModelConfig* c
 }
 
 Status model_dropout_from_json_file(const char* path, DropoutConfig* d) {
-    uint8_t* data;
-    size_t len;
-    Status s = read_file(path, &data, &len);
+    json_t* root;
+    Status s = load_config_json(path, &root);
     if (!status_is_ok(s)) return s;
-    json_error_t err;
-    json_t* root = json_loadb((const char*)data, len, JSON_REJECT_DUPLICATES, &err);
-    free(data);
-    if (!root)
-        return status_make(STATUS_INVALID, "%s: not valid JSON (line %d, column %d: %s)", path, err.line, err.column,
-                           err.text);
     double* dest[] = {&d->hidden, &d->attention, &d->classifier};
     for (size_t i = 0; i < ARRAY_LEN(DROPOUT_KEYS); i++) {
         json_t* v = json_is_object(root) ? json_object_get(root, DROPOUT_KEYS[i]) : NULL;
