@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "validate/conform.h"
@@ -486,6 +487,68 @@ static void test_estimate_equals_measured(void** s) {
     }
 }
 
+// step_scaled(g, coef) (clipping's multiply fused into the optimizer's pass) gives the bits of
+// g *= coef in place followed by step(), for every optimizer that has it: parameters and every
+// state tensor after 3 steps, on a threaded 2-D size and a ragged 1-D one, gradients spanning
+// zeros, -0, subnormals, 1e-30..1e10, and coefficients below 1, 0 (an infinite norm) and NaN.
+static void test_step_scaled_equals_multiply_then_step(void** state) {
+    (void)state;
+    const float coefs[] = {0.0427f, 0.73f, 0.0f, NAN};
+    TensorShape shapes[2] = {{.ndim = 2, .dims = {300, 701}}, {.ndim = 1, .dims = {1003}}};
+    int checked = 0;
+    for (size_t oi = 0; oi < optim_count(); oi++) {
+        const Optimizer* o = optim_at(oi);
+        if (!o->step_scaled) continue;
+        OptimConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        o->defaults(&cfg);
+        cfg.weight_decay = 0.01;
+        for (size_t k = 0; k < 2; k++)
+            for (size_t ci = 0; ci < sizeof coefs / sizeof coefs[0]; ci++) {
+                const size_t n = shape_numel(&shapes[k]);
+                float* pa = xaligned_alloc(n * 4);
+                float* pb = xaligned_alloc(n * 4);
+                float* g = xaligned_alloc(n * 4);
+                float* gm = xaligned_alloc(n * 4);
+                Rng r;
+                rng_init(&r, 77, n + ci);
+                rng_fill_normal(&r, pa, n, 0.0f, 0.02f);
+                memcpy(pb, pa, n * 4);
+                OptimState* sa = o->init(&shapes[k], &cfg);
+                OptimState* sb = o->init(&shapes[k], &cfg);
+                for (int step = 0; step < 3; step++) {
+                    rng_fill_normal(&r, g, n, 0.0f, 1.0f);
+                    for (size_t j = 0; j < n; j++) {
+                        const float scale[8] = {1e-30f, 1e-3f, 1.0f, 1e10f, 0x1p-140f, 1e-20f, 3e5f, 0.5f};
+                        g[j] *= scale[(j * 7 + (size_t)step) % 8];
+                        if (j % 97 == 3) g[j] = 0.0f;
+                        if (j % 89 == 5) g[j] = -0.0f;
+                    }
+                    memcpy(gm, g, n * 4);
+                    for (size_t j = 0; j < n; j++) gm[j] *= coefs[ci];
+                    o->step(sa, pa, gm, &cfg);
+                    o->step_scaled(sb, pb, g, coefs[ci], &cfg);
+                }
+                bool same = memcmp(pa, pb, n * 4) == 0 && sa->n_tensors == sb->n_tensors;
+                for (int t = 0; same && t < sa->n_tensors; t++)
+                    same = memcmp(sa->tensors[t].data, sb->tensors[t].data,
+                                  shape_numel(&sa->tensors[t].shape) * dtype_traits(sa->tensors[t].dtype)->size) == 0;
+                if (!same) printf("%s shape #%zu coef %g: step_scaled differs from multiply + step\n", o->name, k,
+                                  (double)coefs[ci]);
+                assert_true(same);
+                checked++;
+                o->free(sa);
+                o->free(sb);
+                free(pa);
+                free(pb);
+                free(g);
+                free(gm);
+            }
+    }
+    printf("step_scaled == multiply + step: %d cases\n", checked);
+    assert_true(checked > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hyperparameter_contract),
@@ -497,6 +560,7 @@ int main(void) {
         cmocka_unit_test(test_recomputing_path_matches_goldens),
         cmocka_unit_test(test_adafactor_statistics_equal_whole_array_reductions),
         cmocka_unit_test(test_every_known_mistake_fails),
+        cmocka_unit_test(test_step_scaled_equals_multiply_then_step),
     };
     return cmocka_run_group_tests_name("optim", tests, NULL, NULL);
 }

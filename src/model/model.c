@@ -597,13 +597,37 @@ bool param_gets_weight_decay(const ParamTensor* t) {
     return t->kind == PARAM_EMBEDDING || t->kind == PARAM_LINEAR_WEIGHT;
 }
 
+static void optim_step_tensor(ModelOptim* mo, const ParamTable* t, size_t i, float* params, const float* g,
+                              float g_scale) {
+    OptimConfig c = model_optim_tensor_config(&mo->cfg, mo->embeddings_32bit, &t->t[i]);
+    if (mo->decay_groups && !param_gets_weight_decay(&t->t[i])) c.weight_decay = 0.0;
+    if (g_scale == 1.0f)
+        mo->optim->step(mo->states[i], params + t->t[i].offset, g, &c);
+    else
+        mo->optim->step_scaled(mo->states[i], params + t->t[i].offset, g, g_scale, &c);
+}
+
 void model_optim_step(ModelOptim* mo, const ParamTable* t, float* params, const float* grads) {
     CHECK(mo->n == t->n && mo->states);
     for (size_t i = 0; i < t->n; i++) {
         if (!mo->states[i]) continue;  // held by another rank (ZeRO-1)
-        OptimConfig c = model_optim_tensor_config(&mo->cfg, mo->embeddings_32bit, &t->t[i]);
-        if (mo->decay_groups && !param_gets_weight_decay(&t->t[i])) c.weight_decay = 0.0;
-        mo->optim->step(mo->states[i], params + t->t[i].offset, grads + t->t[i].offset, &c);
+        optim_step_tensor(mo, t, i, params, grads + t->t[i].offset, 1.0f);
+    }
+}
+
+void model_optim_step_scaled(ModelOptim* mo, const ParamTable* t, float* params, float* grads, float g_scale) {
+    CHECK(mo->n == t->n && mo->states);
+    for (size_t i = 0; i < t->n; i++) {
+        if (!mo->states[i]) continue;  // held by another rank (ZeRO-1)
+        float* g = grads + t->t[i].offset;  // (numel)
+        if (g_scale != 1.0f && !mo->optim->step_scaled) {
+            const size_t n = t->t[i].numel;
+#pragma omp parallel for schedule(static) if (n > (1u << 16))
+            for (size_t j = 0; j < n; j++) g[j] *= g_scale;  // torch's g.mul_(coef)
+            optim_step_tensor(mo, t, i, params, g, 1.0f);
+        } else {
+            optim_step_tensor(mo, t, i, params, g, g_scale);
+        }
     }
 }
 

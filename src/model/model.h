@@ -187,6 +187,11 @@ void model_optim_init(ModelOptim* mo, const ParamTable* table, const Optimizer* 
                       bool embeddings_32bit);
 // One optimizer step on every tensor: params and grads are table buffers (alloc_numel floats).
 void model_optim_step(ModelOptim* mo, const ParamTable* table, float* params, const float* grads);
+// The same step on the gradients times g_scale (gradient clipping's coefficient; each element
+// rounded once, as torch's in-place multiply): fused into the optimizer's own pass where it has
+// step_scaled (grads are then left as they are), else grads multiplied in place first. A
+// g_scale of 1.0f is model_optim_step (and never writes grads).
+void model_optim_step_scaled(ModelOptim* mo, const ParamTable* table, float* params, float* grads, float g_scale);
 // Measured: sum of optim_state_measured_bytes over the tensors + shared_state_bytes once
 // (shared state is not allocated per tensor, so the vtable's figure is the only one there is).
 size_t model_optim_measured_bytes(const ModelOptim* mo);

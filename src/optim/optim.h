@@ -126,6 +126,11 @@ typedef struct Optimizer {
     // its gradient. NULL: no band derived (every difference beyond the tolerance is a failure).
     void (*rounding_band_step)(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
                                const float* g, const OptimConfig* cfg);
+    // Optional (last, so that plugins built without it keep their layout): step() on the
+    // gradient g * g_scale (each element rounded once to float, as an in-place g.mul_(g_scale)
+    // before the step), without writing g: gradient clipping's multiply fused into the step's
+    // own pass over g. NULL: model_optim_step_scaled multiplies g in place, then calls step().
+    void (*step_scaled)(OptimState* st, float* p, const float* g, float g_scale, const OptimConfig* cfg);
 } Optimizer;
 
 // registry

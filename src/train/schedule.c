@@ -49,22 +49,55 @@ double lr_schedule_lr(const LrSchedule* s, int64_t k) {
     return s->base_lr * lambda;
 }
 
+// The per-tensor norms are independent (each is one chain in torch's order, never split), so
+// they run on the thread team, the largest tensors claimed first; norms[i] is the same value
+// whichever thread computes it.
+static int by_numel_desc(const void* a, const void* b, void* tv) {
+    const ParamTable* t = tv;
+    const size_t na = t->t[*(const size_t*)a].numel, nb = t->t[*(const size_t*)b].numel;
+    return na < nb ? 1 : na > nb ? -1 : 0;
+}
+
 float grad_total_norm(const ParamTable* t, const float* grads) {
-    float* norms = xmalloc((t->n ? t->n : 1) * sizeof(float));  // (n) torch.stack(norms)
-    for (size_t i = 0; i < t->n; i++) norms[i] = torch_norm2_f32(grads + t->t[i].offset, t->t[i].numel);
-    float total = torch_norm2_f32(norms, t->n);
+    const size_t n = t->n;
+    float* norms = xmalloc((n ? n : 1) * sizeof(float));     // (n) torch.stack(norms)
+    size_t* order = xmalloc((n ? n : 1) * sizeof(size_t));  // (n) tensor indices, largest first
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    qsort_r(order, n, sizeof *order, by_numel_desc, (void*)t);
+#pragma omp parallel for schedule(dynamic, 1) if (t->numel > (1u << 20))
+    for (size_t k = 0; k < n; k++) {
+        const size_t i = order[k];
+        norms[i] = torch_norm2_f32(grads + t->t[i].offset, t->t[i].numel);
+    }
+    float total = torch_norm2_f32(norms, n);
+    free(order);
     free(norms);
     return total;
 }
 
-float grad_clip_norm(const ParamTable* t, float* grads, double max_norm) {
+float grad_clip_coef(const ParamTable* t, const float* grads, double max_norm, float* coef_out) {
     const float total = grad_total_norm(t, grads);
     const float denom = total + 1e-6f;
     float coef = (1.0f / denom) * (float)max_norm;
     if (coef > 1.0f) coef = 1.0f;  // torch.clamp(max=1.0): NaN stays NaN
+    *coef_out = coef;
+    return total;
+}
+
+float grad_clip_norm(const ParamTable* t, float* grads, double max_norm) {
+    float coef;
+    const float total = grad_clip_coef(t, grads, max_norm, &coef);
+    // coef == 1 leaves every gradient as it is: it happens only when total is finite (a NaN
+    // gradient makes coef NaN, an infinite one 0), i.e. every gradient is finite, and x * 1.0f
+    // == x bit for bit for every finite x (-0 included). Otherwise the element-wise multiply on
+    // the thread team (each element rounded once, as torch's foreach mul).
+    if (coef == 1.0f) return total;
+#pragma omp parallel if (t->numel > (1u << 20))
     for (size_t i = 0; i < t->n; i++) {
         float* g = grads + t->t[i].offset;  // (numel)
-        for (size_t j = 0; j < t->t[i].numel; j++) g[j] *= coef;
+        const size_t m = t->t[i].numel;
+#pragma omp for schedule(static) nowait
+        for (size_t j = 0; j < m; j++) g[j] *= coef;
     }
     return total;
 }

@@ -275,14 +275,15 @@ static Status train_step_timed(TrainStep* t, const ModelBatch* batch, TrainStepR
     bool found_inf = grad_scaler_unscale(t->scaler, t->grads, t->table->alloc_numel);
     phase_enter(pc, PHASE_OPTIMIZER);
     out->grad_norm = NAN;
-    if (t->max_grad_norm > 0) out->grad_norm = grad_clip_norm(t->table, t->grads, t->max_grad_norm);
+    float clip_coef = 1.0f;  // clip_grad_norm_'s coefficient, applied inside the optimizer step
+    if (t->max_grad_norm > 0) out->grad_norm = grad_clip_coef(t->table, t->grads, t->max_grad_norm, &clip_coef);
     if (t->schedule) t->mo->cfg.lr = lr_schedule_lr(t->schedule, model_optim_steps_taken(t->mo));
     out->lr = t->mo->cfg.lr;
     // With --ddp every rank holds the same reduced gradient, so found_inf, the norm and the
     // clipping above are the same bits everywhere; ZeRO-1 ranks step only the tensors whose
     // state they hold, then each rank's updated range goes to every rank.
     if (grad_scaler_should_step(found_inf)) {
-        model_optim_step(t->mo, t->table, t->params, t->grads);
+        model_optim_step_scaled(t->mo, t->table, t->params, t->grads, clip_coef);
         if (t->zero_offsets) ddp_allgather_ranges(t->ddp, t->params, t->zero_offsets);
     }
     phase_enter(pc, PHASE_SCALER);
