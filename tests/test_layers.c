@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "model/amp.h"
 #include "gemm/gemm.h"
 #include "model/layers.h"
@@ -763,6 +764,43 @@ static void test_whole_model_tiny_fd(void** state) {
     param_table_free(&t);
 }
 
+// The low modes' GELU by table (layers.c "GELU by table") against the direct computation, bit
+// for bit, for every one of the 65,536 bit patterns of bf16 and of fp16 as GELU's input (NaNs,
+// infinities, subnormals, -0 included), forward (fp32 values and the low copy) and backward with
+// four upstream gradients per pattern (1, -3.5, a subnormal of the dtype, a value near its max),
+// on n = 4 * 65536 + 37 elements (threaded, with a ragged tail).
+static void test_gelu_table_every_pattern(void** state) {
+    (void)state;
+    const DType dts[2] = {DTYPE_BF16, DTYPE_F16};
+    for (int k = 0; k < 2; k++) {
+        const DType dt = dts[k];
+        const size_t n = 4 * 65536 + 37;
+        uint16_t* xl = malloc(n * 2);
+        uint16_t* dyl = malloc(n * 2);
+        float dyv[4] = {1.0f, -3.5f, dt == DTYPE_BF16 ? 0x1p-130f : 0x1p-20f, dt == DTYPE_BF16 ? 1e38f : 6e4f};
+        uint16_t dyb[4];
+        dtype_from_f32_row(dyb, dt, dyv, 4);
+        for (size_t i = 0; i < n; i++) {
+            xl[i] = (uint16_t)(i % 65536);
+            dyl[i] = dyb[(i / 65536) % 4];
+        }
+        float *ya = malloc(n * 4), *yb = malloc(n * 4);
+        uint16_t *yla = malloc(n * 2), *ylb = malloc(n * 2), *dxa = malloc(n * 2), *dxb = malloc(n * 2);
+        layers_gelu_table_disable(true);
+        gelu_forward_low(ya, yla, xl, n, dt);
+        gelu_backward_low(dxa, dyl, NULL, xl, n, dt);
+        layers_gelu_table_disable(false);
+        gelu_forward_low(yb, ylb, xl, n, dt);
+        gelu_backward_low(dxb, dyl, NULL, xl, n, dt);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += memcmp(&ya[i], &yb[i], 4) != 0 || yla[i] != ylb[i] || dxa[i] != dxb[i];
+        printf("GELU table vs direct, %s, %zu elements (every pattern): %zu differ\n", dtype_traits(dt)->name, n, bad);
+        assert_int_equal(bad, 0);
+        free(xl), free(dyl), free(ya), free(yb), free(yla), free(ylb), free(dxa), free(dxb);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear),
@@ -770,6 +808,7 @@ int main(void) {
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu_relu),
+        cmocka_unit_test(test_gelu_table_every_pattern),
         cmocka_unit_test(test_attention_masked),
         cmocka_unit_test(test_attention_unmasked),
         cmocka_unit_test(test_classifier_head),

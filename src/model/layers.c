@@ -7,8 +7,15 @@
 #include <float.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/cpu.h"
 
 // ---- context and scratch ----
 void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters) {
@@ -862,6 +869,100 @@ GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x
     }
 }
 
+// GELU by table in the low modes. There GELU's input is lin1's low result: one of 65,536 bit
+// patterns of bf16 or fp16. The forward's R(gelu(x)) and the backward's factor
+// gelu'(x) = cdf + x * pdf (the backward is dy * that factor, one rounding) are functions of
+// those 16 bits, so each table holds, for every pattern, what gelu_rows + round_to and
+// gelu_grad_rows (with dy = 1: 1 * f == f) compute for it, built once by that very code: a
+// lookup gives the direct path's bits by construction (test_layers checks every pattern of
+// both dtypes against the direct path, NaN and infinities included). 2 x 512 KiB.
+typedef struct {
+    float fwd[65536];   // R(gelu(x)) in fp32 (a value of the low dtype)
+    float grad[65536];  // cdf + x * pdf, as gelu_grad_rows forms it
+} GeluLut;
+static GeluLut* g_gelu_lut[2];  // bf16, fp16
+static pthread_once_t g_gelu_once[2] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
+static bool g_gelu_lut_off;     // tests: force the direct path
+
+void layers_gelu_table_disable(bool off) { g_gelu_lut_off = off; }
+
+static void gelu_rows(float* y, const float* x, size_t m);
+static void gelu_grad_rows(float* t, const float* dy, const float* x, size_t m);
+static void round_to(float* x, size_t n, DType dt);
+
+static void gelu_lut_build(int k) {
+    const DType dt = k == 0 ? DTYPE_BF16 : DTYPE_F16;
+    GeluLut* t = xaligned_alloc(sizeof *t);
+    uint16_t* bits = xmalloc(65536 * sizeof(uint16_t));
+    float* x = xmalloc(65536 * sizeof(float));
+    float* ones = xmalloc(65536 * sizeof(float));
+    for (size_t i = 0; i < 65536; i++) {
+        bits[i] = (uint16_t)i;
+        ones[i] = 1.0f;
+    }
+    dtype_to_f32_row(x, dt, bits, 65536);  // exact
+    gelu_rows(t->fwd, x, 65536);
+    round_to(t->fwd, 65536, dt);
+    gelu_grad_rows(t->grad, ones, x, 65536);
+    free(bits);
+    free(x);
+    free(ones);
+    g_gelu_lut[k] = t;
+}
+static void gelu_lut_build_bf16(void) { gelu_lut_build(0); }
+static void gelu_lut_build_f16(void) { gelu_lut_build(1); }
+
+// The table for dt (built on first use), or NULL: dt is not a 16-bit low dtype
+static const GeluLut* gelu_lut(DType dt) {
+    if (g_gelu_lut_off) return NULL;
+    if (dt == DTYPE_BF16) {
+        pthread_once(&g_gelu_once[0], gelu_lut_build_bf16);
+        return g_gelu_lut[0];
+    }
+    if (dt == DTYPE_F16) {
+        pthread_once(&g_gelu_once[1], gelu_lut_build_f16);
+        return g_gelu_lut[1];
+    }
+    return NULL;
+}
+
+// out[i] = T[idx[i]]; with mul, out[i] = mul[i] * T[idx[i]] (gelu_grad_rows' final multiply
+// with the factor from the table). AVX-512 gathers 16 lanes at a time (GCC's vectorizer does not
+// use gathers here); the same single rounding per element either way.
+static void lut_rows_scalar(float* restrict out, const float* restrict mul, const float* restrict T,
+                            const uint16_t* restrict idx, size_t m) {
+    if (mul)
+        for (size_t i = 0; i < m; i++) out[i] = mul[i] * T[idx[i]];
+    else
+        for (size_t i = 0; i < m; i++) out[i] = T[idx[i]];
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void lut_rows_avx512(float* restrict out, const float* restrict mul,
+                                                                const float* restrict T,
+                                                                const uint16_t* restrict idx, size_t m) {
+    size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const __m512i k = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(idx + i)));
+        __m512 v = _mm512_i32gather_ps(k, T, 4);
+        if (mul) v = _mm512_mul_ps(_mm512_loadu_ps(mul + i), v);
+        _mm512_storeu_ps(out + i, v);
+    }
+    lut_rows_scalar(out + i, mul ? mul + i : NULL, T, idx + i, m - i);
+}
+#endif
+
+static void lut_rows(float* restrict out, const float* restrict mul, const float* restrict T,
+                     const uint16_t* restrict idx, size_t m) {
+#if defined(__x86_64__)
+    if (cpu_features()->avx512f) {
+        lut_rows_avx512(out, mul, T, idx, m);
+        return;
+    }
+#endif
+    lut_rows_scalar(out, mul, T, idx, m);
+}
+
 // yl: NULL, or where y's low copy (n, dt) goes as well, chunk by chunk while it is in cache;
 // with yl, y may be NULL (only the low copy is wanted: the chunk is computed in a local buffer).
 // xl: NULL, or x's values in dt (x's kept copy: lin1's low result, never widened into x),
@@ -870,23 +971,30 @@ static void gelu_forward_into(float* y, void* yl, const float* x, const void* xl
     enum { CH = 256 };  // rounded chunk by chunk while the values are in cache (element-wise)
     CHECK(y || yl);
     const size_t es = dtype_traits(dt)->size;
+    const GeluLut* lut = xl ? gelu_lut(dt) : NULL;  // xl's 16-bit patterns index the table
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
         float t[CH], tx[CH];
         float* yc = y ? y + i0 : t;  // (m)
-        const float* xc = x + i0;    // (m)
-        if (xl) {
-            dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
-            xc = tx;
+        if (lut) {
+            lut_rows(yc, NULL, lut->fwd, (const uint16_t*)xl + i0, m);
+        } else {
+            const float* xc = tx;  // (m)
+            if (xl)
+                dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
+            else
+                xc = x + i0;
+            gelu_rows(yc, xc, m);
+            round_to(yc, m, dt);
         }
-        gelu_rows(yc, xc, m);
-        round_to(yc, m, dt);
         if (yl) dtype_from_f32_row((char*)yl + i0 * es, dt, yc, m);  // exact: yc holds dt values
     }
 }
 
 void gelu_forward(float* y, const float* x, size_t n, DType dt) { gelu_forward_into(y, NULL, x, NULL, n, dt); }
+
+void gelu_forward_low(float* y, void* yl, const void* xl, size_t n, DType dt) { gelu_forward_into(y, yl, NULL, xl, n, dt); }
 
 // x's kept low copy when it holds x's values (valid), else NULL
 static const void* kept_valid(const LayerCtx* c, const float* x, size_t n) {
@@ -934,20 +1042,25 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType d
 // dyl's widened values are what gelu_backward read from the zeroed dy after `dy += R(...)`
 // except that a -0 stays -0 (0 + -0 is +0): gelu'(x) * +-0 is then +-0 (or NaN for both), which
 // rounds to +-0 and adds to dx's 0 as +0, so dx gets the same bits.
-static void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* xl, size_t n, DType dt) {
+void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* xl, size_t n, DType dt) {
     enum { CH = 256 };
     const size_t es = dtype_traits(dt)->size;
+    const GeluLut* lut = xl ? gelu_lut(dt) : NULL;  // xl's 16-bit patterns index the table
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
         float t[CH], tdy[CH], tx[CH];
         dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
-        const float* xc = x + i0;  // (m)
-        if (xl) {
-            dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
-            xc = tx;
+        if (lut) {
+            lut_rows(t, tdy, lut->grad, (const uint16_t*)xl + i0, m);
+        } else {
+            const float* xc = tx;  // (m)
+            if (xl)
+                dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
+            else
+                xc = x + i0;
+            gelu_grad_rows(t, tdy, xc, m);
         }
-        gelu_grad_rows(t, tdy, xc, m);
         round_to(t, m, dt);
         for (size_t i = 0; i < m; i++) t[i] = 0.0f + t[i];  // the zeroed dx's add (-0 -> +0); not folded: no -ffast-math
         dtype_from_f32_row((char*)dxl + i0 * es, dt, t, m);

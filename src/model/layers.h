@@ -169,6 +169,14 @@ void gelu_forward(float* y, const float* x, size_t n, DType dt);
 void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n);
 // dx += R(dy * (cdf(x) + x * pdf(x))) (torch's GeluBackward, fp32 math, rounded to dt)
 void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt);
+// The low modes' GELU on low operands (the FFN's path): forward from xl (n, dt), y (fp32; may be
+// NULL) and/or yl (dt; may be NULL) receiving R(gelu(x)); backward dxl (n, dt) = low copy of
+// 0 + R(dy * gelu'(x)) from dyl (n, dt) and x's values xl (dt) or, with xl NULL, x (fp32).
+void gelu_forward_low(float* y, void* yl, const void* xl, size_t n, DType dt);
+void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* xl, size_t n, DType dt);
+// Tests: true makes the low modes' GELU compute directly instead of by its 16-bit tables
+// (layers.c "GELU by table"), false restores them.
+void layers_gelu_table_disable(bool off);
 
 // ---- the FFN's backward: lin2, GELU, lin1 (DistilBERT's FFN: f1 = lin1(h1), g = gelu(f1),
 // lin2(g)), the operations of
