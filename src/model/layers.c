@@ -582,8 +582,9 @@ void layernorm_forward_operand(LayerCtx* c, float* y, float* mean, float* rstd, 
 }
 
 // dx_i += a * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, xhat = (x - m) * a, in double
-LN_CLONES static void layernorm_backward_row(float* dxi, const float* dyi, const float* xi, double m, double a,
-                                             const float* w, int D) {
+// set: dxi = 0 + that (what a zeroed dx receives; -0 becomes +0), and dx2i (may be NULL) the same
+LN_CLONES static void layernorm_backward_row(float* dxi, float* dx2i, bool set, const float* dyi, const float* xi,
+                                             double m, double a, const float* w, int D) {
     double sg_acc[LN_LANES] = {0}, sgx_acc[LN_LANES] = {0};  // sum(dy*w), sum(dy*w*xhat)
     int d0 = 0;
     for (; d0 + LN_LANES <= D; d0 += LN_LANES)
@@ -598,6 +599,16 @@ LN_CLONES static void layernorm_backward_row(float* dxi, const float* dyi, const
         sgx_acc[k] += g * (((double)xi[d0 + k] - m) * a);
     }
     const double sg = lanes_total(sg_acc) / D, sgx = lanes_total(sgx_acc) / D;
+    if (set) {
+        for (int d = 0; d < D; d++) {
+            const double xhat = ((double)xi[d] - m) * a;
+            const double g = (double)dyi[d] * (double)w[d];
+            const float v = 0.0f + (float)(a * (g - sg - xhat * sgx));
+            dxi[d] = v;
+            if (dx2i) dx2i[d] = v;
+        }
+        return;
+    }
     for (int d = 0; d < D; d++) {
         const double xhat = ((double)xi[d] - m) * a;
         const double g = (double)dyi[d] * (double)w[d];
@@ -606,16 +617,31 @@ LN_CLONES static void layernorm_backward_row(float* dxi, const float* dyi, const
 }
 
 // dw[j] += sum_i dy[i, j] * xhat[i, j], db[j] += sum_i dy[i, j] for columns [j0, j1), rows in order
+// (a full block of LN_COLS columns has a constant trip count, so its sums stay in registers
+// instead of a load and a store per element: the same operations in the same order)
+enum { LN_COLS = 32 };
 LN_CLONES static void layernorm_backward_cols(float* dw, float* db, const float* dy, const float* x, const float* mean,
                                               const float* rstd, int N, int D, int j0, int j1) {
-    double sw[32] = {0}, sb[32] = {0};
-    for (int i = 0; i < N; i++) {
-        const float* xi = x + (size_t)i * (size_t)D;
-        const float* dyi = dy + (size_t)i * (size_t)D;
-        const double m = mean[i], a = rstd[i];
-        for (int j = j0; j < j1; j++) {
-            sw[j - j0] += (double)dyi[j] * (((double)xi[j] - m) * a);
-            sb[j - j0] += (double)dyi[j];
+    double sw[LN_COLS] = {0}, sb[LN_COLS] = {0};
+    if (j1 - j0 == LN_COLS) {
+        for (int i = 0; i < N; i++) {
+            const float* xi = x + (size_t)i * (size_t)D + j0;    // (LN_COLS)
+            const float* dyi = dy + (size_t)i * (size_t)D + j0;  // (LN_COLS)
+            const double m = mean[i], a = rstd[i];
+            for (int k = 0; k < LN_COLS; k++) {
+                sw[k] += (double)dyi[k] * (((double)xi[k] - m) * a);
+                sb[k] += (double)dyi[k];
+            }
+        }
+    } else {
+        for (int i = 0; i < N; i++) {
+            const float* xi = x + (size_t)i * (size_t)D;
+            const float* dyi = dy + (size_t)i * (size_t)D;
+            const double m = mean[i], a = rstd[i];
+            for (int j = j0; j < j1; j++) {
+                sw[j - j0] += (double)dyi[j] * (((double)xi[j] - m) * a);
+                sb[j - j0] += (double)dyi[j];
+            }
         }
     }
     for (int j = j0; j < j1; j++) {
@@ -624,19 +650,29 @@ LN_CLONES static void layernorm_backward_cols(float* dw, float* db, const float*
     }
 }
 
-void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
-                        const float* rstd, const float* w, int N, int D) {
+static void layernorm_backward_dx(float* dx, float* dx2, bool set, float* dw, float* db, const float* dy,
+                                  const float* x, const float* mean, const float* rstd, const float* w, int N, int D) {
     if (dx) {
 #pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
         for (int i = 0; i < N; i++)
-            layernorm_backward_row(dx + (size_t)i * (size_t)D, dy + (size_t)i * (size_t)D, x + (size_t)i * (size_t)D,
-                                   mean[i], rstd[i], w, D);
+            layernorm_backward_row(dx + (size_t)i * (size_t)D, dx2 ? dx2 + (size_t)i * (size_t)D : NULL, set,
+                                   dy + (size_t)i * (size_t)D, x + (size_t)i * (size_t)D, mean[i], rstd[i], w, D);
     }
     if (dw || db) {
 #pragma omp parallel for schedule(static) if ((size_t)N * D > 65536)
-        for (int j0 = 0; j0 < D; j0 += 32)
-            layernorm_backward_cols(dw, db, dy, x, mean, rstd, N, D, j0, j0 + 32 < D ? j0 + 32 : D);
+        for (int j0 = 0; j0 < D; j0 += LN_COLS)
+            layernorm_backward_cols(dw, db, dy, x, mean, rstd, N, D, j0, j0 + LN_COLS < D ? j0 + LN_COLS : D);
     }
+}
+
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
+                        const float* rstd, const float* w, int N, int D) {
+    layernorm_backward_dx(dx, NULL, false, dw, db, dy, x, mean, rstd, w, N, D);
+}
+
+void layernorm_backward_set(float* dx, float* dx2, float* dw, float* db, const float* dy, const float* x,
+                            const float* mean, const float* rstd, const float* w, int N, int D) {
+    layernorm_backward_dx(dx, dx2, true, dw, db, dy, x, mean, rstd, w, N, D);
 }
 
 // ---- linear ----

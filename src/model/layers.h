@@ -142,6 +142,10 @@ void layernorm_forward_operand(LayerCtx* c, float* y, float* mean, float* rstd, 
 // backward ACCUMULATES into dx (N, D), dw (D), db (D); row sums in double.
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
                         const float* rstd, const float* w, int N, int D);
+// The same into a dx that is not read: dx = 0 + the gradient (the bits a zeroed dx accumulates:
+// -0 becomes +0), and dx2 (N, D; may be NULL) a copy of it (the residual's share), in one pass.
+void layernorm_backward_set(float* dx, float* dx2, float* dw, float* db, const float* dy, const float* x,
+                            const float* mean, const float* rstd, const float* w, int N, int D);
 
 // ---- linear (torch addmm): y = R(R(x) @ R(W)^T + R(b)), R = round to ctx->low (identity in
 // fp32), the bias added to the fp32 accumulator before the single rounding.

@@ -1250,12 +1250,11 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         const LayerOffsets* o = &ws->lo[l];
         const float* x = l ? ws->la[l - 1].h2 : ws->drop.hidden > 0 ? ws->h0d : ws->h0;  // the layer's input (N, D)
         // output_layer_norm; r2 = f2 + h1
+        // dr = 0 + LN's input gradient, and its copy dh1 (the residual's share) in the same pass
         phase_enter(pc, PHASE_LAYERNORM);
-        memset(ws->dr, 0, nd * sizeof(float));
-        layernorm_backward(ws->dr, g + o->ln2_w, g + o->ln2_b, ws->dh, a->r2, a->mean2, a->rstd2, p + o->ln2_w, N, D);
-        phase_enter(pc, PHASE_RESIDUAL);
-        memcpy(ws->dh1, ws->dr, nd * sizeof(float));
-        if (low != DTYPE_F32) phase_enter(pc, PHASE_CONVERT);  // fp32: only copies (residual)
+        layernorm_backward_set(ws->dr, ws->dh1, g + o->ln2_w, g + o->ln2_b, ws->dh, a->r2, a->mean2, a->rstd2,
+                               p + o->ln2_w, N, D);
+        phase_enter(pc, low != DTYPE_F32 ? PHASE_CONVERT : PHASE_RESIDUAL);  // fp32: only copies (residual)
         if (ws->drop.hidden > 0) {  // the FFN dropout's backward, in the low dtype
             memcpy(ws->dlow, ws->dr, nd * sizeof(float));
             amp_round_act_grad(ws->dlow, nd, low, counters);
@@ -1270,12 +1269,11 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         s = ffn_backward(c, ws->dh1, &fg, ws->dlow, a->h1, a->f1, a->g, p + o->W1, p + o->W2, ws->dg, ws->df1, N, D, Hd);
         if (!status_is_ok(s)) return s;
         // sa_layer_norm; r1 = ao + x
+        // dr = 0 + LN's input gradient, and dh its copy (the residual's fp32 share of dx)
         phase_enter(pc, PHASE_LAYERNORM);
-        memset(ws->dr, 0, nd * sizeof(float));
-        layernorm_backward(ws->dr, g + o->ln1_w, g + o->ln1_b, ws->dh1, a->r1, a->mean1, a->rstd1, p + o->ln1_w, N, D);
-        phase_enter(pc, PHASE_RESIDUAL);
-        memcpy(ws->dh, ws->dr, nd * sizeof(float));  // the residual's fp32 share of dx
-        if (low != DTYPE_F32) phase_enter(pc, PHASE_CONVERT);  // fp32: a copy (residual)
+        layernorm_backward_set(ws->dr, ws->dh, g + o->ln1_w, g + o->ln1_b, ws->dh1, a->r1, a->mean1, a->rstd1,
+                               p + o->ln1_w, N, D);
+        phase_enter(pc, low != DTYPE_F32 ? PHASE_CONVERT : PHASE_RESIDUAL);  // fp32: a copy (residual)
         layer_round_grad_operand(c, ws->dlow, ws->dr, nd);     // and out_lin's dy operand
         AttentionParams ap = attention_params(ws, p, l);
         AttentionGrads ag = {g + o->Wq, g + o->bq, g + o->Wk, g + o->bk, g + o->Wv, g + o->bv, g + o->Wo, g + o->bo};
@@ -1287,8 +1285,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         dropout_mul(ws->dh, ws->dh, ws->keep_emb, nd, dropout_scale(ws->drop.hidden, DTYPE_F32), DTYPE_F32);
     }
     phase_enter(pc, PHASE_LAYERNORM);
-    memset(ws->dr, 0, nd * sizeof(float));
-    layernorm_backward(ws->dr, g + ws->lne_w, g + ws->lne_b, ws->dh, ws->emb, ws->emb_mean, ws->emb_rstd,
+    layernorm_backward_set(ws->dr, NULL, g + ws->lne_w, g + ws->lne_b, ws->dh, ws->emb, ws->emb_mean, ws->emb_rstd,
                        p + ws->lne_w, N, D);
     phase_enter(pc, PHASE_EMBEDDING);
     embedding_backward(g + ws->wte, g + ws->wpe, ws->dr, ws->ids, B, T, D, ws->cfg.vocab_size, MODEL_PAD_TOKEN_ID);
