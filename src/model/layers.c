@@ -1030,7 +1030,9 @@ static void gelu_forward_into(float* y, void* yl, const float* x, const void* xl
 
 void gelu_forward(float* y, const float* x, size_t n, DType dt) { gelu_forward_into(y, NULL, x, NULL, n, dt); }
 
-void gelu_forward_low(float* y, void* yl, const void* xl, size_t n, DType dt) { gelu_forward_into(y, yl, NULL, xl, n, dt); }
+void gelu_forward_low(float* y, void* yl, const void* xl, size_t n, DType dt) {
+    gelu_forward_into(y, yl, NULL, xl, n, dt);
+}
 
 // x's kept low copy when it holds x's values (valid), else NULL
 static const void* kept_valid(const LayerCtx* c, const float* x, size_t n) {
@@ -1332,18 +1334,26 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
         const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
         const size_t poff = (size_t)bh * TT;
         float* S = a->p + poff;  // (T, T)
-        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D, S, T, NULL, 0);
+        // low modes: the product's low result stays in the worker's buffer (C NULL) and each
+        // row is widened in the row loop below, while it is in L1 (the same exact widening)
+        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D,
+                            low == DTYPE_F32 ? S : NULL, T, NULL, 0);
         if (status_is_ok(hs)) {
+            // without dropout, R(P)'s low copy (the PV product's operand) row by row as well
+            char* plrow = low != DTYPE_F32 && !a->drop.keep ? (char*)pl + poff * es : NULL;
             for (int i = 0; i < T; i++) {
                 float* row = S + (size_t)i * (size_t)T;  // (T)
+                if (low != DTYPE_F32)
+                    dtype_to_f32_row(row, low, (const char*)hw->cl + (size_t)i * (size_t)T * es, (size_t)T);
 #pragma omp simd
                 for (int j = 0; j < T; j++) row[j] *= scale;
                 round_row(row, T, low);
                 softmax_forward_row(row, row, key_mask ? key_mask + (size_t)b * (size_t)T : NULL, T, pdt);
+                if (plrow) dtype_from_f32_row(plrow + (size_t)i * (size_t)T * es, low, row, (size_t)T);
             }
             if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
-            if (low != DTYPE_F32) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
+            if (low != DTYPE_F32 && !plrow) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
             hs = head_mm(c, hw, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D,
                          ctxy ? ctxy + off : NULL, D, ctxl ? (char*)ctxl + off * es : NULL, D);
         }
@@ -1432,22 +1442,26 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         if (status_is_ok(hs)) {
             if (a->drop.keep)  // the dropout's backward: dP * noise, in P's dtype
                 dropout_mul(dP, dP, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
-            // softmax backward in its forward dtype (fp32 P and the widened dP with a mask)
+            // Row by row, each row's passes while it is in L1 (element-wise after the row's
+            // softmax backward, so the same operations as whole-array passes):
+            //   softmax backward in its forward dtype (fp32 P and the widened dP with a mask);
+            //   with a mask the fp32 gradient flows back through the mixed add to the low scores
+            //   (counted per worker; integer counts, summed after the loop in any order);
+            //   the `* scaling` backward, in the scores' dtype; the GEMM operand's low copy.
             const float* P = a->p + poff;  // (T, T)
-            for (int i = 0; i < T; i++)
-                softmax_backward_row(dS + (size_t)i * (size_t)T, dP + (size_t)i * (size_t)T,
-                                     P + (size_t)i * (size_t)T, T, pdt);
-            // with a mask the fp32 gradient flows back through the mixed add to the low scores
-            // (counted per worker; integer counts, summed after the loop in any order)
-            if (key_mask) amp_round_act_grad(dS, TT, low, c->counters ? &hw->counters : NULL);
-            // the `* scaling` backward, in the scores' dtype
-            for (size_t j = 0; j < TT; j++) dS[j] *= scale;
-            if (low != DTYPE_F32) amp_round_count(dS, TT, low, NULL, NULL, NULL);
-            const void* dSl = dS;  // (T, T) GEMM operand
-            if (low != DTYPE_F32) {
-                dtype_from_f32_row(grow(&hw->dSl, &hw->dSl_bytes, TT * es), low, dS, TT);
-                dSl = hw->dSl;
+            char* dSlb = low != DTYPE_F32 ? grow(&hw->dSl, &hw->dSl_bytes, TT * es) : NULL;  // (T, T) low
+            for (int i = 0; i < T; i++) {
+                float* row = dS + (size_t)i * (size_t)T;  // (T)
+                softmax_backward_row(row, dP + (size_t)i * (size_t)T, P + (size_t)i * (size_t)T, T, pdt);
+                if (key_mask) amp_round_act_grad(row, (size_t)T, low, c->counters ? &hw->counters : NULL);
+#pragma omp simd
+                for (int j = 0; j < T; j++) row[j] *= scale;
+                if (low != DTYPE_F32) {
+                    amp_round_count(row, (size_t)T, low, NULL, NULL, NULL);
+                    dtype_from_f32_row(dSlb + (size_t)i * (size_t)T * es, low, row, (size_t)T);
+                }
             }
+            const void* dSl = low != DTYPE_F32 ? (const void*)dSlb : dS;  // (T, T) GEMM operand
             // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
             hs = head_mm(c, hw, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dq + off, D,
                          dql ? (char*)dql + off * es : NULL, D);
