@@ -552,6 +552,7 @@ LN_CLONES static void layernorm_forward_row(float* yi, float* mean_i, float* rst
     const float rs = 1.0f / sqrtf((float)(v / D) + eps);  // torch: T(1) / std::sqrt(var + eps)
     // torch's vectorized map3 contracts `* gamma + beta` into one FMA (measured bit for bit:
     // reference/gen_model_goldens.py --facts); fmaf is exact in every clone
+#pragma omp simd  // element-wise (without it GCC kept this loop scalar: yi might alias xi, w, b)
     for (int d = 0; d < D; d++) yi[d] = fmaf((xi[d] - mf) * rs, w[d], b[d]);
     *mean_i = mf;
     *rstd_i = rs;
@@ -600,6 +601,7 @@ LN_CLONES static void layernorm_backward_row(float* dxi, float* dx2i, bool set, 
     }
     const double sg = lanes_total(sg_acc) / D, sgx = lanes_total(sgx_acc) / D;
     if (set) {
+#pragma omp simd  // element-wise
         for (int d = 0; d < D; d++) {
             const double xhat = ((double)xi[d] - m) * a;
             const double g = (double)dyi[d] * (double)w[d];
@@ -609,6 +611,7 @@ LN_CLONES static void layernorm_backward_row(float* dxi, float* dx2i, bool set, 
         }
         return;
     }
+#pragma omp simd  // element-wise
     for (int d = 0; d < D; d++) {
         const double xhat = ((double)xi[d] - m) * a;
         const double g = (double)dyi[d] * (double)w[d];
