@@ -1185,21 +1185,38 @@ SM_CLONES static void softmax_row_f32(float* p, const float* v, int n) {
     for (; j0 + SM_LANES <= n; j0 += SM_LANES)
         for (int k = 0; k < SM_LANES; k++) mx[k] = v[j0 + k] > mx[k] ? v[j0 + k] : mx[k];
     for (int k = 0; j0 + k < n; k++) mx[k] = v[j0 + k] > mx[k] ? v[j0 + k] : mx[k];
-    float m = mx[0];
-    for (int k = 1; k < SM_LANES; k++) m = mx[k] > m ? mx[k] : m;
+    // The lanes' max: in lane order when a lane is NaN (the order decides whether the NaN is
+    // kept); else as a tree (GCC vectorizes the fixed-width steps, the lane-order loop stays a
+    // chain of 15 dependent scalar ops). Without NaN the two can differ only in the sign of a
+    // zero maximum, and v - (+0) == v - (-0) except for v = -0, where exp gives 1 for both.
+    bool lane_nan = false;
+    for (int k = 0; k < SM_LANES; k++) lane_nan |= mx[k] != mx[k];
+    float m;
+    if (lane_nan) {
+        m = mx[0];
+        for (int k = 1; k < SM_LANES; k++) m = mx[k] > m ? mx[k] : m;
+    } else {
+        for (int k = 0; k < 8; k++) mx[k] = mx[k + 8] > mx[k] ? mx[k + 8] : mx[k];
+        for (int k = 0; k < 4; k++) mx[k] = mx[k + 4] > mx[k] ? mx[k + 4] : mx[k];
+        for (int k = 0; k < 2; k++) mx[k] = mx[k + 2] > mx[k] ? mx[k + 2] : mx[k];
+        m = mx[1] > mx[0] ? mx[1] : mx[0];
+    }
 #pragma omp simd  // element-wise
     for (int j = 0; j < n; j++) p[j] = softmax_exp(v[j] - m);
     for (j0 = 0; j0 + SM_LANES <= n; j0 += SM_LANES)
         for (int k = 0; k < SM_LANES; k++) sum[k] += p[j0 + k];
     for (int k = 0; j0 + k < n; k++) sum[k] += p[j0 + k];
-    for (int h = SM_LANES / 2; h >= 1; h /= 2)
-        for (int k = 0; k < h; k++) sum[k] += sum[k + h];
+    // lane k + half into lane k, halving (the steps written out, so that they vectorize)
+    for (int k = 0; k < 8; k++) sum[k] += sum[k + 8];
+    for (int k = 0; k < 4; k++) sum[k] += sum[k + 4];
+    for (int k = 0; k < 2; k++) sum[k] += sum[k + 2];
+    sum[0] += sum[1];
     const float inv = 1.0f / sum[0];
 #pragma omp simd
     for (int j = 0; j < n; j++) p[j] *= inv;
 }
 
-void softmax_forward_row(float* p, const float* x, const float* mask, int n, DType dt) {
+SM_CLONES void softmax_forward_row(float* p, const float* x, const float* mask, int n, DType dt) {
     if (mask) {
 #pragma omp simd
         for (int j = 0; j < n; j++) p[j] = x[j] + mask[j];
@@ -1225,7 +1242,7 @@ SM_CLONES static void softmax_backward_row_f32(float* dx, const float* dp, const
     for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
 }
 
-void softmax_backward_row(float* dx, const float* dp, const float* p, int n, DType dt) {
+SM_CLONES void softmax_backward_row(float* dx, const float* dp, const float* p, int n, DType dt) {
     softmax_backward_row_f32(dx, dp, p, n);
     round_row(dx, n, dt);
 }
@@ -1267,6 +1284,25 @@ static Status head_mm(const LayerCtx* c, HeadWorker* w, bool ta, bool tb, int M,
     for (int i = 0; i < M; i++)
         dtype_to_f32_row(C + (size_t)i * (size_t)ldc, c->low, cl + (size_t)i * (size_t)ldcl * es, (size_t)N);
     return status_ok();
+}
+
+// One row of a head's scores to probabilities (compiled per CPU path, as the softmax): in a low
+// mode the row first widened from the product's low result `cl` (NULL in fp32: the row holds
+// it); then S * scaling rounded to the scores' dtype, the softmax (with the mask, in fp32),
+// and R(P)'s low copy into `pl` when not NULL. row (n) fp32.
+SM_CLONES static void attention_probs_row(float* row, const void* cl, void* pl, DType low, float scale,
+                                          const float* mask, DType pdt, int n) {
+    if (cl) dtype_to_f32_row(row, low, cl, (size_t)n);
+#pragma omp simd
+    for (int j = 0; j < n; j++) row[j] *= scale;
+    round_row(row, n, low);
+    softmax_forward_row(row, row, mask, n, pdt);
+    if (pl) dtype_from_f32_row(pl, low, row, (size_t)n);
+}
+
+SM_CLONES static void scale_row(float* row, float scale, int n) {
+#pragma omp simd
+    for (int j = 0; j < n; j++) row[j] *= scale;
 }
 
 // The first failure of a parallel loop (kept under a critical section; later ones are dropped).
@@ -1344,16 +1380,11 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
         if (status_is_ok(hs)) {
             // without dropout, R(P)'s low copy (the PV product's operand) row by row as well
             char* plrow = low != DTYPE_F32 && !a->drop.keep ? (char*)pl + poff * es : NULL;
-            for (int i = 0; i < T; i++) {
-                float* row = S + (size_t)i * (size_t)T;  // (T)
-                if (low != DTYPE_F32)
-                    dtype_to_f32_row(row, low, (const char*)hw->cl + (size_t)i * (size_t)T * es, (size_t)T);
-#pragma omp simd
-                for (int j = 0; j < T; j++) row[j] *= scale;
-                round_row(row, T, low);
-                softmax_forward_row(row, row, key_mask ? key_mask + (size_t)b * (size_t)T : NULL, T, pdt);
-                if (plrow) dtype_from_f32_row(plrow + (size_t)i * (size_t)T * es, low, row, (size_t)T);
-            }
+            for (int i = 0; i < T; i++)
+                attention_probs_row(S + (size_t)i * (size_t)T,
+                                    low != DTYPE_F32 ? (const char*)hw->cl + (size_t)i * (size_t)T * es : NULL,
+                                    plrow ? plrow + (size_t)i * (size_t)T * es : NULL, low, scale,
+                                    key_mask ? key_mask + (size_t)b * (size_t)T : NULL, pdt, T);
             if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
             if (low != DTYPE_F32 && !plrow) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
@@ -1457,8 +1488,7 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
                 float* row = dS + (size_t)i * (size_t)T;  // (T)
                 softmax_backward_row(row, dP + (size_t)i * (size_t)T, P + (size_t)i * (size_t)T, T, pdt);
                 if (key_mask) amp_round_act_grad(row, (size_t)T, low, c->counters ? &hw->counters : NULL);
-#pragma omp simd
-                for (int j = 0; j < T; j++) row[j] *= scale;
+                scale_row(row, scale, T);
                 if (low != DTYPE_F32) {
                     amp_round_count(row, (size_t)T, low, NULL, NULL, NULL);
                     dtype_from_f32_row(dSlb + (size_t)i * (size_t)T * es, low, row, (size_t)T);
