@@ -87,19 +87,21 @@ __attribute__((always_inline)) static inline void count_one(float v, float r, ui
     *no += counted & (uint32_t)(br == 0x7F800000u);
 }
 
-AMP_CLONES static void round_count_chunk(float* x, size_t m, DType dt, uint64_t* values, uint64_t* underflow,
-                                         uint64_t* overflow) {
+// x = R(src) (src == x: in place)
+AMP_CLONES static void round_count_chunk(float* x, const float* src, size_t m, DType dt, uint64_t* values,
+                                         uint64_t* underflow, uint64_t* overflow) {
     uint32_t nv = 0, nu = 0, no = 0;  // m <= AMP_CHUNK: 32 bits suffice, and vectorize
     if (dt == DTYPE_BF16) {
 #pragma omp simd reduction(+ : nv, nu, no)
         for (int i = 0; i < (int)m; i++) {
-            const float v = x[i], r = bf16_round_f32(v);
+            const float v = src[i], r = bf16_round_f32(v);
             x[i] = r;
             count_one(v, r, &nv, &nu, &no);
         }
     } else {
         float before[AMP_CHUNK];
-        memcpy(before, x, m * sizeof(float));
+        memcpy(before, src, m * sizeof(float));
+        if (x != src) memcpy(x, src, m * sizeof(float));
         dtype_round_row(x, dt, m);
 #pragma omp simd reduction(+ : nv, nu, no)
         for (int i = 0; i < (int)m; i++) count_one(before[i], x[i], &nv, &nu, &no);
@@ -110,7 +112,16 @@ AMP_CLONES static void round_count_chunk(float* x, size_t m, DType dt, uint64_t*
 }
 
 void amp_round_count(float* x, size_t n, DType dt, uint64_t* values, uint64_t* underflow, uint64_t* overflow) {
-    if (dt == DTYPE_F32 || n == 0) return;
+    amp_round_count_from(x, x, n, dt, values, underflow, overflow);
+}
+
+void amp_round_count_from(float* x, const float* src, size_t n, DType dt, uint64_t* values, uint64_t* underflow,
+                          uint64_t* overflow) {
+    if (dt == DTYPE_F32) {
+        if (x != src) memcpy(x, src, n * sizeof(float));
+        return;
+    }
+    if (n == 0) return;
     CHECK(dt == DTYPE_BF16 || dt == DTYPE_F16, "rounding to %s", dtype_name(dt));
     uint64_t nv = 0, nu = 0, no = 0;
     // Large arrays on the team. Callers inside a parallel loop (GELU chunks, attention heads)
@@ -119,10 +130,10 @@ void amp_round_count(float* x, size_t n, DType dt, uint64_t* values, uint64_t* u
     if (n > 65536 && !omp_in_parallel()) {
 #pragma omp parallel for schedule(static) reduction(+ : nv, nu, no)
         for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
-            round_count_chunk(x + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
+            round_count_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
     } else {
         for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
-            round_count_chunk(x + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
+            round_count_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
     }
     if (values) {
         *values += nv;

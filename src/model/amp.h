@@ -84,6 +84,10 @@ void amp_counters_reset(AmpCounters* c);
 // Rounds x (n) in place to dt (DTYPE_F32: no-op). When the counters are given, counts as
 // described above into (values, underflow, overflow). Bit-identical to dtype_round_row.
 void amp_round_count(float* x, size_t n, DType dt, uint64_t* values, uint64_t* underflow, uint64_t* overflow);
+// The same from src into x (n each; src == x is the in-place form): x = R(src), counted; fp32
+// copies. One pass instead of a copy and a rounding pass.
+void amp_round_count_from(float* x, const float* src, size_t n, DType dt, uint64_t* values, uint64_t* underflow,
+                          uint64_t* overflow);
 // The two kinds of rounding points; c may be NULL (no counting).
 void amp_round_param_grad(float* x, size_t n, DType dt, AmpCounters* c);
 void amp_round_act_grad(float* x, size_t n, DType dt, AmpCounters* c);

@@ -452,8 +452,8 @@ void layer_round_grad_operand(LayerCtx* c, float* dst, const float* src, size_t 
 #pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > PAR_MIN)
     for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
         const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
-        memcpy(dst + i0, src + i0, m * sizeof(float));
-        amp_round_count(dst + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
+        amp_round_count_from(dst + i0, src + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL,
+                             count ? &no : NULL);                // dst = R(src), one pass
         dtype_from_f32_row(dl + i0 * es, c->low, dst + i0, m);  // exact: dst holds low values
     }
     if (count) {
