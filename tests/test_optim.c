@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
@@ -120,20 +121,24 @@ static void test_portable_paths_match_goldens(void** s) {
     torch_sqrt_force_portable(false);
 }
 
-// adamw_bnb_8bit's vector kernels (AVX2, AVX-512: gathers or register-resident threshold
-// search instead of the LUT, hardware rsqrt seed) against its portable scalar kernel on data the
-// goldens do not reach: 70 blocks (a ragged last one), each with its own scale from 1e-30 to
-// 1e30, a block of zeros, blocks with NaN, +-inf and subnormal gradients, sparse blocks, 4 steps.
-// Parameters, codes and absmax must be identical bit for bit. (On a CPU without the vector
-// paths both runs take the scalar kernel and this only checks determinism.)
-static void bnb8_run_steps(bool portable, float* p, const float* g, size_t n, OptimState** out) {
+// adamw_bnb_8bit's vector kernels (AVX2; AVX-512: register-resident threshold search instead of
+// the LUT; AVX-512 VBMI: byte-table lookups instead of the search; hardware rsqrt seed) against
+// its portable scalar kernel on data the goldens do not reach: 70 blocks (a ragged last one),
+// each with its own scale from 1e-30 to 1e30, a block of zeros, blocks with NaN, +-inf and
+// subnormal gradients, sparse blocks, a block near FLT_MAX (m's absmax passes 2^126 at step 3,
+// so 1/absmax is subnormal: the quantizer's clamp path), 4 steps. Each vector kernel this CPU
+// has runs in turn; parameters, codes and absmax must be identical bit for bit. (On a CPU
+// without the vector paths both runs take the scalar kernel and this only checks determinism.)
+static void bnb8_run_steps(int kernel, float* p, const float* g, size_t n, OptimState** out) {
     const TensorShape shape = shape_1d((int64_t)n);
     OptimConfig cfg;
     optim_defaults(&optim_adamw_bnb_8bit, &cfg);
     OptimState* st = optim_adamw_bnb_8bit.init(&shape, &cfg);
-    torch_sqrt_force_portable(portable);
+    torch_sqrt_force_portable(kernel < 0);
+    optim_adamw_bnb_8bit_force_kernel(kernel);
     for (int t = 0; t < 4; t++) optim_adamw_bnb_8bit.step(st, p, g + (size_t)t * n, &cfg);
     torch_sqrt_force_portable(false);
+    optim_adamw_bnb_8bit_force_kernel(-1);
     *out = st;
 }
 
@@ -155,37 +160,60 @@ static void test_bnb8_vector_kernels_match_portable(void** s) {
             if (blk == 7) x = rng_normal(&r, 0.0f, 1.0f) * 1e-40f;      // subnormal gradients
             if (blk == 8 && i % 31 != 0) x = 0.0f;                      // sparse
             if (blk == 9 && t == 2) x = 0.0f;                           // a zero step after others
+            if (blk == 10) x = (i & 1 ? 1.0f : -1.0f) * (3.4e38f - (float)(i % 256) * 1e35f);  // near FLT_MAX
             g[(size_t)t * n + i] = x;
         }
-    float* pv = malloc(n * sizeof *pv);
-    float* ps = malloc(n * sizeof *ps);
-    memcpy(pv, p0, n * sizeof *pv);
-    memcpy(ps, p0, n * sizeof *ps);
-    OptimState *sv, *ss;
-    bnb8_run_steps(false, pv, g, n, &sv);
-    bnb8_run_steps(true, ps, g, n, &ss);
-    size_t diff = 0;
-    for (size_t i = 0; i < n; i++) diff += memcmp(&pv[i], &ps[i], sizeof(float)) != 0;
-    printf("adamw_bnb_8bit vector vs portable kernels: %zu of %zu parameters differ\n", diff, n);
-    assert_int_equal(diff, 0);
-    assert_int_equal(sv->n_tensors, ss->n_tensors);
-    for (int k = 0; k < sv->n_tensors; k++) {
-        const StateTensor* a = &sv->tensors[k];
-        const StateTensor* b = &ss->tensors[k];
-        assert_string_equal(a->name, b->name);
-        size_t bytes, bytes_b;
-        assert_true(dtype_nbytes(a->dtype, shape_numel(&a->shape), &bytes));
-        assert_true(dtype_nbytes(b->dtype, shape_numel(&b->shape), &bytes_b));
-        assert_int_equal(bytes, bytes_b);
-        printf("  state %s: %s\n", a->name, memcmp(a->data, b->data, bytes) ? "DIFFERS" : "identical");
-        assert_memory_equal(a->data, b->data, bytes);
+    // the most capable kernel first; each one the CPU lacks falls back to the next (skipped)
+    int last = -1;
+    for (int want = 3; want >= 1; want--) {
+        const int kernel = optim_adamw_bnb_8bit_force_kernel(want);
+        optim_adamw_bnb_8bit_force_kernel(-1);
+        if (kernel == last) continue;
+        last = kernel;
+        float* pv = malloc(n * sizeof *pv);
+        float* ps = malloc(n * sizeof *ps);
+        memcpy(pv, p0, n * sizeof *pv);
+        memcpy(ps, p0, n * sizeof *ps);
+        OptimState *sv, *ss;
+        bnb8_run_steps(want, pv, g, n, &sv);
+        bnb8_run_steps(-1, ps, g, n, &ss);
+        size_t diff = 0;
+        for (size_t i = 0; i < n; i++) diff += memcmp(&pv[i], &ps[i], sizeof(float)) != 0;
+        printf("adamw_bnb_8bit vector kernel %d vs portable: %zu of %zu parameters differ\n", kernel, diff, n);
+        assert_int_equal(diff, 0);
+        assert_int_equal(sv->n_tensors, ss->n_tensors);
+        for (int k = 0; k < sv->n_tensors; k++) {
+            const StateTensor* a = &sv->tensors[k];
+            const StateTensor* b = &ss->tensors[k];
+            assert_string_equal(a->name, b->name);
+            size_t bytes, bytes_b;
+            assert_true(dtype_nbytes(a->dtype, shape_numel(&a->shape), &bytes));
+            assert_true(dtype_nbytes(b->dtype, shape_numel(&b->shape), &bytes_b));
+            assert_int_equal(bytes, bytes_b);
+            printf("  state %s: %s\n", a->name, memcmp(a->data, b->data, bytes) ? "DIFFERS" : "identical");
+            assert_memory_equal(a->data, b->data, bytes);
+        }
+        optim_adamw_bnb_8bit.free(sv);
+        optim_adamw_bnb_8bit.free(ss);
+        free(pv);
+        free(ps);
     }
-    optim_adamw_bnb_8bit.free(sv);
-    optim_adamw_bnb_8bit.free(ss);
     free(p0);
     free(g);
-    free(pv);
-    free(ps);
+}
+
+// The VBMI kernel's quantizer is planned and checked against the LUT at start-up and skipped if
+// either fails; on a CPU that has everything it needs, it must not have been skipped.
+static void test_bnb8_vbmi_kernel_in_use(void** s) {
+    (void)s;
+#if defined(__x86_64__)
+    const CpuFeatures* f = cpu_features();
+    const bool capable = f->avx2 && f->fma && f->avx512bw && __builtin_cpu_supports("avx512vbmi") &&
+                         torch_sqrt_hw_matches();
+    const int kernel = optim_adamw_bnb_8bit_force_kernel(-1);
+    printf("adamw_bnb_8bit: kernel %d (VBMI-capable CPU: %s)\n", kernel, capable ? "yes" : "no");
+    if (capable) assert_int_equal(kernel, 3);
+#endif
 }
 
 // adafactor_torch stores U up to 2^21 elements and recomputes it beyond; every golden is
@@ -557,6 +585,7 @@ int main(void) {
         cmocka_unit_test(test_every_optimizer_matches_its_goldens),
         cmocka_unit_test(test_portable_paths_match_goldens),
         cmocka_unit_test(test_bnb8_vector_kernels_match_portable),
+        cmocka_unit_test(test_bnb8_vbmi_kernel_in_use),
         cmocka_unit_test(test_recomputing_path_matches_goldens),
         cmocka_unit_test(test_adafactor_statistics_equal_whole_array_reductions),
         cmocka_unit_test(test_every_known_mistake_fails),

@@ -186,6 +186,9 @@ void shape_as_matrices(const TensorShape* s, size_t* batch, size_t* rows, size_t
 // |w| < 0.5: fma(w, end - self, self); otherwise fma(w - 1, end - self, end).
 // Tests: adafactor_torch takes its large-tensor path (U recomputed, never stored) at every size.
 void optim_adafactor_torch_force_recompute(bool on);
+// Tests: adamw_bnb_8bit's 8-bit steps use at most kernel max_kernel (3 AVX-512 VBMI, 2 AVX-512,
+// 1 AVX2; -1: the best this CPU has). Returns the kernel full blocks will now take (0: portable).
+int optim_adamw_bnb_8bit_force_kernel(int max_kernel);
 
 static inline float torch_lerp(float self, float end, float w) {
     return w < 0.5f && w > -0.5f ? fmaf(w, end - self, self) : fmaf(w - 1.0f, end - self, end);

@@ -163,6 +163,10 @@ static void build_tree(const uint8_t* lut, uint16_t* tree) {
     }
 }
 
+#if defined(__x86_64__)
+static void vbmi_init(void);
+#endif
+
 static void maps_init(void) {
     dynamic_map(true, g_code1);
     dynamic_map(false, g_code2);
@@ -178,6 +182,9 @@ static void maps_init(void) {
         g_code2_lo[i] = (uint16_t)u2, g_code2_hi[i] = (uint16_t)(u2 >> 16);
     }
     torch_sqrt_init();
+#if defined(__x86_64__)
+    vbmi_init();
+#endif
 }
 
 static void maps_ensure(void) { CHECK(pthread_once(&g_maps_once, maps_init) == 0); }
@@ -188,9 +195,10 @@ static void maps_ensure(void) { CHECK(pthread_once(&g_maps_once, maps_init) == 0
 // rest are `omp simd` loops that GCC vectorizes even at -O2 (no per-element branches, only
 // selects). The kernels are compiled per ISA and called per block from one OpenMP loop; every
 // clone gives the same bits (fmaf is a real fma everywhere, -ffp-contract=off adds none).
-// Full 8-bit blocks take hand-written AVX2 or AVX-512 kernels (below) when the CPU's rsqrtps
-// matches torch's, with the same operations in the same order; the AVX-512 one quantizes by a
-// search of the LUT's thresholds held in registers (measured on Zen 4 with a 1e7 step: the
+// Full 8-bit blocks take hand-written AVX2, AVX-512 or AVX-512 VBMI kernels (below) when the
+// CPU's rsqrtps matches torch's, with the same operations in the same order; the AVX-512 one
+// quantizes by a search of the LUT's thresholds held in registers, the VBMI one by byte-table
+// lookups (measured on Zen 4 with a 1e7 step: the
 // 32-bit LUT gathers of a first AVX-512 version, and gathers from L1-sized tables, cost as much
 // as the scalar LUT loads; the search does not touch memory).
 #if defined(__x86_64__)
@@ -536,6 +544,346 @@ BNB_AVX512 static void bnb8_blocks_avx512(float* restrict p, const float* restri
             quantize_pair32(m[last & 1] + i, v[last & 1] + i, c1 + off + i, c2 + off + i, &q, &t1, &t2);
     }
 }
+
+// ---- the AVX-512 VBMI kernel: the quantizer by byte-table lookups instead of a tree search ----
+// lut[i] = #{j : T[j] <= i} (build_tree's thresholds) is computed as a sum over four groups of
+// the thresholds, each group counted by table lookups on 64 byte lanes at once (vpermi2b, which
+// indexes 128 bytes, two registers). A group is paged: page P covers the grid indices
+// start + P 2^s .. start + (P+1) 2^s - 1 and holds at most one of the group's thresholds past
+// its first index, so the group's count at i is cum[P] (its thresholds <= the page's first
+// index) + (i's offset in the page >= that threshold's offset), one byte compare. Kinds:
+// - H (start 0, s = 8, 256 pages): the page is i's high byte, the offset its low byte; cum and
+//   thr are 256-byte tables (two vpermi2b and a blend on the page's bit 7 each).
+// - W (s = 1..8, 128 pages): page min((i -sat start) >> s, 127) (the clamp by vpacksswb's
+//   signed saturation of the words to bytes); the offset is compared as the low byte of
+//   i - start (the page's own bits in it are added to its threshold byte, 255 = none). Every
+//   threshold lies in pages 1..126 or at the start of page 127, so a lane below the group
+//   (page 0) or above it (page 127) never compares true and gets cum 0 or the group's size.
+// - D (direct, s = 0): cum[min(i -sat start, 127)], no compare.
+// The signed map (state1) takes H, W s=6, W s=4, D; the unsigned map W s=8, W s=5, W s=2, D
+// (its top-decade thresholds, spaced 230-231 grid points, all fit pages of 256 but the last,
+// which holds two; a W start moves the page boundaries). Each W group's start is chosen among
+// the 2^s starts that just cover the thresholds still unassigned, as the one leaving the
+// narrowest span of thresholds to the finer groups; D must then cover the rest within 127.
+// vbmi_check runs the vector code itself on all 65,536 grid indices against the LUT; the kernel
+// is used only if that, and the planning, succeed (else the AVX-512 kernel's tree search).
+#define BNB_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi,avx2,fma")))
+#define BNB_NGROUP 4
+typedef struct {
+    _Alignas(64) uint8_t cum[BNB_NGROUP][256];  // by page (W, D: the first 128)
+    _Alignas(64) uint8_t thr[BNB_NGROUP][256];  // by page: threshold byte, 255 = none (D: unused)
+    uint16_t start[BNB_NGROUP];                 // W, D (H: 0)
+} VbmiQuant;
+static const int BNB_VBMI_SHIFT[2][BNB_NGROUP] = {{8, 6, 4, 0}, {8, 5, 2, 0}};
+static const bool BNB_VBMI_FIRST_H[2] = {true, false};
+static VbmiQuant g_vq[2];                      // signed map, unsigned map
+static _Alignas(64) uint8_t g_plane[2][4][256];  // the code maps' floats as byte planes (0 = low byte)
+static bool g_vbmi_ok;                         // planned and checked (maps_init)
+
+// Threshold T of a group of kind W with this start and shift: its page and offset (page 0 or
+// past page 127's start: not placeable, returns false).
+static bool w_place(uint32_t T, int start, int s, uint32_t* page, uint32_t* off) {
+    const int t = (int)T - start;
+    if (t <= 0 || t > (127 << s)) return false;
+    *page = (uint32_t)t >> s, *off = (uint32_t)t & ((1u << s) - 1);
+    return *off == 0 || *page > 0;
+}
+
+// Assigns to a group the thresholds (of rem[0..n), sorted) that fit it, in order: one per page
+// past the page's first index, any number at it. taken[i] set for those. Returns the count.
+static int group_assign(const uint32_t* rem, int n, bool h, int start, int s, bool* taken) {
+    bool used[256] = {false};
+    int cnt = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t page, off;
+        taken[i] = false;
+        if (h) page = rem[i] >> 8, off = rem[i] & 255;
+        else if (!w_place(rem[i], start, s, &page, &off)) continue;
+        if (off != 0) {
+            if (used[page]) continue;
+            used[page] = true;
+        }
+        taken[i] = true;
+        cnt++;
+    }
+    return cnt;
+}
+
+static bool vbmi_plan(const uint8_t* lut, bool first_h, const int* shift, VbmiQuant* q) {
+    uint32_t rem[255];
+    int n = 0;
+    for (int j = 0, i = 0; j < 255; j++) {
+        while (i < BNB_LUT_SIZE && lut[i] <= j) i++;
+        rem[n++] = (uint32_t)i;
+    }
+    memset(q, 0, sizeof *q);
+    for (int k = 0; k < BNB_NGROUP - 1; k++) {
+        const bool h = k == 0 && first_h;
+        const int s = shift[k];
+        bool taken[255];
+        int start = 0;
+        if (!h) {  // the 2^s starts whose 127 pages just reach the highest threshold left
+            int best_span = 1 << 30, best_cnt = -1;
+            const int base = (int)rem[n - 1] - (127 << s) > 0 ? (int)rem[n - 1] - (127 << s) : 0;
+            for (int r = 0; r < (1 << s); r++) {
+                const int cnt = group_assign(rem, n, false, base + r, s, taken);
+                uint32_t lo = UINT32_MAX, hi = 0;
+                for (int i = 0; i < n; i++)
+                    if (!taken[i]) lo = rem[i] < lo ? rem[i] : lo, hi = rem[i] > hi ? rem[i] : hi;
+                const int span = cnt == n ? -1 : (int)(hi - lo);
+                if (span < best_span || (span == best_span && cnt > best_cnt)) best_span = span, best_cnt = cnt, start = base + r;
+            }
+        }
+        group_assign(rem, n, h, start, s, taken);
+        q->start[k] = (uint16_t)start;
+        const int pages = h ? 256 : 128;
+        for (int pg = 0; pg < 256; pg++) q->thr[k][pg] = 255;
+        for (int pg = 0; pg < pages; pg++) {
+            const uint32_t first = h ? (uint32_t)pg << 8 : (uint32_t)start + ((uint32_t)pg << s);
+            int c = 0;
+            for (int i = 0; i < n; i++)
+                if (taken[i] && rem[i] <= first) c++;
+            q->cum[k][pg] = (uint8_t)c;
+        }
+        int left = 0;
+        for (int i = 0; i < n; i++) {
+            if (!taken[i]) {
+                rem[left++] = rem[i];
+                continue;
+            }
+            uint32_t page = 0, off = 0;
+            if (h) page = rem[i] >> 8, off = rem[i] & 255;
+            else w_place(rem[i], start, s, &page, &off);
+            if (off != 0) q->thr[k][page] = (uint8_t)((((page << s) & 255) + off - 1));
+        }
+        n = left;
+    }
+    if (n == 0) return false;  // D would be empty: not expected for these maps
+    const int start = (int)rem[0] - 1;
+    if (start < 0 || (int)rem[n - 1] - start > 127) return false;
+    q->start[BNB_NGROUP - 1] = (uint16_t)start;
+    for (int pg = 0; pg < 128; pg++) {
+        int c = 0;
+        for (int i = 0; i < n; i++) c += (int)rem[i] <= start + pg;
+        q->cum[BNB_NGROUP - 1][pg] = (uint8_t)c;
+    }
+    return true;
+}
+
+// Byte position 16l + 4h + j (l, h < 4, j < 4) of the quantizer's byte vectors is element
+// 16h + 4l + j of the 64 (the order vpackusdw then vpacksswb leave them in); the same permutation
+// (its own inverse) puts codes in the order that byte-plane unpacking needs, and back.
+static const uint8_t BNB_TRANSPOSE[64] = {
+    0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51, 4, 5, 6, 7, 20, 21, 22, 23,
+    36, 37, 38, 39, 52, 53, 54, 55, 8, 9, 10, 11, 24, 25, 26, 27, 40, 41, 42, 43, 56, 57, 58, 59,
+    12, 13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63,
+};
+// The low bytes of the two word vectors w0, w1 (vpermt2b indices) in that byte order: position
+// 16l + 4h + j is word 8l + 4(h & 1) + j of w(h >> 1). BNB_HIGH_BYTES = these + 1.
+static const uint8_t BNB_LOW_BYTES[64] = {
+    0, 2, 4, 6, 8, 10, 12, 14, 64, 66, 68, 70, 72, 74, 76, 78,
+    16, 18, 20, 22, 24, 26, 28, 30, 80, 82, 84, 86, 88, 90, 92, 94,
+    32, 34, 36, 38, 40, 42, 44, 46, 96, 98, 100, 102, 104, 106, 108, 110,
+    48, 50, 52, 54, 56, 58, 60, 62, 112, 114, 116, 118, 120, 122, 124, 126,
+};
+
+// A 256-byte table at 64 byte indices: two vpermi2b and a blend on bit 7 (b7).
+BNB_VBMI static inline __m512i table256(const uint8_t* t, __m512i k, __mmask64 b7) {
+    return _mm512_mask_blend_epi8(b7, _mm512_permutex2var_epi8(_mm512_load_si512(t), k, _mm512_load_si512(t + 64)),
+                                  _mm512_permutex2var_epi8(_mm512_load_si512(t + 128), k, _mm512_load_si512(t + 192)));
+}
+
+BNB_VBMI static inline __m512i table128(const uint8_t* t, __m512i k) {
+    return _mm512_permutex2var_epi8(_mm512_load_si512(t), k, _mm512_load_si512(t + 64));
+}
+
+// W group k: count += cum[page]; returns the mask of lanes whose offset reaches the page's
+// threshold.
+BNB_VBMI static inline __mmask64 w_group(const VbmiQuant* q, int k, int s, __m512i w0, __m512i w1, __m512i lo,
+                                         __m512i* count) {
+    const __m512i st = _mm512_set1_epi16((short)q->start[k]);
+    const __m512i page = _mm512_packs_epi16(_mm512_srli_epi16(_mm512_subs_epu16(w0, st), s),
+                                            _mm512_srli_epi16(_mm512_subs_epu16(w1, st), s));
+    *count = _mm512_add_epi8(*count, table128(q->cum[k], page));
+    const __m512i off = _mm512_sub_epi8(lo, _mm512_set1_epi8((char)(q->start[k] & 255)));
+    return _mm512_cmpgt_epu8_mask(off, table128(q->thr[k], page));
+}
+
+// The codes of 64 grid indices, given as words w0 = vpackusdw(e0..15, e16..31),
+// w1 = vpackusdw(e32..47, e48..63); returned in element order.
+BNB_VBMI static inline __attribute__((always_inline)) __m512i vbmi_codes64(__m512i w0, __m512i w1,
+                                                                          const VbmiQuant* q, const int* shift,
+                                                                          bool first_h) {
+    const __m512i lidx = _mm512_loadu_si512(BNB_LOW_BYTES);
+    const __m512i lo = _mm512_permutex2var_epi8(w0, lidx, w1);
+    __m512i count = _mm512_setzero_si512();
+    __mmask64 m0;
+    if (first_h) {
+        const __m512i hi = _mm512_permutex2var_epi8(w0, _mm512_add_epi8(lidx, _mm512_set1_epi8(1)), w1);
+        const __mmask64 b7 = _mm512_movepi8_mask(hi);
+        count = table256(q->cum[0], hi, b7);
+        m0 = _mm512_cmpgt_epu8_mask(lo, table256(q->thr[0], hi, b7));
+    } else {
+        m0 = w_group(q, 0, shift[0], w0, w1, lo, &count);
+    }
+    const __mmask64 m1 = w_group(q, 1, shift[1], w0, w1, lo, &count);
+    const __mmask64 m2 = w_group(q, 2, shift[2], w0, w1, lo, &count);
+    const __m512i st = _mm512_set1_epi16((short)q->start[3]), top = _mm512_set1_epi16(127);
+    const __m512i d = _mm512_packs_epi16(_mm512_min_epu16(_mm512_subs_epu16(w0, st), top),
+                                         _mm512_min_epu16(_mm512_subs_epu16(w1, st), top));
+    count = _mm512_add_epi8(count, table128(q->cum[3], d));
+    const __m512i minus1 = _mm512_set1_epi8(-1);
+    count = _mm512_mask_sub_epi8(count, m0, count, minus1);
+    count = _mm512_mask_sub_epi8(count, m1, count, minus1);
+    count = _mm512_mask_sub_epi8(count, m2, count, minus1);
+    return _mm512_permutexvar_epi8(_mm512_loadu_si512(BNB_TRANSPOSE), count);
+}
+
+// The vector quantizer against the LUT at every grid index (the words built as the kernel
+// builds them from 32-bit indices).
+BNB_VBMI static bool vbmi_check(int map, const uint8_t* lut) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int base = 0; base < BNB_LUT_SIZE; base += 64) {
+        __m512i gi[4];
+        for (int k = 0; k < 4; k++) gi[k] = _mm512_add_epi32(iota, _mm512_set1_epi32(base + 16 * k));
+        const __m512i w0 = _mm512_packus_epi32(gi[0], gi[1]), w1 = _mm512_packus_epi32(gi[2], gi[3]);
+        const __m512i c = map == 0 ? vbmi_codes64(w0, w1, &g_vq[0], BNB_VBMI_SHIFT[0], BNB_VBMI_FIRST_H[0])
+                                   : vbmi_codes64(w0, w1, &g_vq[1], BNB_VBMI_SHIFT[1], BNB_VBMI_FIRST_H[1]);
+        uint8_t out[64];
+        _mm512_storeu_si512(out, c);
+        if (memcmp(out, lut + base, 64) != 0) return false;
+    }
+    return true;
+}
+
+// code[c[0..63]] as four vectors of 16 floats (elements 0-15, ..., 48-63): the four byte planes
+// looked up for 64 lanes, then interleaved (the codes first put in BNB_TRANSPOSE's order, which
+// vpunpck*bw/wd's in-lane interleaving turns back into element order).
+BNB_VBMI static inline void vbmi_dequant64(const uint8_t* c, const uint8_t (*plane)[256], __m512 out[4]) {
+    const __m512i k = _mm512_permutexvar_epi8(_mm512_loadu_si512(BNB_TRANSPOSE), _mm512_loadu_si512(c));
+    const __mmask64 b7 = _mm512_movepi8_mask(k);
+    const __m512i b0 = table256(plane[0], k, b7), b1 = table256(plane[1], k, b7);
+    const __m512i b2 = table256(plane[2], k, b7), b3 = table256(plane[3], k, b7);
+    const __m512i lo01 = _mm512_unpacklo_epi8(b0, b1), hi01 = _mm512_unpackhi_epi8(b0, b1);
+    const __m512i lo23 = _mm512_unpacklo_epi8(b2, b3), hi23 = _mm512_unpackhi_epi8(b2, b3);
+    out[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(lo01, lo23));
+    out[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(lo01, lo23));
+    out[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(hi01, hi23));
+    out[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(hi01, hi23));
+}
+
+// The 32-bit grid indices of 16 values x * inv. The clamp to [-1, 1] is needed only when inv is
+// not a normal float: for finite |m| <= absmax and inv = f32(1/absmax) normal,
+// |f32(m * inv)| <= f32(absmax * inv) (rounding is monotonic) and absmax * inv = 1 + d with
+// |d| <= 2^-24, which rounds to at most 1.0 (1 + 2^-24 is a tie, to even: 1.0); NaN lanes pass
+// the clamp anyway, and absmax = inf makes inv = 0 (lanes +-0 or NaN). A subnormal inv (absmax
+// > 2^126) has a larger relative error, and inv = inf (absmax < ~2^-128, or 0) scales to inf:
+// those blocks keep the clamp.
+BNB_VBMI static inline __m512i vbmi_grid16(__m512 x, __m512 inv, bool clamp) {
+    x = _mm512_mul_ps(x, inv);
+    if (clamp) return grid_index16(x);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_add_ps(x, one), _mm512_set1_ps(32767.5f), _mm512_set1_ps(0.5f)));
+}
+
+typedef struct {
+    __m512 inv1, inv2;
+    __m512i keep1, keep2;
+    bool clamp1, clamp2;
+} VbmiQuantConsts;
+
+BNB_VBMI static inline VbmiQuantConsts vbmi_quant_consts(float absmax1, float absmax2) {
+    const float inv1 = 1.0f / absmax1, inv2 = 1.0f / absmax2;
+    return (VbmiQuantConsts){
+        _mm512_set1_ps(inv1), _mm512_set1_ps(inv2),
+        _mm512_set1_epi8(absmax1 == 0.0f ? 0 : -1), _mm512_set1_epi8(absmax2 == 0.0f ? 0 : -1),
+        !isnormal(inv1), !isnormal(inv2),
+    };
+}
+
+// quantize_block for 64 elements of both states.
+BNB_VBMI static inline __attribute__((always_inline)) void vbmi_quantize64(const float* m, const float* v, uint8_t* c1, uint8_t* c2,
+                                            const VbmiQuantConsts* q) {
+    __m512i a[4], b[4];
+    for (int k = 0; k < 4; k++) {
+        a[k] = vbmi_grid16(_mm512_loadu_ps(m + 16 * k), q->inv1, q->clamp1);
+        b[k] = vbmi_grid16(_mm512_loadu_ps(v + 16 * k), q->inv2, q->clamp2);
+    }
+    const __m512i q1 = vbmi_codes64(_mm512_packus_epi32(a[0], a[1]), _mm512_packus_epi32(a[2], a[3]), &g_vq[0],
+                                    BNB_VBMI_SHIFT[0], BNB_VBMI_FIRST_H[0]);
+    const __m512i q2 = vbmi_codes64(_mm512_packus_epi32(b[0], b[1]), _mm512_packus_epi32(b[2], b[3]), &g_vq[1],
+                                    BNB_VBMI_SHIFT[1], BNB_VBMI_FIRST_H[1]);
+    _mm512_storeu_si512(c1, _mm512_and_si512(q1, q->keep1));
+    _mm512_storeu_si512(c2, _mm512_and_si512(q2, q->keep2));
+}
+
+// bnb8_blocks_avx512 with the VBMI dequantizer and quantizer, 64 elements per step: the same
+// arithmetic in the same order, the same pipelining (block b-1 quantized during block b).
+BNB_VBMI static void bnb8_blocks_vbmi(float* restrict p, const float* restrict g, uint8_t* restrict c1,
+                                      uint8_t* restrict c2, float* restrict absmax1, float* restrict absmax2,
+                                      size_t n_blocks, const StepConsts* sc) {
+    float m[2][BNB_BLOCK], v[2][BNB_BLOCK];  // the new states of block b (b & 1) and block b-1
+    const __m512 b1 = _mm512_set1_ps(sc->b1), w1 = _mm512_set1_ps(sc->w1), b2 = _mm512_set1_ps(sc->b2);
+    const __m512 w2 = _mm512_set1_ps(sc->w2), cc2 = _mm512_set1_ps(sc->c2), eps = _mm512_set1_ps(sc->eps);
+    const __m512 decay = _mm512_set1_ps(sc->decay), step = _mm512_set1_ps(sc->step);
+    const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+    for (size_t b = 0; b < n_blocks; b++) {
+        const size_t off = b * BNB_BLOCK, cur = b & 1, prev = cur ^ 1;
+        const __m512 a1 = _mm512_set1_ps(absmax1[b]), a2 = _mm512_set1_ps(absmax2[b]);
+        const VbmiQuantConsts qp = b > 0 ? vbmi_quant_consts(absmax1[b - 1], absmax2[b - 1]) : vbmi_quant_consts(1.0f, 1.0f);
+        __m512i am1 = _mm512_setzero_si512(), am2 = _mm512_setzero_si512();
+        for (size_t i = 0; i < BNB_BLOCK; i += 64) {
+            __m512 code1[4], code2[4];
+            vbmi_dequant64(c1 + off + i, g_plane[0], code1);
+            vbmi_dequant64(c2 + off + i, g_plane[1], code2);
+            for (size_t h = 0; h < 4; h++) {
+                const size_t e = off + i + 16 * h;
+                const __m512 gi = _mm512_loadu_ps(g + e);
+                const __m512 d1 = _mm512_mul_ps(code1[h], a1);  // dequantize
+                const __m512 d2 = _mm512_mul_ps(code2[h], a2);
+                const __m512 mi = _mm512_fmadd_ps(gi, w1, _mm512_mul_ps(d1, b1));
+                const __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(w2, gi), gi, _mm512_mul_ps(d2, b2));
+                _mm512_storeu_ps(m[cur] + i + 16 * h, mi);
+                _mm512_storeu_ps(v[cur] + i + 16 * h, vi);
+                const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(vi), cc2), eps);
+                const __m512 pi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p + e), decay),
+                                                _mm512_div_ps(_mm512_mul_ps(step, mi), denom));
+                _mm512_storeu_ps(p + e, pi);
+                const __m512i u1 = _mm512_and_si512(_mm512_castps_si512(mi), absmask);
+                const __m512i u2 = _mm512_and_si512(_mm512_castps_si512(vi), absmask);
+                am1 = _mm512_mask_max_epu32(am1, _mm512_cmple_epu32_mask(u1, inf), am1, u1);
+                am2 = _mm512_mask_max_epu32(am2, _mm512_cmple_epu32_mask(u2, inf), am2, u2);
+            }
+            if (b > 0)
+                vbmi_quantize64(m[prev] + i, v[prev] + i, c1 + off - BNB_BLOCK + i, c2 + off - BNB_BLOCK + i, &qp);
+        }
+        absmax1[b] = bits_to_float(_mm512_reduce_max_epu32(am1));
+        absmax2[b] = bits_to_float(_mm512_reduce_max_epu32(am2));
+    }
+    if (n_blocks > 0) {
+        const size_t last = n_blocks - 1, off = last * BNB_BLOCK;
+        const VbmiQuantConsts q = vbmi_quant_consts(absmax1[last], absmax2[last]);
+        for (size_t i = 0; i < BNB_BLOCK; i += 64)
+            vbmi_quantize64(m[last & 1] + i, v[last & 1] + i, c1 + off + i, c2 + off + i, &q);
+    }
+}
+
+// maps_init's part for this kernel: plan both maps' groups, split the code maps into byte
+// planes, check the vector quantizer at every grid index.
+static void vbmi_init(void) {
+    for (int i = 0; i < 256; i++)
+        for (int j = 0; j < 4; j++) {
+            uint32_t u1, u2;
+            memcpy(&u1, &g_code1[i], 4);
+            memcpy(&u2, &g_code2[i], 4);
+            g_plane[0][j][i] = (uint8_t)(u1 >> (8 * j));
+            g_plane[1][j][i] = (uint8_t)(u2 >> (8 * j));
+        }
+    g_vbmi_ok = cpu_features()->avx512bw && __builtin_cpu_supports("avx512vbmi") &&
+                vbmi_plan(g_lut1, BNB_VBMI_FIRST_H[0], BNB_VBMI_SHIFT[0], &g_vq[0]) &&
+                vbmi_plan(g_lut2, BNB_VBMI_FIRST_H[1], BNB_VBMI_SHIFT[1], &g_vq[1]) && vbmi_check(0, g_lut1) &&
+                vbmi_check(1, g_lut2);
+}
 #endif
 
 // One block (len <= 256) of the 32-bit step.
@@ -558,13 +906,30 @@ static void bnb32_block(float* restrict p, const float* restrict g, float* restr
     }
 }
 
+// The best kernel bnb_run may take (tests): 3 AVX-512 VBMI, 2 AVX-512, 1 AVX2 (0: as 1; the
+// portable kernel is forced by torch_sqrt_force_portable).
+static int g_bnb_max_kernel = 3;
+
+int optim_adamw_bnb_8bit_force_kernel(int max_kernel) {
+    maps_ensure();
+    g_bnb_max_kernel = max_kernel < 0 ? 3 : max_kernel;
+#if defined(__x86_64__)
+    const bool avx2 = cpu_features()->avx2 && cpu_features()->fma && torch_sqrt_hw_matches();
+    const bool avx512 = avx2 && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
+    return avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3 ? 3 : avx512 ? 2 : avx2 ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
 // p (n), g (n); 8-bit: st1/st2 (n) codes, am1/am2 (ceil(n/256)); 32-bit: st1/st2 (n) fp32.
 static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2, float* am1, float* am2,
                     size_t n, const StepConsts* s) {
     const size_t n_blocks = (n + BNB_BLOCK - 1) / BNB_BLOCK;
 #if defined(__x86_64__)
     const bool avx2 = is_8bit && cpu_features()->avx2 && cpu_features()->fma && torch_sqrt_hw_matches();
-    const bool avx512 = avx2 && cpu_features()->avx512bw;
+    const bool avx512 = avx2 && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
+    const bool vbmi = avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3;
 #else
     const bool avx2 = false;
 #endif
@@ -575,8 +940,12 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
         for (size_t c = 0; c < n_chunks; c++) {
             const size_t b0 = c * BNB_CHUNK, nb = n_full - b0 < BNB_CHUNK ? n_full - b0 : BNB_CHUNK;
             const size_t off = b0 * BNB_BLOCK;
-            bnb8_blocks_avx512(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b0, am2 + b0,
-                               nb, s);
+            if (vbmi)
+                bnb8_blocks_vbmi(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b0, am2 + b0,
+                                 nb, s);
+            else
+                bnb8_blocks_avx512(p + off, g + off, (uint8_t*)st1 + off, (uint8_t*)st2 + off, am1 + b0,
+                                   am2 + b0, nb, s);
         }
         if (n_full < n_blocks) {
             const size_t off = n_full * BNB_BLOCK;
