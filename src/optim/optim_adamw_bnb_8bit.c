@@ -805,6 +805,7 @@ BNB_VBMI static inline VbmiQuantConsts vbmi_quant_consts(float absmax1, float ab
 BNB_VBMI static inline __attribute__((always_inline)) void vbmi_quantize64(const float* m, const float* v, uint8_t* c1, uint8_t* c2,
                                             const VbmiQuantConsts* q) {
     __m512i a[4], b[4];
+#pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         a[k] = vbmi_grid16(_mm512_loadu_ps(m + 16 * k), q->inv1, q->clamp1);
         b[k] = vbmi_grid16(_mm512_loadu_ps(v + 16 * k), q->inv2, q->clamp2);
@@ -826,16 +827,17 @@ BNB_VBMI static void bnb8_blocks_vbmi(float* restrict p, const float* restrict g
     const __m512 b1 = _mm512_set1_ps(sc->b1), w1 = _mm512_set1_ps(sc->w1), b2 = _mm512_set1_ps(sc->b2);
     const __m512 w2 = _mm512_set1_ps(sc->w2), cc2 = _mm512_set1_ps(sc->c2), eps = _mm512_set1_ps(sc->eps);
     const __m512 decay = _mm512_set1_ps(sc->decay), step = _mm512_set1_ps(sc->step);
-    const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+    const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t off = b * BNB_BLOCK, cur = b & 1, prev = cur ^ 1;
         const __m512 a1 = _mm512_set1_ps(absmax1[b]), a2 = _mm512_set1_ps(absmax2[b]);
         const VbmiQuantConsts qp = b > 0 ? vbmi_quant_consts(absmax1[b - 1], absmax2[b - 1]) : vbmi_quant_consts(1.0f, 1.0f);
-        __m512i am1 = _mm512_setzero_si512(), am2 = _mm512_setzero_si512();
+        __m512 am1 = _mm512_setzero_ps(), am2 = _mm512_setzero_ps();
         for (size_t i = 0; i < BNB_BLOCK; i += 64) {
             __m512 code1[4], code2[4];
             vbmi_dequant64(c1 + off + i, g_plane[0], code1);
             vbmi_dequant64(c2 + off + i, g_plane[1], code2);
+#pragma GCC unroll 4
             for (size_t h = 0; h < 4; h++) {
                 const size_t e = off + i + 16 * h;
                 const __m512 gi = _mm512_loadu_ps(g + e);
@@ -849,16 +851,16 @@ BNB_VBMI static void bnb8_blocks_vbmi(float* restrict p, const float* restrict g
                 const __m512 pi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p + e), decay),
                                                 _mm512_div_ps(_mm512_mul_ps(step, mi), denom));
                 _mm512_storeu_ps(p + e, pi);
-                const __m512i u1 = _mm512_and_si512(_mm512_castps_si512(mi), absmask);
-                const __m512i u2 = _mm512_and_si512(_mm512_castps_si512(vi), absmask);
-                am1 = _mm512_mask_max_epu32(am1, _mm512_cmple_epu32_mask(u1, inf), am1, u1);
-                am2 = _mm512_mask_max_epu32(am2, _mm512_cmple_epu32_mask(u2, inf), am2, u2);
+                // abs_bits_or_zero, max, in floats: vmaxps returns its second operand (am) when
+                // either is NaN, and orders non-negative floats as their bit patterns
+                am1 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(mi), absmask)), am1);
+                am2 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(vi), absmask)), am2);
             }
             if (b > 0)
                 vbmi_quantize64(m[prev] + i, v[prev] + i, c1 + off - BNB_BLOCK + i, c2 + off - BNB_BLOCK + i, &qp);
         }
-        absmax1[b] = bits_to_float(_mm512_reduce_max_epu32(am1));
-        absmax2[b] = bits_to_float(_mm512_reduce_max_epu32(am2));
+        absmax1[b] = bits_to_float(_mm512_reduce_max_epu32(_mm512_castps_si512(am1)));
+        absmax2[b] = bits_to_float(_mm512_reduce_max_epu32(_mm512_castps_si512(am2)));
     }
     if (n_blocks > 0) {
         const size_t last = n_blocks - 1, off = last * BNB_BLOCK;
