@@ -801,21 +801,29 @@ BNB_VBMI static inline VbmiQuantConsts vbmi_quant_consts(float absmax1, float ab
     };
 }
 
-// quantize_block for 64 elements of both states.
-BNB_VBMI static inline __attribute__((always_inline)) void vbmi_quantize64(const float* m, const float* v, uint8_t* c1, uint8_t* c2,
-                                            const VbmiQuantConsts* q) {
-    __m512i a[4], b[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
+// quantize_block for 128 elements of both states (all codes computed before any is stored, so
+// that the byte tables are loaded once for both 64-element halves).
+BNB_VBMI static inline __attribute__((always_inline)) void vbmi_quantize128(const float* m, const float* v, uint8_t* c1,
+                                                                           uint8_t* c2, const VbmiQuantConsts* q) {
+    __m512i a[8], b[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
         a[k] = vbmi_grid16(_mm512_loadu_ps(m + 16 * k), q->inv1, q->clamp1);
         b[k] = vbmi_grid16(_mm512_loadu_ps(v + 16 * k), q->inv2, q->clamp2);
     }
-    const __m512i q1 = vbmi_codes64(_mm512_packus_epi32(a[0], a[1]), _mm512_packus_epi32(a[2], a[3]), &g_vq[0],
-                                    BNB_VBMI_SHIFT[0], BNB_VBMI_FIRST_H[0]);
-    const __m512i q2 = vbmi_codes64(_mm512_packus_epi32(b[0], b[1]), _mm512_packus_epi32(b[2], b[3]), &g_vq[1],
-                                    BNB_VBMI_SHIFT[1], BNB_VBMI_FIRST_H[1]);
-    _mm512_storeu_si512(c1, _mm512_and_si512(q1, q->keep1));
-    _mm512_storeu_si512(c2, _mm512_and_si512(q2, q->keep2));
+    __m512i q1[2], q2[2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+        q1[h] = vbmi_codes64(_mm512_packus_epi32(a[4 * h], a[4 * h + 1]), _mm512_packus_epi32(a[4 * h + 2], a[4 * h + 3]),
+                             &g_vq[0], BNB_VBMI_SHIFT[0], BNB_VBMI_FIRST_H[0]);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+        q2[h] = vbmi_codes64(_mm512_packus_epi32(b[4 * h], b[4 * h + 1]), _mm512_packus_epi32(b[4 * h + 2], b[4 * h + 3]),
+                             &g_vq[1], BNB_VBMI_SHIFT[1], BNB_VBMI_FIRST_H[1]);
+    for (int h = 0; h < 2; h++) {
+        _mm512_storeu_si512(c1 + 64 * h, _mm512_and_si512(q1[h], q->keep1));
+        _mm512_storeu_si512(c2 + 64 * h, _mm512_and_si512(q2[h], q->keep2));
+    }
 }
 
 // bnb8_blocks_avx512 with the VBMI dequantizer and quantizer, 64 elements per step: the same
@@ -833,12 +841,14 @@ BNB_VBMI static void bnb8_blocks_vbmi(float* restrict p, const float* restrict g
         const __m512 a1 = _mm512_set1_ps(absmax1[b]), a2 = _mm512_set1_ps(absmax2[b]);
         const VbmiQuantConsts qp = b > 0 ? vbmi_quant_consts(absmax1[b - 1], absmax2[b - 1]) : vbmi_quant_consts(1.0f, 1.0f);
         __m512 am1 = _mm512_setzero_ps(), am2 = _mm512_setzero_ps();
-        for (size_t i = 0; i < BNB_BLOCK; i += 64) {
-            __m512 code1[4], code2[4];
+        for (size_t i = 0; i < BNB_BLOCK; i += 128) {
+            __m512 code1[8], code2[8];
             vbmi_dequant64(c1 + off + i, g_plane[0], code1);
+            vbmi_dequant64(c1 + off + i + 64, g_plane[0], code1 + 4);
             vbmi_dequant64(c2 + off + i, g_plane[1], code2);
-#pragma GCC unroll 4
-            for (size_t h = 0; h < 4; h++) {
+            vbmi_dequant64(c2 + off + i + 64, g_plane[1], code2 + 4);
+#pragma GCC unroll 8
+            for (size_t h = 0; h < 8; h++) {
                 const size_t e = off + i + 16 * h;
                 const __m512 gi = _mm512_loadu_ps(g + e);
                 const __m512 d1 = _mm512_mul_ps(code1[h], a1);  // dequantize
@@ -857,7 +867,7 @@ BNB_VBMI static void bnb8_blocks_vbmi(float* restrict p, const float* restrict g
                 am2 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(vi), absmask)), am2);
             }
             if (b > 0)
-                vbmi_quantize64(m[prev] + i, v[prev] + i, c1 + off - BNB_BLOCK + i, c2 + off - BNB_BLOCK + i, &qp);
+                vbmi_quantize128(m[prev] + i, v[prev] + i, c1 + off - BNB_BLOCK + i, c2 + off - BNB_BLOCK + i, &qp);
         }
         absmax1[b] = bits_to_float(_mm512_reduce_max_epu32(_mm512_castps_si512(am1)));
         absmax2[b] = bits_to_float(_mm512_reduce_max_epu32(_mm512_castps_si512(am2)));
@@ -865,8 +875,8 @@ BNB_VBMI static void bnb8_blocks_vbmi(float* restrict p, const float* restrict g
     if (n_blocks > 0) {
         const size_t last = n_blocks - 1, off = last * BNB_BLOCK;
         const VbmiQuantConsts q = vbmi_quant_consts(absmax1[last], absmax2[last]);
-        for (size_t i = 0; i < BNB_BLOCK; i += 64)
-            vbmi_quantize64(m[last & 1] + i, v[last & 1] + i, c1 + off + i, c2 + off + i, &q);
+        for (size_t i = 0; i < BNB_BLOCK; i += 128)
+            vbmi_quantize128(m[last & 1] + i, v[last & 1] + i, c1 + off + i, c2 + off + i, &q);
     }
 }
 
