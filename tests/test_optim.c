@@ -216,6 +216,110 @@ static void test_bnb8_vbmi_kernel_in_use(void** s) {
 #endif
 }
 
+// adafactor_torch's AVX-512 kernels of passes 2 and 3 (the quotient by the row mean through
+// a double reciprocal, optim_adafactor_torch.c) against its AVX2 kernels, bit for bit, on data
+// the goldens do not reach: ragged row tails (C % 16 from 1 to 15, C < 16), batches, rows
+// scaled from 1e-20 to 1e15 (squares that underflow to subnormals or zero, products r * col
+// that overflow to inf), zero and subnormal gradients, statistics set by hand to NaN, inf,
+// 0, negative and subnormal values between steps (v = NaN, inf, negative, subnormal reach
+// the kernels with a normal row mean), weight decay on and off, the stored and the
+// recomputed update, eps1 at the limit 2^-63 (floor 2^-126) and below it (the AVX2 fallback),
+// NaN/inf gradients (a NaN row mean: the fallback), 4 steps each; parameters and every state
+// tensor must be identical. (Without AVX-512 both runs take the AVX2 kernels.)
+static void aft_run_steps(bool no_avx512, bool recompute, const TensorShape* shape, const OptimConfig* cfg, float* p,
+                          const float* g, size_t n, int hard, OptimState** out) {
+    OptimState* st = optim_adafactor_torch.init(shape, cfg);
+    optim_adafactor_torch_force_no_avx512(no_avx512);
+    optim_adafactor_torch_force_recompute(recompute);
+    for (int t = 0; t < 4; t++) {
+        if (t == 2 && hard) {  // statistics by hand: the next V = r * col / mean reaches every class
+            float* row = optim_state_find(st, "row_var")->data;
+            float* col = optim_state_find(st, "col_var")->data;
+            const size_t n_row = shape_numel(&optim_state_find(st, "row_var")->shape);
+            const size_t n_col = shape_numel(&optim_state_find(st, "col_var")->shape);
+            static const float specials[] = {NAN, INFINITY, 0.0f, -1.0f, 1e-40f, 3e38f, -0.0f, 1e-30f};
+            for (size_t j = 1; j < n_col; j += 5) col[j] = specials[(j / 5) % 8];
+            for (size_t i = 2; i < n_row; i += 7) row[i] = (i / 7) % 3 == 0 ? 0.0f : (i / 7) % 3 == 1 ? -2.0f : 1e30f;
+        }
+        optim_adafactor_torch.step(st, p, g + (size_t)t * n, cfg);
+    }
+    optim_adafactor_torch_force_no_avx512(false);
+    optim_adafactor_torch_force_recompute(false);
+    *out = st;
+}
+
+static void test_adafactor_torch_avx512_matches_avx2(void** s) {
+    (void)s;
+    static const int64_t shapes[][3] = {{1, 3, 5},    {1, 17, 15},  {1, 9, 33},   {1, 40, 47},  {1, 64, 96},
+                                        {2, 5, 7},    {3, 33, 70},  {1, 257, 1000}, {1, 300, 301}, {1, 2100, 37},
+                                        {2, 300, 129}};
+    const size_t before = optim_adafactor_torch_avx512_steps();
+    size_t compared = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const size_t batch = (size_t)shapes[k][0], R = (size_t)shapes[k][1], C = (size_t)shapes[k][2];
+        const size_t n = batch * R * C;
+        const TensorShape shape = batch > 1 ? (TensorShape){3, {shapes[k][0], shapes[k][1], shapes[k][2]}}
+                                            : shape_2d(shapes[k][1], shapes[k][2]);
+        float* p0 = malloc(n * sizeof *p0);
+        float* g = malloc(4 * n * sizeof *g);
+        Rng r;
+        rng_init(&r, 0xaf512ull + k, 1);
+        rng_fill_normal(&r, p0, n, 0.0f, 0.02f);
+        for (int v = 0; v < 6; v++) {
+            // v: 0 plain, 1 weight decay, 2 hand-set statistics, 3 eps1 = 2^-63, 4 eps1 = 1e-30
+            // (below: fallback), 5 NaN and inf gradients (fallback)
+            OptimConfig cfg;
+            optim_defaults(&optim_adafactor_torch, &cfg);
+            if (v == 1 || v == 2) cfg.weight_decay = 0.1;
+            if (v == 3) cfg.eps1 = 0x1p-63;
+            if (v == 4) cfg.eps1 = 1e-30;
+            for (int t = 0; t < 4; t++)
+                for (size_t i = 0; i < n; i++) {
+                    const size_t row = i / C;
+                    float x = rng_normal(&r, 0.0f, 1.0f) * powf(10.0f, (float)((int)(row % 37) - 20));
+                    if (row % 11 == 4) x = 0.0f;
+                    if (i % 89 == 3) x = rng_normal(&r, 0.0f, 1.0f) * 1e-40f;
+                    if (v == 5 && i % 1013 == 7) x = (i & 1) ? NAN : INFINITY;
+                    g[(size_t)t * n + i] = x;
+                }
+            for (int recompute = 0; recompute < 2; recompute++) {
+                float* pa = malloc(n * sizeof *pa);
+                float* pb = malloc(n * sizeof *pb);
+                memcpy(pa, p0, n * sizeof *pa);
+                memcpy(pb, p0, n * sizeof *pb);
+                OptimState *sa, *sb;
+                aft_run_steps(false, recompute, &shape, &cfg, pa, g, n, v == 2, &sa);
+                aft_run_steps(true, recompute, &shape, &cfg, pb, g, n, v == 2, &sb);
+                size_t diff = 0;
+                for (size_t i = 0; i < n; i++) diff += memcmp(&pa[i], &pb[i], sizeof(float)) != 0;
+                if (diff)
+                    fail_msg("adafactor_torch %zux%zux%zu variant %d recompute %d: %zu of %zu parameters differ "
+                             "between the AVX-512 and AVX2 kernels", batch, R, C, v, recompute, diff, n);
+                for (int j = 0; j < sa->n_tensors; j++) {
+                    size_t bytes;
+                    assert_true(dtype_nbytes(sa->tensors[j].dtype, shape_numel(&sa->tensors[j].shape), &bytes));
+                    if (memcmp(sa->tensors[j].data, sb->tensors[j].data, bytes))
+                        fail_msg("adafactor_torch %zux%zux%zu variant %d: state %s differs", batch, R, C, v,
+                                 sa->tensors[j].name);
+                }
+                compared += n;
+                optim_adafactor_torch.free(sa);
+                optim_adafactor_torch.free(sb);
+                free(pa);
+                free(pb);
+            }
+        }
+        free(p0);
+        free(g);
+    }
+    const size_t fast_steps = optim_adafactor_torch_avx512_steps() - before;
+    printf("adafactor_torch AVX-512 vs AVX2 kernels: %zu parameters compared after 4 steps, identical; %zu steps "
+           "took the AVX-512 kernels\n", compared, fast_steps);
+#if defined(__x86_64__)
+    if (cpu_features()->avx512f) assert_true(fast_steps > 0);
+#endif
+}
+
 // adafactor_torch stores U up to 2^21 elements and recomputes it beyond; every golden is
 // smaller, so run its goldens again with the recomputing path forced.
 static void test_recomputing_path_matches_goldens(void** s) {
@@ -587,6 +691,7 @@ int main(void) {
         cmocka_unit_test(test_bnb8_vector_kernels_match_portable),
         cmocka_unit_test(test_bnb8_vbmi_kernel_in_use),
         cmocka_unit_test(test_recomputing_path_matches_goldens),
+        cmocka_unit_test(test_adafactor_torch_avx512_matches_avx2),
         cmocka_unit_test(test_adafactor_statistics_equal_whole_array_reductions),
         cmocka_unit_test(test_every_known_mistake_fails),
         cmocka_unit_test(test_step_scaled_equals_multiply_then_step),

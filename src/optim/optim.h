@@ -189,6 +189,10 @@ void optim_adafactor_torch_force_recompute(bool on);
 // Tests: adamw_bnb_8bit's 8-bit steps use at most kernel max_kernel (3 AVX-512 VBMI, 2 AVX-512,
 // 1 AVX2; -1: the best this CPU has). Returns the kernel full blocks will now take (0: portable).
 int optim_adamw_bnb_8bit_force_kernel(int max_kernel);
+// Tests: adafactor_torch's passes 2 and 3 in the AVX2 kernels even where the AVX-512 ones run.
+void optim_adafactor_torch_force_no_avx512(bool on);
+// How many steps so far took adafactor_torch's AVX-512 kernels (tests: that they ran).
+size_t optim_adafactor_torch_avx512_steps(void);
 
 static inline float torch_lerp(float self, float end, float w) {
     return w < 0.5f && w > -0.5f ? fmaf(w, end - self, self) : fmaf(w - 1.0f, end - self, end);

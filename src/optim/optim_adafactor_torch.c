@@ -125,10 +125,17 @@ typedef struct {
     const float* g;            // (n)
     const float *row, *col;    // factored: row_var (batch*R), col_var (batch*C)
     const float* row_mean;     // (batch) clamp(row_var.mean(-2), eps1) per matrix
+    const double* row_rcp;     // (batch) 1.0 / (double)row_mean: the AVX-512 kernels' divisor
     size_t R, C;
     float w, floor_v, decay, a;
     bool wd;
 } AftArgs;
+
+// Software prefetch distance of the streaming loops, in floats (4 KiB ahead): a single
+// thread's stream of g (and p) waits on memory less (2500x4000, one thread, CPU time of 12
+// steps alternated in one process, 3 processes: pass 1 5.06-5.42 -> 4.63-4.96 ms, pass 2 with
+// the AVX-512 kernel 4.14-4.27 -> 3.64-3.85 ms). Prefetching changes no value.
+enum { AFT_PREFETCH = 1024 };
 
 // One row's statistics: the row's sum of squares in the norm kernel's order (returned) and
 // colsq[j] <- colsq[j] + g[j]^2 (vector_norm(dim=-2): per column, rows in order from 0).
@@ -167,7 +174,8 @@ static inline __attribute__((always_inline)) void aft_rows2_body(const float* re
     torch_sumsq_init(&c0);
     torch_sumsq_init(&c1);
     const size_t C8 = C - C % V;
-    for (size_t j = 0; j < C8; j += V)
+    for (size_t j = 0; j < C8; j += V) {
+        __builtin_prefetch(g0 + j + AFT_PREFETCH), __builtin_prefetch(g1 + j + AFT_PREFETCH);
         for (int l = 0; l < V; l++) {
             const size_t jl = j + (size_t)l;
             const float s0 = g0[jl] * g0[jl], s1 = g1[jl] * g1[jl];
@@ -176,6 +184,7 @@ static inline __attribute__((always_inline)) void aft_rows2_body(const float* re
             c0.lane[l] = c0.lane[l] + s0;
             c1.lane[l] = c1.lane[l] + s1;
         }
+    }
     for (size_t j = C8; j < C; j++) {
         const float s0 = g0[j] * g0[j], s1 = g1[j] * g1[j];
         const float c = first ? 0.0f + s0 : colsq[j] + s0;
@@ -324,6 +333,135 @@ static const AftKernels* aft_kernels(void) {
 static const AftKernels* aft_kernels(void) { return &AFT_portable; }
 #endif
 
+// ---- AVX-512 kernels of passes 2 and 3 (factored tensors) ----
+// Same operations as aft_update_body / aft_apply_run, 16 lanes, with one division per element
+// fewer: the quotient by the matrix's row mean d, v = RN_f(x / d) with x = RN_f(r * col[t]),
+// is computed as RN_f(RN_d((double)x * R)), R = RN_d(1.0 / (double)d) once per matrix, used
+// only when d is a normal float > 0 and the clamp floor eps1^2 >= 2^-126 (FLT_MIN); otherwise
+// the step takes the AVX2/portable kernels. Why the bits are the same:
+// - (double)x is exact; R = (1/d)(1 + e1), RN_d(x R) = (x/d)(1 + e1)(1 + e2), |e1|, |e2| <=
+//   2^-53: the double quotient q' lies within 2^-51 (relative) of the exact q = x/d.
+// - RN_f(q) and RN_f(q') differ only if a float rounding boundary (a midpoint between two
+//   floats, or the overflow threshold 2^128 - 2^103) lies between q and q', or on q. For |q|
+//   >= 2^-126 such a boundary is m = M 2^b with M odd, 2^24 < M < 2^25 (25 bits). Write x = X
+//   2^a, d = D 2^c with integers X, D < 2^24. q == m would need X 2^a = M D 2^(b+c), whose odd
+//   part M D_odd >= M > 2^24 exceeds any odd part of X: impossible. So x - m d is a nonzero
+//   multiple of 2^min(a, b+c); if a >= b+c, |x - m d| >= 2^(b+c) > |m d| 2^-49 (M D < 2^49);
+//   if a < b+c, |x - m d| >= 2^a > |x| 2^-24. Either way |q - m| > 2^-49 |m| (about), four
+//   times the double path's error: q' is on q's side of every boundary and RN_f(q') ==
+//   RN_f(q) (an exactly representable q is no boundary: q' within 2^-51 rounds back to it).
+// - |q| < 2^-126 (the subnormal range, whose boundaries M 2^-150, M < 2^24, q can equal):
+//   both results are then <= 2^-126 in magnitude, and the clamp v < floor_v ? floor_v : v
+//   with floor_v >= 2^-126 turns every such value into floor_v (2^-126 itself stays 2^-126,
+//   which is then floor_v): the same bits whichever way q' rounded.
+// - x = +-0 gives +-0 both ways; +-inf gives +-inf (R finite > 0, no double overflow: |x R|
+//   <= 2^128 2^126); a NaN x keeps its payload through cvtps2pd, vmulpd and cvtpd2ps as it
+//   does through vdivps; double never underflows here (|x R| >= 2^-149 2^-128).
+// The square root and 1/sqrt stay true IEEE operations (a Newton reciprocal from vrcp14ps with
+// a Markstein correction was measured slower on Zen 4: the FP pipes, not the divider, became
+// the limit). test_adafactor_torch_avx512_matches_avx2 compares both kernels bit for bit.
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define AFT_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+AFT_AVX512 static inline __m512 aft_u16(__m512 col, __m512 g, __m512 vr, __m512d R, __m512 floor_v) {
+    const __m512 x = _mm512_mul_ps(vr, col);  // r * col[t]
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    const __m256 ql = _mm512_cvtpd_ps(_mm512_mul_pd(lo, R)), qh = _mm512_cvtpd_ps(_mm512_mul_pd(hi, R));
+    __m512 v = _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(ql)), _mm256_castps_pd(qh), 1));
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, floor_v, _CMP_LT_OQ), floor_v);  // NaN stays NaN
+    return _mm512_mul_ps(_mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(v)), g);  // (1/sqrt(v)) * g
+}
+
+// U of one run of one row into out (pass 2)
+AFT_AVX512 static void aft_u_run_avx512(float* restrict out, const float* restrict g, const float* restrict col,
+                                        float r, double rcp, float floor_v, size_t len) {
+    const __m512 vr = _mm512_set1_ps(r), vf = _mm512_set1_ps(floor_v);
+    const __m512d R = _mm512_set1_pd(rcp);
+    size_t t = 0;
+    for (; t + 16 <= len; t += 16) {
+        _mm_prefetch((const char*)(g + t + AFT_PREFETCH), _MM_HINT_T0);
+        _mm512_storeu_ps(out + t, aft_u16(_mm512_loadu_ps(col + t), _mm512_loadu_ps(g + t), vr, R, vf));
+    }
+    if (t < len) {
+        const __mmask16 m = (__mmask16)((1u << (len - t)) - 1);
+        _mm512_mask_storeu_ps(out + t, m,
+                              aft_u16(_mm512_maskz_loadu_ps(m, col + t), _mm512_maskz_loadu_ps(m, g + t), vr, R, vf));
+    }
+}
+
+// pass 3 on one run of one row: [p <- p * decay] ; p <- fma(alpha, U, p)
+AFT_AVX512 static inline __m512 aft_apply16(__m512 p, __m512 U, __m512 va, __m512 vd, bool wd) {
+    return _mm512_fmadd_ps(va, U, wd ? _mm512_mul_ps(p, vd) : p);
+}
+AFT_AVX512 static void aft_apply_run_avx512(const AftArgs* a, float* restrict p, const float* restrict g,
+                                            const float* restrict col, float r, double rcp, size_t len) {
+    const __m512 vr = _mm512_set1_ps(r), vf = _mm512_set1_ps(a->floor_v), va = _mm512_set1_ps(a->a),
+                 vd = _mm512_set1_ps(a->decay);
+    const __m512d R = _mm512_set1_pd(rcp);
+    const bool wd = a->wd;
+    size_t t = 0;
+    for (; t + 16 <= len; t += 16) {
+        _mm_prefetch((const char*)(g + t + AFT_PREFETCH), _MM_HINT_T0);
+        _mm_prefetch((const char*)(p + t + AFT_PREFETCH), _MM_HINT_T0);
+        const __m512 U = aft_u16(_mm512_loadu_ps(col + t), _mm512_loadu_ps(g + t), vr, R, vf);
+        _mm512_storeu_ps(p + t, aft_apply16(_mm512_loadu_ps(p + t), U, va, vd, wd));
+    }
+    if (t < len) {
+        const __mmask16 m = (__mmask16)((1u << (len - t)) - 1);
+        const __m512 U = aft_u16(_mm512_maskz_loadu_ps(m, col + t), _mm512_maskz_loadu_ps(m, g + t), vr, R, vf);
+        _mm512_mask_storeu_ps(p + t, m, aft_apply16(_mm512_maskz_loadu_ps(m, p + t), U, va, vd, wd));
+    }
+}
+
+AFT_AVX512 static void aft_produce_avx512(const void* ctx, float* out, size_t e0, size_t e1) {
+    const AftArgs* a = ctx;
+    const size_t C = a->C, R = a->R;
+    for (size_t e = e0; e < e1;) {
+        const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
+        aft_u_run_avx512(out + (e - e0), a->g + e, a->col + (grow / R) * C + j, a->row[grow], a->row_rcp[grow / R],
+                         a->floor_v, len);
+        e += len;
+    }
+}
+
+AFT_AVX512 static void aft_apply_avx512(const AftArgs* a, size_t e0, size_t e1) {
+    const size_t C = a->C, R = a->R;
+    for (size_t e = e0; e < e1;) {
+        const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
+        aft_apply_run_avx512(a, a->p + e, a->g + e, a->col + (grow / R) * C + j, a->row[grow], a->row_rcp[grow / R],
+                             len);
+        e += len;
+    }
+}
+
+// passes 2 and 3 of factored tensors; pass 1 and the stored update as in the AVX2 set
+static const AftKernels AFT_avx512 = {aft_row_avx2,   aft_rows2_avx2,         aft_vec_avx2,
+                                      aft_apply_avx512, aft_apply_stored_avx2, aft_produce_avx512};
+#endif
+static bool g_aft_no_avx512;  // tests: the AVX2 kernels even where AVX-512 runs
+void optim_adafactor_torch_force_no_avx512(bool on) { g_aft_no_avx512 = on; }
+static size_t g_aft_avx512_steps;  // steps whose passes 2 and 3 took the AVX-512 kernels
+size_t optim_adafactor_torch_avx512_steps(void) { return __atomic_load_n(&g_aft_avx512_steps, __ATOMIC_RELAXED); }
+
+// The kernels of passes 2 and 3: the AVX-512 ones where the CPU has them and their divisor
+// trick applies (above), else those of pass 1.
+static const AftKernels* aft_kernels_23(const AftKernels* k, const AftArgs* a, size_t batch) {
+#if defined(__x86_64__)
+    if (g_aft_no_avx512 || k != &AFT_avx2 || !a->row || !cpu_features()->avx512f || !(a->floor_v >= 0x1p-126f))
+        return k;
+    for (size_t b = 0; b < batch; b++)
+        if (!isnormal(a->row_mean[b]) || !(a->row_mean[b] > 0)) return k;
+    __atomic_fetch_add(&g_aft_avx512_steps, 1, __ATOMIC_RELAXED);
+    return &AFT_avx512;
+#else
+    (void)a, (void)batch;
+    return k;
+#endif
+}
+
 enum { AFT_PIECE = 8192 };  // elements per work item of the elementwise passes
 
 // Up to AFT_STORE_MAX elements (8 MiB, cache-sized) U is stored once and read back by the
@@ -385,8 +523,9 @@ static void aft_stats(AdafactorTorchState* s, const AftKernels* k, const AftArgs
 //  1. one thread sweeps g for the row and column statistics, two rows per loop (aft_rows2_body:
 //     two independent row chains; 1-D: the variance) while a second runs torch's norm chain
 //     over p (param.norm(2), needed for alpha);
-//  2. norm2(U): every thread produces U (two divisions and a square root per element) while
-//     thread 0 runs the norm chain over it in order;
+//  2. norm2(U): every thread produces U (two divisions and a square root per element; with
+//     AVX-512 one division, a double multiplication and a square root) while thread 0 runs the
+//     norm chain over it in order;
 //  3. p updated, U recomputed from g and the statistics (up to AFT_STORE_MAX elements U is
 //     stored in pass 2 and read back instead); pieces claimed dynamically.
 static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
@@ -401,11 +540,12 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
     const double rho = fmin(c->lr, 1.0 / pow(t, 0.5));
     size_t batch = 1;
     float row_mean[64], *row_means = row_mean;  // (batch)
+    double row_rcp[64], *row_rcps = row_rcp;    // (batch)
     AftArgs a = {.p = p, .var = s->var, .g = g, .w = w, .floor_v = (float)(eps1 * eps1),
                  .wd = c->weight_decay != 0, .decay = (float)(1.0 - c->lr * c->weight_decay)};
     if (s->row) {
         shape_as_matrices(&st->shape, &batch, &a.R, &a.C);
-        if (batch > 64) row_means = xmalloc(batch * sizeof(float));
+        if (batch > 64) row_means = xmalloc(batch * sizeof(float)), row_rcps = xmalloc(batch * sizeof(double));
     }
     float p_sumsq = 0;
 #pragma omp parallel num_threads(omp_get_max_threads() > 1 ? 2 : 1) if (n >= 65536)
@@ -431,15 +571,18 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
             float rm = torch_sum_f32(row, R) / (float)R;
             if (rm < (float)eps1) rm = (float)eps1;  // clamp_(min=eps1): NaN stays NaN
             row_means[b] = rm;
+            row_rcps[b] = 1.0 / (double)rm;
         }
         a.row = s->row;
         a.col = s->col;
         a.row_mean = row_means;
+        a.row_rcp = row_rcps;
     }
+    const AftKernels* k23 = aft_kernels_23(k, &a, batch);
     const bool stored = n <= AFT_STORE_MAX && !g_aft_force_recompute;
     if (stored) CHECK(pthread_mutex_lock(&g_aft_u_lock) == 0);
-    const double u_norm = (double)sqrtf(stored ? aft_stored_sumsq(k, &a, n)
-                                               : torch_sumsq_produced_parallel_f32(n, k->produce, &a));
+    const double u_norm = (double)sqrtf(stored ? aft_stored_sumsq(k23, &a, n)
+                                               : torch_sumsq_produced_parallel_f32(n, k23->produce, &a));
     const double denom = fmax(1.0, u_norm / (pow((double)n, 0.5) * c->d));  // max(1.0, NaN) = 1.0
     a.a = (float)(-alpha / denom);  // add_(update, alpha=-alpha/denom): fma(U, f32(alpha), p)
     const size_t n_pieces = (n + AFT_PIECE - 1) / AFT_PIECE;
@@ -449,10 +592,10 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
     for (size_t i = 0; i < n_pieces; i++) {
         const size_t e0 = i * AFT_PIECE, e1 = (i + 1) * AFT_PIECE < n ? (i + 1) * AFT_PIECE : n;
         if (stored) k->apply_stored(&a, g_aft_u, e0, e1);
-        else k->apply(&a, e0, e1);
+        else k23->apply(&a, e0, e1);
     }
     if (stored) CHECK(pthread_mutex_unlock(&g_aft_u_lock) == 0);
-    if (row_means != row_mean) free(row_means);
+    if (row_means != row_mean) free(row_means), free(row_rcps);
 }
 
 const Optimizer optim_adafactor_torch = {
