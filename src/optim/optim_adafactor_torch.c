@@ -131,8 +131,9 @@ typedef struct {
     bool wd;
 } AftArgs;
 
-// Software prefetch distance of the streaming loops, in floats (4 KiB ahead): a single
-// thread's stream of g (and p) waits on memory less (2500x4000, one thread, CPU time of 12
+// Software prefetch distance of the streaming loops, in floats (4 KiB ahead; pass 1 only for
+// tensors beyond AFT_STORE_MAX, which stream from memory): a single thread's stream of g (and
+// p) waits on memory less (2500x4000, one thread, CPU time of 12
 // steps alternated in one process, 3 processes: pass 1 5.06-5.42 -> 4.63-4.96 ms, pass 2 with
 // the AVX-512 kernel 4.14-4.27 -> 3.64-3.85 ms). Prefetching changes no value.
 enum { AFT_PREFETCH = 1024 };
@@ -168,14 +169,14 @@ static inline __attribute__((always_inline)) float aft_row_body(const float* res
 // that neither waits on its own addition latency. The rows' sums of squares into sumsq[0..1].
 static inline __attribute__((always_inline)) void aft_rows2_body(const float* restrict g0, const float* restrict g1,
                                                                  float* restrict colsq, size_t C, bool first,
-                                                                 float* restrict sumsq) {
+                                                                 bool pf, float* restrict sumsq) {
     enum { V = 8 };
     TorchSumsq c0, c1;
     torch_sumsq_init(&c0);
     torch_sumsq_init(&c1);
     const size_t C8 = C - C % V;
     for (size_t j = 0; j < C8; j += V) {
-        __builtin_prefetch(g0 + j + AFT_PREFETCH), __builtin_prefetch(g1 + j + AFT_PREFETCH);
+        if (pf) __builtin_prefetch(g0 + j + AFT_PREFETCH), __builtin_prefetch(g1 + j + AFT_PREFETCH);
         for (int l = 0; l < V; l++) {
             const size_t jl = j + (size_t)l;
             const float s0 = g0[jl] * g0[jl], s1 = g1[jl] * g1[jl];
@@ -297,7 +298,7 @@ static inline __attribute__((always_inline)) void aft_apply_stored_body(const Af
 
 typedef struct {
     float (*row)(const float*, float*, size_t, bool);
-    void (*rows2)(const float*, const float*, float*, size_t, bool, float*);
+    void (*rows2)(const float*, const float*, float*, size_t, bool, bool, float*);
     void (*vec)(const AftArgs*, size_t, size_t);
     void (*apply)(const AftArgs*, size_t, size_t);
     void (*apply_stored)(const AftArgs*, const float*, size_t, size_t);
@@ -309,9 +310,10 @@ typedef struct {
         return aft_row_body(g, colsq, C, first);                                                               \
     }                                                                                                          \
     attr static void aft_rows2_##sfx(const float* g0, const float* g1, float* colsq, size_t C, bool first,     \
-                                     float* sumsq) {                                                           \
-        if (first) aft_rows2_body(g0, g1, colsq, C, true, sumsq);                                              \
-        else aft_rows2_body(g0, g1, colsq, C, false, sumsq);                                                   \
+                                     bool pf, float* sumsq) {                                                  \
+        if (first) aft_rows2_body(g0, g1, colsq, C, true, false, sumsq);                                       \
+        else if (pf) aft_rows2_body(g0, g1, colsq, C, false, true, sumsq);                                     \
+        else aft_rows2_body(g0, g1, colsq, C, false, false, sumsq);                                            \
     }                                                                                                          \
     attr static void aft_vec_##sfx(const AftArgs* a, size_t lo, size_t hi) { aft_vec_body(a, lo, hi); }        \
     attr static void aft_apply_##sfx(const AftArgs* a, size_t e0, size_t e1) { aft_apply_body(a, e0, e1); }    \
@@ -506,7 +508,7 @@ static void aft_stats(AdafactorTorchState* s, const AftKernels* k, const AftArgs
         for (size_t i = 0; i < R;) {
             float sumsq[2];
             size_t rows = 2;
-            if (i + 1 < R) k->rows2(gb + i * C, gb + (i + 1) * C, colsq, C, i == 0, sumsq);
+            if (i + 1 < R) k->rows2(gb + i * C, gb + (i + 1) * C, colsq, C, i == 0, n > AFT_STORE_MAX, sumsq);
             else sumsq[0] = k->row(gb + i * C, colsq, C, i == 0), rows = 1;
             for (size_t r = 0; r < rows; r++, i++) {
                 // vector_norm(g, dim=-1).square_().div_(C): the norm is rounded, then squared
