@@ -144,6 +144,25 @@ static float* scratch_f32(LayerCtx* c, int slot, size_t n) {
 // PAR_CHUNK is a multiple of 16 (the SIMD width) so only the last chunk has a scalar tail.
 enum { PAR_MIN = 65536, PAR_CHUNK = 16384 };
 
+// x (n) = 0, and dst (n) = src, on the team for large arrays (callers outside parallel regions)
+void layers_zero(float* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK)
+        memset(x + i0, 0, (n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK) * sizeof(float));
+}
+
+static void copy_par(float* dst, const float* src, size_t n) {
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK)
+        memcpy(dst + i0, src + i0, (n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK) * sizeof(float));
+}
+
+// rows 1..N-1 of x (N rows of `row` bytes) = row 0, rows on the team when large
+static void broadcast_row0(void* x, size_t row, int N) {
+#pragma omp parallel for schedule(static) if ((size_t)N * row > 4 * (size_t)PAR_MIN)
+    for (int i = 1; i < N; i++) memcpy((char*)x + (size_t)i * row, x, row);
+}
+
 // dst (n, dt) = x (n) rounded to dt
 static void narrow_par(void* dst, DType dt, const float* x, size_t n) {
     if (n <= PAR_MIN) {
@@ -442,7 +461,7 @@ static void round_param_grad_add(LayerCtx* c, float* dW, float* t, size_t n) {
 
 void layer_round_grad_operand(LayerCtx* c, float* dst, const float* src, size_t n) {
     if (c->low == DTYPE_F32) {
-        memcpy(dst, src, n * sizeof(float));
+        copy_par(dst, src, n);
         return;
     }
     const size_t es = dtype_traits(c->low)->size;
@@ -697,14 +716,15 @@ static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl,
         memcpy(bl, b, (size_t)OC * sizeof(float));
         round_to(bl, (size_t)OC, c->low);
         if (c->low == DTYPE_F32) {
-            for (int i = 0; i < N; i++) memcpy(y + (size_t)i * (size_t)OC, bl, (size_t)OC * sizeof(float));
+            memcpy(y, bl, (size_t)OC * sizeof(float));
+            broadcast_row0(y, (size_t)OC * sizeof(float), N);
         } else {
             // the GEMM's low C directly: bl holds low values, so its low bits are what narrowing
             // fp32 bias rows of y gave (one conversion, then row copies; y is not written)
             const size_t es = dtype_traits(c->low)->size, row = (size_t)OC * es;
             char* cl = yl ? yl : scratch(c, LAYER_SCRATCH_C, (size_t)N * row);  // (N, OC) low, packed
             dtype_from_f32_row(cl, c->low, bl, (size_t)OC);
-            for (int i = 1; i < N; i++) memcpy(cl + (size_t)i * row, cl, row);
+            broadcast_row0(cl, row, N);
             out = OUT_LOW_PRESET;
         }
         beta = 1.0f;
@@ -1114,8 +1134,8 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
     const size_t nf = (size_t)N * (size_t)F;
     Status s;
     if (c->low == DTYPE_F32) {
-        memset(df1, 0, nf * sizeof(float));
-        memset(dg, 0, nf * sizeof(float));
+        layers_zero(df1, nf);
+        layers_zero(dg, nf);
         if (!status_is_ok(s = linear_backward(c, dg, g->W2, g->b2, dy, gact, W2, N, F, D))) return s;
         phase_enter(c->clock, PHASE_GELU);
         gelu_backward(df1, dg, f1, nf, DTYPE_F32);
@@ -1424,7 +1444,7 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     phase_enter(c->clock, PHASE_OUT_GEMM);
     const void* dctxl = dctx;  // (B, T, D) GEMM operand
     if (c->low == DTYPE_F32) {
-        memset(dctx, 0, nd * sizeof(float));
+        layers_zero(dctx, nd);
         if (!status_is_ok(s = linear_backward(c, dctx, g->Wo, g->bo, dout, a->ctx, w->Wo, N, D, D))) return s;
     } else {
         // dctx = 0 + R(dout @ Wo) (linear_backward into a zeroed dctx) and dctx's GEMM operand

@@ -147,6 +147,9 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
 void layernorm_backward_set(float* dx, float* dx2, float* dw, float* db, const float* dy, const float* x,
                             const float* mean, const float* rstd, const float* w, int N, int D);
 
+// x (n) = 0, on the thread team when large (element-wise; call outside parallel regions)
+void layers_zero(float* x, size_t n);
+
 // ---- linear (torch addmm): y = R(R(x) @ R(W)^T + R(b)), R = round to ctx->low (identity in
 // fp32), the bias added to the fp32 accumulator before the single rounding.
 // x (N, IC), W (OC, IC), b (OC) or NULL, y (N, OC)

@@ -1238,7 +1238,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
     amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);
     phase_enter(pc, PHASE_OTHER);
-    memset(ws->dh, 0, nd * sizeof(float));
+    layers_zero(ws->dh, nd);
     ClassifierParams cp = classifier_params(ws, p);
     ClassifierGrads cg = {g + ws->Wpre, g + ws->bpre, g + ws->Wcls, g + ws->bcls};
     phase_enter(pc, PHASE_CLASSIFIER);
