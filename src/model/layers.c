@@ -159,7 +159,7 @@ static void copy_par(float* dst, const float* src, size_t n) {
 
 // rows 1..N-1 of x (N rows of `row` bytes) = row 0, rows on the team when large
 static void broadcast_row0(void* x, size_t row, int N) {
-#pragma omp parallel for schedule(static) if ((size_t)N * row > 4 * (size_t)PAR_MIN)
+#pragma omp parallel for schedule(static) if ((size_t)N * row >= (size_t)PAR_MIN)
     for (int i = 1; i < N; i++) memcpy((char*)x + (size_t)i * row, x, row);
 }
 
