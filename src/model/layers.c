@@ -164,8 +164,10 @@ static void broadcast_row0(void* x, size_t row, int N) {
 }
 
 // dst (n, dt) = x (n) rounded to dt
+// (from 16,384 elements: a weight matrix of the small model, 128 x 128, narrowed once per forward,
+// was one thread's work while the other waited; never inside a parallel region)
 static void narrow_par(void* dst, DType dt, const float* x, size_t n) {
-    if (n <= PAR_MIN) {
+    if (n < 16384 || omp_in_parallel()) {
         dtype_from_f32_row(dst, dt, x, n);
         return;
     }
