@@ -142,6 +142,45 @@ void amp_round_count_from(float* x, const float* src, size_t n, DType dt, uint64
     }
 }
 
+// d += R(src) for one chunk (m <= AMP_CHUNK), counted as round_count_chunk counts
+AMP_CLONES static void round_count_add_chunk(float* restrict d, const float* restrict src, size_t m, DType dt,
+                                             uint64_t* values, uint64_t* underflow, uint64_t* overflow) {
+    uint32_t nv = 0, nu = 0, no = 0;
+    if (dt == DTYPE_BF16) {
+#pragma omp simd reduction(+ : nv, nu, no)
+        for (int i = 0; i < (int)m; i++) {
+            const float v = src[i], r = bf16_round_f32(v);
+            d[i] += r;
+            count_one(v, r, &nv, &nu, &no);
+        }
+    } else {
+        float r[AMP_CHUNK];
+        memcpy(r, src, m * sizeof(float));
+        dtype_round_row(r, dt, m);
+#pragma omp simd reduction(+ : nv, nu, no)
+        for (int i = 0; i < (int)m; i++) {
+            d[i] += r[i];
+            count_one(src[i], r[i], &nv, &nu, &no);
+        }
+    }
+    *values += nv;
+    *underflow += nu;
+    *overflow += no;
+}
+
+void amp_round_add_count(float* d, const float* src, size_t n, DType dt, uint64_t* values, uint64_t* underflow,
+                         uint64_t* overflow) {
+    CHECK(dt == DTYPE_BF16 || dt == DTYPE_F16, "rounding to %s", dtype_name(dt));
+    uint64_t nv = 0, nu = 0, no = 0;
+    for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
+        round_count_add_chunk(d + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
+    if (values) {
+        *values += nv;
+        *underflow += nu;
+        *overflow += no;
+    }
+}
+
 void amp_round_param_grad(float* x, size_t n, DType dt, AmpCounters* c) {
     if (c) amp_round_count(x, n, dt, &c->param_values, &c->param_underflow, &c->param_overflow);
     else amp_round_count(x, n, dt, NULL, NULL, NULL);

@@ -88,6 +88,10 @@ void amp_round_count(float* x, size_t n, DType dt, uint64_t* values, uint64_t* u
 // copies. One pass instead of a copy and a rounding pass.
 void amp_round_count_from(float* x, const float* src, size_t n, DType dt, uint64_t* values, uint64_t* underflow,
                           uint64_t* overflow);
+// d (n) += R(src) (n), counted as amp_round_count counts src's rounding; src is not written.
+// One pass (no parallel region: callers split large arrays).
+void amp_round_add_count(float* d, const float* src, size_t n, DType dt, uint64_t* values, uint64_t* underflow,
+                         uint64_t* overflow);
 // The two kinds of rounding points; c may be NULL (no counting).
 void amp_round_param_grad(float* x, size_t n, DType dt, AmpCounters* c);
 void amp_round_act_grad(float* x, size_t n, DType dt, AmpCounters* c);

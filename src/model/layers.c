@@ -448,11 +448,8 @@ static void round_param_grad_add(LayerCtx* c, float* dW, float* t, size_t n) {
 #pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > PAR_MIN)
     for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
         const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
-        amp_round_count(t + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
-        float* restrict d = dW + i0;
-        const float* restrict r = t + i0;
-#pragma omp simd
-        for (size_t i = 0; i < m; i++) d[i] += r[i];
+        // dW += R(t), counted, in one pass (t is not written back)
+        amp_round_add_count(dW + i0, t + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
     }
     if (count) {
         c->counters->param_values += nv;
