@@ -1470,7 +1470,8 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     const size_t es = dtype_traits(low)->size;
     const DType pdt = key_mask ? DTYPE_F32 : low;
     // low modes: the heads' low results dq, dk, dv (B, T, D) stay as the q/k/v linears' dy
-    // operands (the fp32 values, widened from the same bits, still go to work)
+    // operands, and their bias gradients sum those low values (the same values): no fp32 copy
+    // is widened into work
     char *dql = NULL, *dkl = NULL, *dvl = NULL;
     if (low != DTYPE_F32) {
         dql = scratch(c, LAYER_SCRATCH_DQKV, 3 * nd * es);
@@ -1490,7 +1491,7 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
         Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T, NULL, 0);
         if (status_is_ok(hs))
-            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dv + off, D,
+            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dvl ? NULL : dv + off, D,
                          dvl ? (char*)dvl + off * es : NULL, D);
         if (status_is_ok(hs)) {
             if (a->drop.keep)  // the dropout's backward: dP * noise, in P's dtype
@@ -1515,10 +1516,10 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
             }
             const void* dSl = low != DTYPE_F32 ? (const void*)dSlb : dS;  // (T, T) GEMM operand
             // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
-            hs = head_mm(c, hw, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dq + off, D,
+            hs = head_mm(c, hw, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dql ? NULL : dq + off, D,
                          dql ? (char*)dql + off * es : NULL, D);
             if (status_is_ok(hs))
-                hs = head_mm(c, hw, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dk + off, D,
+                hs = head_mm(c, hw, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dkl ? NULL : dk + off, D,
                              dkl ? (char*)dkl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);
@@ -1543,9 +1544,9 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     // widen-and-add passes)
     char* rv = scratch(c, LAYER_SCRATCH_DX3, 3 * nd * es);  // (3, N, D) low
     char *rk = rv + nd * es, *rq = rk + nd * es;
-    if (!status_is_ok(s = linear_backward_ops(c, NULL, rv, g->Wv, g->bv, dv, dvl, x, xl, w->Wv, N, D, D))) return s;
-    if (!status_is_ok(s = linear_backward_ops(c, NULL, rk, g->Wk, g->bk, dk, dkl, x, xl, w->Wk, N, D, D))) return s;
-    if (!status_is_ok(s = linear_backward_ops(c, NULL, rq, g->Wq, g->bq, dq, dql, x, xl, w->Wq, N, D, D))) return s;
+    if (!status_is_ok(s = linear_backward_ops(c, NULL, rv, g->Wv, g->bv, NULL, dvl, x, xl, w->Wv, N, D, D))) return s;
+    if (!status_is_ok(s = linear_backward_ops(c, NULL, rk, g->Wk, g->bk, NULL, dkl, x, xl, w->Wk, N, D, D))) return s;
+    if (!status_is_ok(s = linear_backward_ops(c, NULL, rq, g->Wq, g->bq, NULL, dql, x, xl, w->Wq, N, D, D))) return s;
     const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
     widen_add3(dx, low, rv, rk, rq, nd);
     phase_enter(c->clock, prev);
