@@ -1010,6 +1010,39 @@ __attribute__((target("avx512f"))) static void lut_rows_avx512(float* restrict o
 }
 #endif
 
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void lut_bf16_mul_avx512(float* restrict out,
+                                                                    const uint16_t* restrict mulb,
+                                                                    const float* restrict T,
+                                                                    const uint16_t* restrict idx, size_t m) {
+    size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const __m512i k = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(idx + i)));
+        const __m512i d = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(mulb + i))), 16);
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_castsi512_ps(d), _mm512_i32gather_ps(k, T, 4)));
+    }
+    for (; i < m; i++) {
+        const uint32_t bits = (uint32_t)mulb[i] << 16;
+        float d;
+        memcpy(&d, &bits, sizeof d);
+        out[i] = d * T[idx[i]];
+    }
+}
+#endif
+
+// out[i] = widen(mulb[i]) * T[idx[i]] for bf16 mulb, in one pass; false (nothing written): no
+// AVX-512 here, the caller widens first (lut_rows)
+static bool lut_bf16_mul_rows(float* restrict out, const uint16_t* restrict mulb, const float* restrict T,
+                              const uint16_t* restrict idx, size_t m) {
+#if defined(__x86_64__)
+    if (cpu_features()->avx512f) {
+        lut_bf16_mul_avx512(out, mulb, T, idx, m);
+        return true;
+    }
+#endif
+    return false;
+}
+
 static void lut_rows(float* restrict out, const float* restrict mul, const float* restrict T,
                      const uint16_t* restrict idx, size_t m) {
 #if defined(__x86_64__)
@@ -1110,10 +1143,14 @@ void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* x
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
         float t[CH], tdy[CH], tx[CH];
-        dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
-        if (lut) {
+        if (lut && dt == DTYPE_BF16 && lut_bf16_mul_rows(t, (const uint16_t*)dyl + i0, lut->grad,
+                                                         (const uint16_t*)xl + i0, m)) {
+            // (dy widened in registers: a bf16 is the top half of its fp32, exactly)
+        } else if (lut) {
+            dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
             lut_rows(t, tdy, lut->grad, (const uint16_t*)xl + i0, m);
         } else {
+            dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
             const float* xc = tx;  // (m)
             if (xl)
                 dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
@@ -1491,7 +1528,8 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
         Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T, NULL, 0);
         if (status_is_ok(hs))
-            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D, dvl ? NULL : dv + off, D,
+            hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D,
+                         dvl ? NULL : dv + off, D,
                          dvl ? (char*)dvl + off * es : NULL, D);
         if (status_is_ok(hs)) {
             if (a->drop.keep)  // the dropout's backward: dP * noise, in P's dtype
