@@ -937,6 +937,7 @@ GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x
 typedef struct {
     float fwd[65536];   // R(gelu(x)) in fp32 (a value of the low dtype)
     float grad[65536];  // cdf + x * pdf, as gelu_grad_rows forms it
+    bool avx512;        // lookups by AVX-512 gathers (decided once, when the table is built)
 } GeluLut;
 static GeluLut* g_gelu_lut[2];  // bf16, fp16
 static pthread_once_t g_gelu_once[2] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
@@ -962,6 +963,11 @@ static void gelu_lut_build(int k) {
     gelu_rows(t->fwd, x, 65536);
     round_to(t->fwd, 65536, dt);
     gelu_grad_rows(t->grad, ones, x, 65536);
+#if defined(__x86_64__)
+    t->avx512 = cpu_features()->avx512f;
+#else
+    t->avx512 = false;
+#endif
     free(bits);
     free(x);
     free(ones);
@@ -984,74 +990,54 @@ static const GeluLut* gelu_lut(DType dt) {
     return NULL;
 }
 
-// out[i] = T[idx[i]]; with mul, out[i] = mul[i] * T[idx[i]] (gelu_grad_rows' final multiply
-// with the factor from the table). AVX-512 gathers 16 lanes at a time (GCC's vectorizer does not
-// use gathers here); the same single rounding per element either way.
-static void lut_rows_scalar(float* restrict out, const float* restrict mul, const float* restrict T,
-                            const uint16_t* restrict idx, size_t m) {
-    if (mul)
-        for (size_t i = 0; i < m; i++) out[i] = mul[i] * T[idx[i]];
-    else
-        for (size_t i = 0; i < m; i++) out[i] = T[idx[i]];
+// out[i] = T[idx[i]], times mul[i] (fp32) or times the widened mulb[i] (bf16: the top half of
+// its fp32, exactly) when one of them is given: gelu_grad_rows' final multiply with the factor
+// from the table, one rounding either way. AVX-512 gathers 16 lanes at a time (GCC's vectorizer
+// does not use gathers here).
+static void lut_rows_scalar(float* restrict out, const float* restrict T, const uint16_t* restrict idx,
+                            const float* restrict mul, const uint16_t* restrict mulb, size_t m) {
+    for (size_t i = 0; i < m; i++) {
+        float f = 1.0f;
+        if (mul) {
+            f = mul[i];
+        } else if (mulb) {
+            const uint32_t bits = (uint32_t)mulb[i] << 16;
+            memcpy(&f, &bits, sizeof f);
+        }
+        out[i] = mul || mulb ? f * T[idx[i]] : T[idx[i]];
+    }
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) static void lut_rows_avx512(float* restrict out, const float* restrict mul,
-                                                                const float* restrict T,
-                                                                const uint16_t* restrict idx, size_t m) {
+__attribute__((target("avx512f"))) static void lut_rows_avx512(float* restrict out, const float* restrict T,
+                                                                const uint16_t* restrict idx,
+                                                                const float* restrict mul,
+                                                                const uint16_t* restrict mulb, size_t m) {
     size_t i = 0;
     for (; i + 16 <= m; i += 16) {
         const __m512i k = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(idx + i)));
         __m512 v = _mm512_i32gather_ps(k, T, 4);
-        if (mul) v = _mm512_mul_ps(_mm512_loadu_ps(mul + i), v);
+        if (mul) {
+            v = _mm512_mul_ps(_mm512_loadu_ps(mul + i), v);
+        } else if (mulb) {
+            const __m512i d = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(mulb + i)));
+            v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(d, 16)), v);
+        }
         _mm512_storeu_ps(out + i, v);
     }
-    lut_rows_scalar(out + i, mul ? mul + i : NULL, T, idx + i, m - i);
+    lut_rows_scalar(out + i, T, idx + i, mul ? mul + i : NULL, mulb ? mulb + i : NULL, m - i);
 }
 #endif
 
+static void lut_rows(const GeluLut* lut, float* restrict out, const float* restrict T, const uint16_t* restrict idx,
+                     const float* restrict mul, const uint16_t* restrict mulb, size_t m) {
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) static void lut_bf16_mul_avx512(float* restrict out,
-                                                                    const uint16_t* restrict mulb,
-                                                                    const float* restrict T,
-                                                                    const uint16_t* restrict idx, size_t m) {
-    size_t i = 0;
-    for (; i + 16 <= m; i += 16) {
-        const __m512i k = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(idx + i)));
-        const __m512i d = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(mulb + i))), 16);
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_castsi512_ps(d), _mm512_i32gather_ps(k, T, 4)));
-    }
-    for (; i < m; i++) {
-        const uint32_t bits = (uint32_t)mulb[i] << 16;
-        float d;
-        memcpy(&d, &bits, sizeof d);
-        out[i] = d * T[idx[i]];
-    }
-}
-#endif
-
-// out[i] = widen(mulb[i]) * T[idx[i]] for bf16 mulb, in one pass; false (nothing written): no
-// AVX-512 here, the caller widens first (lut_rows)
-static bool lut_bf16_mul_rows(float* restrict out, const uint16_t* restrict mulb, const float* restrict T,
-                              const uint16_t* restrict idx, size_t m) {
-#if defined(__x86_64__)
-    if (cpu_features()->avx512f) {
-        lut_bf16_mul_avx512(out, mulb, T, idx, m);
-        return true;
-    }
-#endif
-    return false;
-}
-
-static void lut_rows(float* restrict out, const float* restrict mul, const float* restrict T,
-                     const uint16_t* restrict idx, size_t m) {
-#if defined(__x86_64__)
-    if (cpu_features()->avx512f) {
-        lut_rows_avx512(out, mul, T, idx, m);
+    if (lut->avx512) {
+        lut_rows_avx512(out, T, idx, mul, mulb, m);
         return;
     }
 #endif
-    lut_rows_scalar(out, mul, T, idx, m);
+    lut_rows_scalar(out, T, idx, mul, mulb, m);
 }
 
 // yl: NULL, or where y's low copy (n, dt) goes as well, chunk by chunk while it is in cache;
@@ -1069,7 +1055,7 @@ static void gelu_forward_into(float* y, void* yl, const float* x, const void* xl
         float t[CH], tx[CH];
         float* yc = y ? y + i0 : t;  // (m)
         if (lut) {
-            lut_rows(yc, NULL, lut->fwd, (const uint16_t*)xl + i0, m);
+            lut_rows(lut, yc, lut->fwd, (const uint16_t*)xl + i0, NULL, NULL, m);
         } else {
             const float* xc = tx;  // (m)
             if (xl)
@@ -1143,14 +1129,12 @@ void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* x
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
         float t[CH], tdy[CH], tx[CH];
-        if (lut && dt == DTYPE_BF16 && lut_bf16_mul_rows(t, (const uint16_t*)dyl + i0, lut->grad,
-                                                         (const uint16_t*)xl + i0, m)) {
-            // (dy widened in registers: a bf16 is the top half of its fp32, exactly)
-        } else if (lut) {
-            dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
-            lut_rows(t, tdy, lut->grad, (const uint16_t*)xl + i0, m);
+        // bf16's dy is widened inside the lookup (in registers), fp16's here
+        const uint16_t* dyb = lut && dt == DTYPE_BF16 ? (const uint16_t*)dyl + i0 : NULL;
+        if (!dyb) dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
+        if (lut) {
+            lut_rows(lut, t, lut->grad, (const uint16_t*)xl + i0, dyb ? NULL : tdy, dyb, m);
         } else {
-            dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
             const float* xc = tx;  // (m)
             if (xl)
                 dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
