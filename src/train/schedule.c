@@ -83,21 +83,3 @@ float grad_clip_coef(const ParamTable* t, const float* grads, double max_norm, f
     *coef_out = coef;
     return total;
 }
-
-float grad_clip_norm(const ParamTable* t, float* grads, double max_norm) {
-    float coef;
-    const float total = grad_clip_coef(t, grads, max_norm, &coef);
-    // coef == 1 leaves every gradient as it is: it happens only when total is finite (a NaN
-    // gradient makes coef NaN, an infinite one 0), i.e. every gradient is finite, and x * 1.0f
-    // == x bit for bit for every finite x (-0 included). Otherwise the element-wise multiply on
-    // the thread team (each element rounded once, as torch's foreach mul).
-    if (coef == 1.0f) return total;
-#pragma omp parallel if (t->numel > (1u << 20))
-    for (size_t i = 0; i < t->n; i++) {
-        float* g = grads + t->t[i].offset;  // (numel)
-        const size_t m = t->t[i].numel;
-#pragma omp for schedule(static) nowait
-        for (size_t j = 0; j < m; j++) g[j] *= coef;
-    }
-    return total;
-}

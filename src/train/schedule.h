@@ -45,12 +45,11 @@ double lr_schedule_lr(const LrSchedule* s, int64_t scheduler_steps);
 //   coef     = reciprocal(total + f32(1e-6)) * f32(max_norm)   (Tensor.__rtruediv__ is
 //              reciprocal() * other), clamped to <= 1.0 (NaN stays NaN)
 //   grad_i  *= coef                               every tensor, even when coef == 1
-// Returns total (the Trainer's logged grad_norm). grads: a table buffer.
-// coef == 1 (no clipping needed) is detected and the multiply skipped: it happens only with
-// every gradient finite, where x * 1.0f == x bit for bit.
-float grad_clip_norm(const ParamTable* t, float* grads, double max_norm);
-// The same total and clamped coef, grads untouched: the trainer passes coef to
-// model_optim_step_scaled, which fuses the multiply into the optimizer's pass over the gradient.
+// This computes total (returned: the Trainer's logged grad_norm) and the clamped coef, grads
+// (a table buffer) untouched: the trainer passes coef to model_optim_step_scaled, which does
+// the multiply inside the optimizer's pass over the gradient (or in place first), and skips it
+// when coef is exactly 1: that happens only with every gradient finite (a NaN gradient makes
+// coef NaN, an infinite one 0), where x * 1.0f == x bit for bit.
 float grad_clip_coef(const ParamTable* t, const float* grads, double max_norm, float* coef);
 // Only the total norm (no clipping), as clip_grad_norm_ computes it.
 float grad_total_norm(const ParamTable* t, const float* grads);
