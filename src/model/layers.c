@@ -740,14 +740,21 @@ static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl,
     return mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, yl, res);
 }
 
-Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC) {
-    const void* xl;  // (N, IC) the GEMM operand of x
+// x's GEMM operand (N, IC) for a linear: the low copy gelu_forward_operand left in slot A when
+// it is x's, else gemm_input's (slot A)
+static const void* linear_input(LayerCtx* c, const float* x, int N, int IC) {
+    const void* xl;
     if (c->low != DTYPE_F32 && c->operand_of == x && c->operand_n == (size_t)N * (size_t)IC) {
         xl = c->scratch[LAYER_SCRATCH_A];  // written with x by gelu_forward_operand
     } else {
         xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);
     }
     c->operand_of = NULL;
+    return xl;
+}
+
+Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, const float* b, int N, int IC, int OC) {
+    const void* xl = linear_input(c, x, N, IC);  // (N, IC)
     bool low_only;
     void* yl = kept_produce(c, y, (size_t)N * (size_t)OC, &low_only);  // y's kept copy (lin1's f1)
     return linear_forward_xl(c, low_only ? NULL : y, yl, xl, W, b, NULL, N, IC, OC);
@@ -755,14 +762,7 @@ Status linear_forward(LayerCtx* c, float* y, const float* x, const float* W, con
 
 Status linear_forward_residual(LayerCtx* c, float* y, const float* x, const float* W, const float* b,
                                const float* res, int N, int IC, int OC) {
-    const void* xl;  // (N, IC) the GEMM operand of x
-    if (c->low != DTYPE_F32 && c->operand_of == x && c->operand_n == (size_t)N * (size_t)IC) {
-        xl = c->scratch[LAYER_SCRATCH_A];  // written with x by gelu_forward_operand
-    } else {
-        xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);
-    }
-    c->operand_of = NULL;
-    return linear_forward_xl(c, y, NULL, xl, W, b, res, N, IC, OC);
+    return linear_forward_xl(c, y, NULL, linear_input(c, x, N, IC), W, b, res, N, IC, OC);
 }
 
 // linear_backward with the GEMM operand of x given (xl, in a slot other than A, B, C, F32,
