@@ -248,6 +248,11 @@ static void aft_run_steps(bool no_avx512, bool recompute, const TensorShape* sha
     *out = st;
 }
 
+// {batch, rows, cols}: a (rows, cols) matrix, or a (batch, rows, cols) stack of them
+static TensorShape batched_shape(const int64_t s[3]) {
+    return s[0] > 1 ? (TensorShape){3, {s[0], s[1], s[2]}} : shape_2d(s[1], s[2]);
+}
+
 static void test_adafactor_torch_avx512_matches_avx2(void** s) {
     (void)s;
     static const int64_t shapes[][3] = {{1, 3, 5},    {1, 17, 15},  {1, 9, 33},   {1, 40, 47},  {1, 64, 96},
@@ -258,8 +263,7 @@ static void test_adafactor_torch_avx512_matches_avx2(void** s) {
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const size_t batch = (size_t)shapes[k][0], R = (size_t)shapes[k][1], C = (size_t)shapes[k][2];
         const size_t n = batch * R * C;
-        const TensorShape shape = batch > 1 ? (TensorShape){3, {shapes[k][0], shapes[k][1], shapes[k][2]}}
-                                            : shape_2d(shapes[k][1], shapes[k][2]);
+        const TensorShape shape = batched_shape(shapes[k]);
         float* p0 = malloc(n * sizeof *p0);
         float* g = malloc(4 * n * sizeof *g);
         Rng r;
@@ -531,8 +535,7 @@ static void test_adafactor_statistics_equal_whole_array_reductions(void** s) {
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const size_t batch = (size_t)shapes[k][0], R = (size_t)shapes[k][1], C = (size_t)shapes[k][2];
         const size_t n = batch * R * C;
-        const TensorShape shape = batch > 1 ? (TensorShape){3, {shapes[k][0], shapes[k][1], shapes[k][2]}}
-                                            : shape_2d(shapes[k][1], shapes[k][2]);
+        const TensorShape shape = batched_shape(shapes[k]);
         float* g = xaligned_alloc(n * sizeof(float));
         float* p = xaligned_alloc(n * sizeof(float));
         float* u = xaligned_alloc(n * sizeof(float));
