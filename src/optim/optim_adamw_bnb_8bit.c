@@ -381,6 +381,36 @@ BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x) {
     return rare ? _mm512_mask_sqrt_ps(r, rare, x) : r;
 }
 
+// The step's constants in registers, for both AVX-512 kernels
+typedef struct {
+    __m512 b1, w1, b2, w2, c2, eps, decay, step;
+} StepRegs;
+
+BNB_AVX512 static inline StepRegs step_regs(const StepConsts* sc) {
+    return (StepRegs){_mm512_set1_ps(sc->b1),  _mm512_set1_ps(sc->w1),    _mm512_set1_ps(sc->b2),
+                      _mm512_set1_ps(sc->w2),  _mm512_set1_ps(sc->c2),    _mm512_set1_ps(sc->eps),
+                      _mm512_set1_ps(sc->decay), _mm512_set1_ps(sc->step)};
+}
+
+// 16 lanes of bnb8_block_avx2's arithmetic, shared by both AVX-512 kernels: the old moments
+// dequantized (code values code1, code2 times the block's absmax a1, a2), the new ones into
+// *mi, *vi and stored at mo, vo, and p updated in place from g.
+BNB_AVX512 static inline __attribute__((always_inline)) void adam16_avx512(float* p, const float* g, float* mo,
+                                                                          float* vo, __m512 code1, __m512 code2,
+                                                                          __m512 a1, __m512 a2, const StepRegs* k,
+                                                                          __m512* mi, __m512* vi) {
+    const __m512 gi = _mm512_loadu_ps(g);
+    const __m512 d1 = _mm512_mul_ps(code1, a1);  // dequantize
+    const __m512 d2 = _mm512_mul_ps(code2, a2);
+    *mi = _mm512_fmadd_ps(gi, k->w1, _mm512_mul_ps(d1, k->b1));
+    *vi = _mm512_fmadd_ps(_mm512_mul_ps(k->w2, gi), gi, _mm512_mul_ps(d2, k->b2));
+    _mm512_storeu_ps(mo, *mi);
+    _mm512_storeu_ps(vo, *vi);
+    const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(*vi), k->c2), k->eps);
+    _mm512_storeu_ps(p, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p), k->decay),
+                                      _mm512_div_ps(_mm512_mul_ps(k->step, *mi), denom)));
+}
+
 // The grid index of 16 lanes (grid_index) as 32-bit integers, 0..65535 or (NaN) 0x80000000: the clamp
 // is max(-1, x) then min(1, x), and vmaxps/vminps return their second operand when either is
 // NaN, so NaN passes as in grid_index. fma((x+1)*0.5, 65535, 0.5) is computed as
@@ -498,9 +528,7 @@ BNB_AVX512 static void bnb8_blocks_avx512(float* restrict p, const float* restri
                                           size_t n_blocks, const StepConsts* sc) {
     float m[2][BNB_BLOCK], v[2][BNB_BLOCK];  // the new states of block b (b & 1) and block b-1
     const TreeRegs t1 = tree_load(g_tree1), t2 = tree_load(g_tree2);
-    const __m512 b1 = _mm512_set1_ps(sc->b1), w1 = _mm512_set1_ps(sc->w1), b2 = _mm512_set1_ps(sc->b2);
-    const __m512 w2 = _mm512_set1_ps(sc->w2), cc2 = _mm512_set1_ps(sc->c2), eps = _mm512_set1_ps(sc->eps);
-    const __m512 decay = _mm512_set1_ps(sc->decay), step = _mm512_set1_ps(sc->step);
+    const StepRegs k = step_regs(sc);
     const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t off = b * BNB_BLOCK, cur = b & 1, prev = cur ^ 1;
@@ -513,17 +541,9 @@ BNB_AVX512 static void bnb8_blocks_avx512(float* restrict p, const float* restri
             dequant_codes32(c2 + off + i, g_code2_lo, g_code2_hi, &code2[0], &code2[1]);
             for (size_t h = 0; h < 2; h++) {
                 const size_t e = off + i + 16 * h;
-                const __m512 gi = _mm512_loadu_ps(g + e);
-                const __m512 d1 = _mm512_mul_ps(code1[h], a1);  // dequantize
-                const __m512 d2 = _mm512_mul_ps(code2[h], a2);
-                const __m512 mi = _mm512_fmadd_ps(gi, w1, _mm512_mul_ps(d1, b1));
-                const __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(w2, gi), gi, _mm512_mul_ps(d2, b2));
-                _mm512_storeu_ps(m[cur] + i + 16 * h, mi);
-                _mm512_storeu_ps(v[cur] + i + 16 * h, vi);
-                const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(vi), cc2), eps);
-                const __m512 pi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p + e), decay),
-                                                _mm512_div_ps(_mm512_mul_ps(step, mi), denom));
-                _mm512_storeu_ps(p + e, pi);
+                __m512 mi, vi;
+                adam16_avx512(p + e, g + e, m[cur] + i + 16 * h, v[cur] + i + 16 * h, code1[h], code2[h], a1, a2,
+                              &k, &mi, &vi);
                 // abs_bits_or_zero, max: NaN patterns (> inf) count as 0
                 const __m512i u1 = _mm512_and_si512(_mm512_castps_si512(mi), absmask);
                 const __m512i u2 = _mm512_and_si512(_mm512_castps_si512(vi), absmask);
@@ -832,9 +852,7 @@ BNB_VBMI static void bnb8_blocks_vbmi(float* restrict p, const float* restrict g
                                       uint8_t* restrict c2, float* restrict absmax1, float* restrict absmax2,
                                       size_t n_blocks, const StepConsts* sc) {
     float m[2][BNB_BLOCK], v[2][BNB_BLOCK];  // the new states of block b (b & 1) and block b-1
-    const __m512 b1 = _mm512_set1_ps(sc->b1), w1 = _mm512_set1_ps(sc->w1), b2 = _mm512_set1_ps(sc->b2);
-    const __m512 w2 = _mm512_set1_ps(sc->w2), cc2 = _mm512_set1_ps(sc->c2), eps = _mm512_set1_ps(sc->eps);
-    const __m512 decay = _mm512_set1_ps(sc->decay), step = _mm512_set1_ps(sc->step);
+    const StepRegs k = step_regs(sc);
     const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t off = b * BNB_BLOCK, cur = b & 1, prev = cur ^ 1;
@@ -850,17 +868,9 @@ BNB_VBMI static void bnb8_blocks_vbmi(float* restrict p, const float* restrict g
 #pragma GCC unroll 8
             for (size_t h = 0; h < 8; h++) {
                 const size_t e = off + i + 16 * h;
-                const __m512 gi = _mm512_loadu_ps(g + e);
-                const __m512 d1 = _mm512_mul_ps(code1[h], a1);  // dequantize
-                const __m512 d2 = _mm512_mul_ps(code2[h], a2);
-                const __m512 mi = _mm512_fmadd_ps(gi, w1, _mm512_mul_ps(d1, b1));
-                const __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(w2, gi), gi, _mm512_mul_ps(d2, b2));
-                _mm512_storeu_ps(m[cur] + i + 16 * h, mi);
-                _mm512_storeu_ps(v[cur] + i + 16 * h, vi);
-                const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(vi), cc2), eps);
-                const __m512 pi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p + e), decay),
-                                                _mm512_div_ps(_mm512_mul_ps(step, mi), denom));
-                _mm512_storeu_ps(p + e, pi);
+                __m512 mi, vi;
+                adam16_avx512(p + e, g + e, m[cur] + i + 16 * h, v[cur] + i + 16 * h, code1[h], code2[h], a1, a2,
+                              &k, &mi, &vi);
                 // abs_bits_or_zero, max, in floats: vmaxps returns its second operand (am) when
                 // either is NaN, and orders non-negative floats as their bit patterns
                 am1 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(mi), absmask)), am1);
