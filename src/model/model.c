@@ -922,14 +922,7 @@ size_t model_workspace_bytes(const ModelWorkspace* ws) {
            (size_t)ws->max_B * (size_t)ws->max_T * sizeof(int64_t) + (size_t)ws->max_B * sizeof(int32_t);
 }
 
-void model_zero_grad(const ParamTable* t, float* grads) {
-    const size_t n = t->alloc_numel;
-#pragma omp parallel for schedule(static) if (n > (1u << 20))
-    for (size_t i0 = 0; i0 < n; i0 += 1u << 16) {
-        size_t m = n - i0 < (1u << 16) ? n - i0 : (1u << 16);
-        memset(grads + i0, 0, m * sizeof(float));
-    }
-}
+void model_zero_grad(const ParamTable* t, float* grads) { layers_zero(grads, t->alloc_numel); }
 
 // Points the layer context at this step's backend, dtype and counters (the scratch is kept).
 static void ws_ctx(ModelWorkspace* ws, Gemm* gemm, DType low, AmpCounters* counters) {
