@@ -686,6 +686,53 @@ static double model_obj(void* p) {
     return loss;
 }
 
+// model_backward WRITES every parameter gradient (model.h): the linears' weights by their GEMMs
+// (LayerCtx.dw_write), everything else accumulated into zeros it writes itself. A buffer of NaN
+// garbage, and the same buffer after one backward run again without zeroing, must both come
+// out byte-identical to the backward into a zeroed buffer (fp32 and bf16; the tiny preset,
+// with padding): a gradient added to the old contents, or a float left unwritten (alignment
+// padding included), differs.
+static void test_model_backward_writes_gradients(void** state) {
+    (void)state;
+    const ModelConfig* cfg = model_config_find("tiny");
+    ParamTable t;
+    assert_true(status_is_ok(param_table_build(cfg, &t)));
+    float* params = param_table_alloc_buffer(&t);
+    float* zeroed = param_table_alloc_buffer(&t);
+    float* garbage = param_table_alloc_buffer(&t);
+    param_table_fill_normal(&t, params, 11, 0.0f, 0.2f);
+    const int B = 2, T = 6;
+    const int64_t ids[12] = {1, 5, 9, 33, 12, 60, 1, 7, 7, 20, 0, 0};
+    const int64_t mask[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+    const int32_t labels[2] = {1, 0};
+    ModelBatch batch = {ids, mask, labels, B, T, 0, 0, NULL};
+    ModelWorkspace* ws;
+    assert_true(status_is_ok(model_workspace_new(&t, B, T, &ws)));
+    const size_t bytes = t.alloc_numel * sizeof(float);
+    static const char* const modes[] = {"fp32", "bf16"};
+    for (size_t m = 0; m < ARRAY_LEN(modes); m++) {
+        float loss;
+        assert_true(status_is_ok(model_forward(ws, params, &batch, amp_mode_find(modes[m]), &g_gemm, &loss, NULL)));
+        model_zero_grad(&t, zeroed);
+        assert_true(status_is_ok(model_backward(ws, params, 1.0f, &g_gemm, zeroed, NULL)));
+        memset(garbage, 0xff, bytes);  // NaN in every float
+        assert_true(status_is_ok(model_backward(ws, params, 1.0f, &g_gemm, garbage, NULL)));
+        assert_memory_equal(zeroed, garbage, bytes);
+        assert_true(status_is_ok(model_backward(ws, params, 1.0f, &g_gemm, garbage, NULL)));  // not zeroed
+        assert_memory_equal(zeroed, garbage, bytes);
+        size_t nonzero = 0;
+        for (size_t i = 0; i < t.alloc_numel; i++) nonzero += zeroed[i] != 0.0f;
+        printf("model_backward writes: %s, %zu of %zu gradient floats nonzero, NaN-filled and reused buffers "
+               "byte-identical\n", modes[m], nonzero, t.alloc_numel);
+        assert_true(nonzero > t.numel / 2);  // a backward that wrote (mostly) nothing fails here
+    }
+    model_workspace_free(ws);
+    free(params);
+    free(zeroed);
+    free(garbage);
+    param_table_free(&t);
+}
+
 static void test_whole_model_tiny_fd(void** state) {
     (void)state;
     const ModelConfig* cfg = model_config_find("tiny");
@@ -815,6 +862,7 @@ int main(void) {
         cmocka_unit_test(test_cross_entropy_2_labels),
         cmocka_unit_test(test_cross_entropy_3_labels),
         cmocka_unit_test(test_whole_model_tiny_fd),
+        cmocka_unit_test(test_model_backward_writes_gradients),
     };
     return cmocka_run_group_tests_name("layers", tests, setup, teardown);
 }

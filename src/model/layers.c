@@ -458,6 +458,22 @@ static void round_param_grad_add(LayerCtx* c, float* dW, float* t, size_t n) {
     }
 }
 
+// dW (n) = R(t) (t (n), not written): round_param_grad_add without reading dW (dw_write)
+static void round_param_grad_set(LayerCtx* c, float* dW, const float* t, size_t n) {
+    uint64_t nv = 0, nu = 0, no = 0;
+    const bool count = c->counters != NULL;
+#pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > PAR_MIN)
+    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
+        const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
+        amp_round_count_from(dW + i0, t + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
+    }
+    if (count) {
+        c->counters->param_values += nv;
+        c->counters->param_underflow += nu;
+        c->counters->param_overflow += no;
+    }
+}
+
 void layer_round_grad_operand(LayerCtx* c, float* dst, const float* src, size_t n) {
     if (c->low == DTYPE_F32) {
         copy_par(dst, src, n);
@@ -795,18 +811,22 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
     }
     if (dW) {
         if (!xl) xl = gemm_input(c, LAYER_SCRATCH_B, x, (size_t)N * (size_t)IC);  // (N, IC)
+        // dw_write: dW = dy^T @ x (rounded), else dW += it; the same bits where dW was zero
+        // (0 + v == v), except that a -0 result stays -0, as torch's first .grad does
         if (c->low == DTYPE_F32) {
-            s = mm(c, true, false, OC, IC, N, dyl, OC, xl, IC, 1.0f, dW, IC, OUT_F32);  // dW += dy^T @ x
+            s = mm(c, true, false, OC, IC, N, dyl, OC, xl, IC, c->dw_write ? 0.0f : 1.0f, dW, IC, OUT_F32);
         } else {
             float* t = scratch_f32(c, LAYER_SCRATCH_F32, (size_t)OC * (size_t)IC);  // (OC, IC)
             s = mm(c, true, false, OC, IC, N, dyl, OC, xl, IC, 0.0f, t, IC, OUT_F32);
             if (status_is_ok(s)) {
                 const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
-                round_param_grad_add(c, dW, t, (size_t)OC * (size_t)IC);
+                if (c->dw_write) round_param_grad_set(c, dW, t, (size_t)OC * (size_t)IC);
+                else round_param_grad_add(c, dW, t, (size_t)OC * (size_t)IC);
                 phase_enter(c->clock, prev);
             }
         }
         if (!status_is_ok(s)) return s;
+        c->dw_written++;
     }
     if (db) {
         double* acc = scratch(c, LAYER_SCRATCH_COL, (size_t)OC * sizeof(double));  // (OC)
@@ -818,7 +838,11 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
         }
         for (int j = 0; j < OC; j++) t[j] = (float)acc[j];
         amp_round_param_grad(t, (size_t)OC, c->low, c->counters);
-        for (int j = 0; j < OC; j++) db[j] += t[j];
+        if (c->dw_write) {  // as dW: written (db holds zeros), so a -0 stays -0
+            memcpy(db, t, (size_t)OC * sizeof(float));
+        } else {
+            for (int j = 0; j < OC; j++) db[j] += t[j];
+        }
     }
     return status_ok();
 }

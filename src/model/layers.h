@@ -10,7 +10,9 @@
 // Conventions:
 //   - Shapes are in the comments: x (N, IC) means N rows of IC floats, row-major, contiguous.
 //   - Every backward ACCUMULATES (+=) into its gradient outputs (dx, dW, db, ...): the caller
-//     zeroes them once (model_zero_grad for parameters; the model zeroes activation gradients).
+//     zeroes them once (the model zeroes activation gradients and, in model_backward, the
+//     parameter gradients other than the linears' weights). The one exception, a LayerCtx
+//     with dw_write set (model_backward's): linear backwards write their weight gradient dW.
 //     A NULL gradient output is not computed.
 //   - A backward's incoming gradient dy of a low-dtype tensor must hold low-dtype values (the
 //     caller rounds where an fp32 gradient meets a low tensor: amp_round_act_grad).
@@ -99,6 +101,14 @@ typedef struct {
     // Low modes: the kept copies (LowCopy), registrant-owned; none when kept_count is 0.
     LowCopy* kept;
     int kept_count;
+    // false (layer_ctx_init): linear backwards ADD their weight gradient into dW, as every
+    // backward accumulates (the conventions above). true: they WRITE it (dW = the product,
+    // rounded in a low mode; dW's old contents are not read), the first gradient of a freshly
+    // zeroed buffer without the zeroing and the read of the zeros, and db written as well:
+    // model_backward's mode, which runs each linear's backward exactly once; dw_written counts
+    // the weights written.
+    bool dw_write;
+    int dw_written;
 } LayerCtx;
 
 void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters);

@@ -715,7 +715,8 @@ typedef struct {
 struct ModelWorkspace {
     ModelConfig cfg;
     int max_B, max_T;
-    // parameter offsets (floats into a table buffer)
+    // parameter offsets (floats into a table buffer of alloc_numel floats)
+    size_t alloc_numel;
     size_t wte, wpe, lne_w, lne_b, Wpre, bpre, Wcls, bcls;
     LayerOffsets* lo;  // (n_layers)
     // activations (carved from one arena, sized for max_B x max_T)
@@ -792,6 +793,7 @@ static Status workspace_make(const ParamTable* t, int max_B, int max_T, ModelWor
     ws->cfg = *c;
     ws->max_B = max_B;
     ws->max_T = max_T;
+    ws->alloc_numel = t->alloc_numel;
     ws->wte = must_find(t, "distilbert.embeddings.word_embeddings.weight");
     ws->wpe = must_find(t, "distilbert.embeddings.position_embeddings.weight");
     ws->lne_w = must_find(t, "distilbert.embeddings.LayerNorm.weight");
@@ -1206,6 +1208,38 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     return status_ok();
 }
 
+// grads = 0 everywhere except the values of the linears' weights, which model_backward's linear
+// backwards write (LayerCtx.dw_write): every other tensor, and the weights' alignment padding.
+// Returns the number of weights left to the backward. The weights in table order: per layer
+// q, k, v, out, lin1, lin2, then pre_classifier and classifier.
+static int zero_grad_but_linear_weights(const ModelWorkspace* ws, float* grads) {
+    const size_t D = (size_t)ws->cfg.dim, Hd = (size_t)ws->cfg.hidden_dim, L = (size_t)ws->cfg.n_labels;
+    size_t z0 = 0;  // the next float not yet zeroed or left to the backward
+    int n = 0;
+#define SKIP_WEIGHT(off, numel)                      \
+    do {                                             \
+        CHECK((off) >= z0, "weights out of order");  \
+        layers_zero(grads + z0, (off) - z0);         \
+        z0 = (off) + (numel);                        \
+        n++;                                         \
+    } while (0)
+    for (int64_t l = 0; l < ws->cfg.n_layers; l++) {
+        const LayerOffsets* o = &ws->lo[l];
+        SKIP_WEIGHT(o->Wq, D * D);
+        SKIP_WEIGHT(o->Wk, D * D);
+        SKIP_WEIGHT(o->Wv, D * D);
+        SKIP_WEIGHT(o->Wo, D * D);
+        SKIP_WEIGHT(o->W1, Hd * D);
+        SKIP_WEIGHT(o->W2, D * Hd);
+    }
+    SKIP_WEIGHT(ws->Wpre, D * D);
+    SKIP_WEIGHT(ws->Wcls, L * D);
+#undef SKIP_WEIGHT
+    CHECK(z0 <= ws->alloc_numel);
+    layers_zero(grads + z0, ws->alloc_numel - z0);
+    return n;
+}
+
 Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale, Gemm* gemm, float* grads,
                       AmpCounters* counters) {
     CHECK(ws && params && gemm && gemm->backend && grads);
@@ -1232,6 +1266,10 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);
     phase_enter(pc, PHASE_OTHER);
     layers_zero(ws->dh, nd);
+    // the parameter gradients are written, not added: zeroes where no linear writes its weight's
+    const int weights = zero_grad_but_linear_weights(ws, grads);
+    c->dw_write = true;
+    c->dw_written = 0;
     ClassifierParams cp = classifier_params(ws, p);
     ClassifierGrads cg = {g + ws->Wpre, g + ws->bpre, g + ws->Wcls, g + ws->bcls};
     phase_enter(pc, PHASE_CLASSIFIER);
@@ -1283,6 +1321,8 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     phase_enter(pc, PHASE_EMBEDDING);
     embedding_backward(g + ws->wte, g + ws->wpe, ws->dr, ws->ids, B, T, D, ws->cfg.vocab_size, MODEL_PAD_TOKEN_ID);
     phase_enter(pc, PHASE_OTHER);
+    c->dw_write = false;
+    CHECK(c->dw_written == weights, "backward wrote %d of the %d linear weight gradients", c->dw_written, weights);
     return status_ok();
 }
 

@@ -285,13 +285,16 @@ PhaseClock* model_workspace_phases(ModelWorkspace* ws);
 Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* batch, const PrecisionMode* mode,
                      Gemm* gemm, float* loss, float* logits);
 // Backward of the last model_forward (same params, same mode): d(loss * loss_scale) with
-// respect to every parameter, ACCUMULATED (+=) into grads (a table buffer: call
-// model_zero_grad first, once per step). loss_scale is 1, or the GradScaler's scale.
+// respect to every parameter, WRITTEN into grads (a table buffer; its old contents are neither
+// read nor kept, so it needs no zeroing: torch's first backward after zero_grad(set_to_none)).
+// Gradient accumulation adds such results itself (train/accum.c). The linears' weight
+// gradients are the GEMM results themselves (a -0 stays -0, as in torch; 0 + v would make it
+// +0), the others are summed into zeros. loss_scale is 1, or the GradScaler's scale.
 // counters (may be NULL) are incremented at the rounding points (amp.h says what is counted).
 // gemm: an open backend (normally the one the forward used).
 Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale, Gemm* gemm, float* grads,
                       AmpCounters* counters);
-// grads[0 .. alloc_numel) = 0
+// grads[0 .. alloc_numel) = 0 (model_backward does not need it: it writes every gradient)
 void model_zero_grad(const ParamTable* table, float* grads);
 
 // Saved activations of the last successful model_forward (tests, inspection), as transformers'

@@ -290,7 +290,6 @@ static Status measure_step(StepMem* m, const ParamTable* t, float* params, float
     optim_defaults(&optim_adamw_torch, &ocfg);
     ModelOptim mo;
     model_optim_init(&mo, t, &optim_adamw_torch, &ocfg, false);
-    model_zero_grad(t, grads);
     s = model_forward(ws, params, &batch, m->mode, &gemm, &m->loss, NULL);
     if (status_is_ok(s)) s = model_backward(ws, params, 1.0f, &gemm, grads, NULL);
     if (status_is_ok(s)) {

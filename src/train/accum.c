@@ -6,7 +6,8 @@
 // reference: the plain PyTorch loop of reference/gen_model_goldens.py (accum_* cases):
 //   for k in range(N): (scaler.scale(model(batch[s*N+k]).loss / N)).backward()
 // torch's AccumulateGrad sets .grad to micro-batch 0's gradient and adds each later one in
-// place (.grad += g_k, one float32 add per element); the backward seed of loss_k is
+// place (.grad += g_k, one float32 add per element): model_backward writes each micro-batch's
+// gradient (no zeroing first), into .grad itself for micro-batch 0; the backward seed of loss_k is
 // float32(scale / N) (MulBackward gives scale, DivBackward divides it by N).
 #include <math.h>
 #include <string.h>
@@ -23,7 +24,6 @@ Status train_accumulate_gradients(TrainStep* t, const ModelBatch* batch, TrainSt
     const float seed = n == 1 ? scale : scale / (float)n;
     out->scale = scale;
     float loss_mean = 0;  // the Trainer's tr_loss: float32 sum of loss_k / N, in order
-    model_zero_grad(t->table, t->grads);
     for (int k = 0; k < n; k++) {
         float loss;
         Status s = model_forward(t->ws, t->params, &batch[k], t->mode, t->gemm, &loss, NULL);
@@ -35,8 +35,7 @@ Status train_accumulate_gradients(TrainStep* t, const ModelBatch* batch, TrainSt
             return status_ok();
         }
         loss_mean = n == 1 ? loss : loss_mean + loss / (float)n;
-        float* g = k == 0 ? t->grads : t->micro_grads;  // micro-batch 0: the zeroed accumulator
-        if (k > 0) model_zero_grad(t->table, g);
+        float* g = k == 0 ? t->grads : t->micro_grads;  // micro-batch 0: the accumulator itself
         s = model_backward(t->ws, t->params, seed, t->gemm, g, &out->counters);
         if (!status_is_ok(s)) return s;
         if (k > 0) {
@@ -77,7 +76,6 @@ Status train_accumulate_gradients_ddp(TrainStep* t, const ModelBatch* batch, Tra
             if (!isfinite(losses[k])) bad = k;
         for (int k = 0; k < (bad < 0 ? R : 0); k++) loss_mean = n == 1 ? losses[k] : loss_mean + losses[k] / (float)n;
         if (bad < 0 || rank < bad) {  // accumulation runs the backward of every micro-batch before `bad`
-            model_zero_grad(t->table, t->micro_grads);
             s = model_backward(t->ws, t->params, seed, t->gemm, t->micro_grads, &out->counters);
         }
         if (ddp_max_int(d, status_is_ok(s) ? 0 : 1) != 0) {  // every rank calls it, backward or not
