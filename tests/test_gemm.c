@@ -545,6 +545,74 @@ static void test_busy_counters(void** state) {
 }
 
 // ---------------------------------------------------------------------------------------
+// GemmArgs.bias (gemm.h): a backend with the `bias` flag computes acc + bias rounded once, the
+// same bits as C preset to bias rows with beta 1 (what the layers did before, and still do on
+// the other backends); checked in f32 and bf16 (bf16 C and f32 C) at the presets' linear
+// shapes with K up to 3072 (several K blocks), x @ W^T as the layers call it. A backend without
+// the flag, or a bias with beta != 0, is refused (STATUS_INVALID) and runs nothing. (f16 runs only
+// where the backend supports it: oneDNN with avx512_fp16.)
+static void test_bias_argument(void** state) {
+    static const struct { int M, N, K; } shapes[] = {{64, 48, 40}, {1024, 128, 512}, {1024, 512, 128},
+                                                     {8, 2, 768}, {256, 768, 3072}};
+    static const DType dts[][2] = {{DTYPE_F32, DTYPE_F32}, {DTYPE_BF16, DTYPE_BF16}, {DTYPE_BF16, DTYPE_F32},
+                                   {DTYPE_F16, DTYPE_F16}, {DTYPE_F16, DTYPE_F32}};  // f16: where supported
+    int checked = 0;
+    for (size_t b = 0; b < gemm_backend_count(); b++) {
+        const GemmBackend* be = gemm_backend_at(b);
+        Gemm g;
+        if (!status_is_ok(gemm_open(&g, be, TEST_THREADS))) continue;
+        float A[4] = {1, 2, 3, 4}, B[4] = {1, 0, 0, 1}, C[4] = {-1, -1, -1, -1}, bias[2] = {5, 6};
+        GemmArgs small = {.M = 2, .N = 2, .K = 2, .alpha = 1, .beta = 0, .ab_dtype = DTYPE_F32,
+                          .c_dtype = DTYPE_F32, .A = A, .lda = 2, .B = B, .ldb = 2, .C = C, .ldc = 2, .bias = bias};
+        if (!be->bias) {
+            assert_int_equal(gemm_run(&g, &small).code, STATUS_INVALID);
+            assert_true(C[0] == -1.0f && C[3] == -1.0f);
+            gemm_close(&g);
+            continue;
+        }
+        small.beta = 1.0f;
+        assert_int_equal(gemm_run(&g, &small).code, STATUS_INVALID);
+        assert_true(C[0] == -1.0f);
+        for (size_t si = 0; si < ARRAY_LEN(shapes); si++)
+            for (size_t di = 0; di < ARRAY_LEN(dts); di++) {
+                const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
+                const DType ab = dts[di][0], cd = dts[di][1];
+                char why[256];
+                if (be->supports(ab, cd, why, sizeof why) == GEMM_UNSUPPORTED) continue;
+                float* af = xmalloc((size_t)M * K * sizeof(float));
+                float* wf = xmalloc((size_t)N * K * sizeof(float));
+                float* bf = xmalloc((size_t)N * sizeof(float));
+                fill_values(af, (size_t)M * K, ab, 0xB1A5 + si, 0);
+                fill_values(wf, (size_t)N * K, ab, 0xB1A5 + si, 1);
+                fill_values(bf, (size_t)N, cd, 0xB1A5 + si, 2);  // the bias rounded to C's dtype
+                for (int j = 0; j < N; j++) bf[j] *= 8.0f;  // as large as the products' sums
+                void* Ad = to_dtype(af, (size_t)M * K, ab);
+                void* Wd = to_dtype(wf, (size_t)N * K, ab);
+                const size_t es = dtype_traits(cd)->size, bytes = (size_t)M * N * es;
+                float* rows = xmalloc((size_t)M * N * sizeof(float));
+                for (int i = 0; i < M; i++) memcpy(rows + (size_t)i * N, bf, (size_t)N * sizeof(float));
+                void* Cpre = to_dtype(rows, (size_t)M * N, cd);  // bias rows (exact in cd)
+                void* Cb = xmalloc(bytes);
+                memset(Cb, 0xff, bytes);  // not read
+                GemmArgs a = {.trans_a = false, .trans_b = true, .M = M, .N = N, .K = K, .alpha = 1, .beta = 1,
+                              .ab_dtype = ab, .c_dtype = cd, .A = Ad, .lda = K, .B = Wd, .ldb = K, .C = Cpre, .ldc = N};
+                assert_int_equal(gemm_run(&g, &a).code, STATUS_OK);
+                a.beta = 0;
+                a.C = Cb;
+                a.bias = bf;
+                assert_int_equal(gemm_run(&g, &a).code, STATUS_OK);
+                printf("%s bias argument vs bias rows + beta 1, %s->%s %dx%dx%d: %s\n", be->name, dtype_name(ab),
+                       dtype_name(cd), M, N, K, memcmp(Cpre, Cb, bytes) == 0 ? "bitwise identical" : "DIFFERENT");
+                assert_memory_equal(Cpre, Cb, bytes);
+                checked++;
+                free(af), free(wf), free(bf), free(Ad), free(Wd), free(rows), free(Cpre), free(Cb);
+            }
+        gemm_close(&g);
+    }
+    printf("bias argument: %d cases compared\n", checked);
+}
+
+// ---------------------------------------------------------------------------------------
 // Repeated oneDNN calls reuse the cached primitive; the cache evicts least recently used.
 static void test_onednn_cache(void** state) {
     const GemmBackend* be = gemm_find("onednn");
@@ -639,7 +707,7 @@ static int group_teardown(void** state) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);  // case lines and cmocka's stderr stay in order
     const size_t n_backends = gemm_backend_count();
-    const size_t n_fixed = 6;
+    const size_t n_fixed = 7;
     const size_t n_tests = n_fixed + n_backends * N_AB;
     struct CMUnitTest* tests = xcalloc(n_tests, sizeof *tests);
     BackendDtypeTest* bdt = xcalloc(n_backends * N_AB, sizeof *bdt);
@@ -650,6 +718,7 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_naive_deterministic);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_busy_counters);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_onednn_cache);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_bias_argument);
     for (size_t b = 0; b < n_backends; b++)
         for (size_t di = 0; di < N_AB; di++) {
             BackendDtypeTest* t = &bdt[b * N_AB + di];

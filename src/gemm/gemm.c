@@ -149,6 +149,11 @@ Status gemm_run(Gemm* g, const GemmArgs* args) {
         return status_make(STATUS_UNSUPPORTED, "gemm/%s: %s inputs with %s output unsupported: %s",
                            g->backend->name, dtype_name(args->ab_dtype),
                            dtype_name(args->c_dtype), why[0] ? why : "(no reason given)");
+    if (args->bias && !g->backend->bias)
+        return status_make(STATUS_INVALID, "gemm/%s: no bias argument (preset C and beta 1 instead)",
+                           g->backend->name);
+    if (args->bias && args->beta != 0.0f)
+        return status_make(STATUS_INVALID, "gemm: a bias needs beta 0 (got %g)", (double)args->beta);
     const double t0 = now_seconds();
     s = g->backend->run(g->ctx, args);
     g->busy_s += now_seconds() - t0;

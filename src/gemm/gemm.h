@@ -6,6 +6,10 @@
 // Inputs A and B share one dtype (f32, bf16 or f16); products are accumulated in fp32; C is
 // f32 or the input's low dtype (then the fp32 result alpha*acc + beta*C is rounded once).
 // beta == 0 means C is not read (NaN already in C does not propagate), as in BLAS.
+// Optional bias (GemmArgs.bias, only for backends whose `bias` flag is set, and only with
+// beta == 0): C = alpha * acc + bias[j] in fp32, rounded once; the bias is added to the whole
+// K sum once, which a BLAS with C preset to bias rows and beta 1 does not promise (OpenBLAS adds
+// each K block's partial sum into C).
 // Not here: threading policy of the rest of the program, model layers (model.h).
 #ifndef TRAINBENCH_GEMM_H
 #define TRAINBENCH_GEMM_H
@@ -25,6 +29,7 @@ typedef struct {
     int ldb;
     void* C;
     int ldc;
+    const float* bias;  // NULL, or (N) fp32 added to every row (see above; backend->bias only)
 } GemmArgs;
 
 typedef enum {
@@ -54,6 +59,9 @@ typedef struct GemmBackend {
     Status (*run)(void* ctx, const GemmArgs* args);
     // Optional (may be NULL): fills up to `max` facts about the library; returns how many.
     int (*library_info)(GemmInfoItem* items, int max);
+    // run() honours GemmArgs.bias (with beta 0). false: gemm_run refuses a bias, and callers
+    // preset C with bias rows and pass beta 1 instead.
+    bool bias;
 } GemmBackend;
 
 // A ready-to-use backend instance: the vtable, its context and the thread count.

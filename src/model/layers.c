@@ -342,14 +342,15 @@ typedef enum { OUT_LOW, OUT_F32, OUT_LOW_ADD, OUT_LOW_PRESET } OutKind;
 // the widening pass is skipped.
 // res (low modes, OUT_LOW / OUT_LOW_PRESET; else NULL): C = the low result + res (M, N; leading
 // dimension ldc), the residual add fused into the widening pass.
+// bias (N) or NULL: the GEMM's bias argument (GemmArgs.bias: backends with one, beta 0).
 static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int K, const void* A, int lda,
                     const void* B, int ldb, float beta, float* C, int ldc, OutKind out, void* cl_dst,
-                    const float* res) {
+                    const float* res, const float* bias) {
     CHECK(!res || (c->low != DTYPE_F32 && C && (out == OUT_LOW || out == OUT_LOW_PRESET)), "residual misuse");
     CHECK((out != OUT_LOW_ADD && out != OUT_LOW_PRESET) || c->low != DTYPE_F32, "low-only output kind in fp32 mode");
     CHECK(C || (c->low != DTYPE_F32 && cl_dst && (out == OUT_LOW || out == OUT_LOW_PRESET)), "no fp32 C to write");
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta,
-                  .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb};
+                  .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb, .bias = bias};
     if (c->low == DTYPE_F32 || out == OUT_F32) {
         g.c_dtype = DTYPE_F32;
         g.C = C;
@@ -379,7 +380,7 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
 
 static Status mm(LayerCtx* c, bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
                  float beta, float* C, int ldc, OutKind out) {
-    return mm_on(c, c->gemm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, out, NULL, NULL);
+    return mm_on(c, c->gemm, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, out, NULL, NULL, NULL);
 }
 
 // x (n) rounded in place to dt; large arrays on the team (element-wise: see narrow_par)
@@ -725,12 +726,17 @@ static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl,
     const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
     float beta = 0.0f;
     OutKind out = OUT_LOW;
+    const float* bias = NULL;  // the GEMM's bias argument (backends with one)
     if (b) {
         // addmm(bias, x, W^T): C starts as the (rounded) bias, C = acc + C is rounded once
         float* bl = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);  // (OC)
         memcpy(bl, b, (size_t)OC * sizeof(float));
         round_to(bl, (size_t)OC, c->low);
-        if (c->low == DTYPE_F32) {
+        if (c->gemm->backend->bias) {
+            // acc + bias, rounded once, without bias rows written and read back (gemm.h: the
+            // bias is added to the whole K sum, the sum post-op's bits on onednn)
+            bias = bl;
+        } else if (c->low == DTYPE_F32) {
             memcpy(y, bl, (size_t)OC * sizeof(float));
             broadcast_row0(y, (size_t)OC * sizeof(float), N);
         } else {
@@ -742,10 +748,10 @@ static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl,
             broadcast_row0(cl, row, N);
             out = OUT_LOW_PRESET;
         }
-        beta = 1.0f;
+        if (!bias) beta = 1.0f;
     }
     if (c->low == DTYPE_F32) {
-        Status s = mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, NULL, NULL);
+        Status s = mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, NULL, NULL, bias);
         if (status_is_ok(s) && res) {
             const Phase prev = phase_enter(c->clock, PHASE_RESIDUAL);
             add_rows_into(y, res, (size_t)N * (size_t)OC);
@@ -753,7 +759,7 @@ static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl,
         }
         return s;
     }
-    return mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, yl, res);
+    return mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, yl, res, bias);
 }
 
 // x's GEMM operand (N, IC) for a linear: the low copy gelu_forward_operand left in slot A when
@@ -798,7 +804,7 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
     c->operand_of = NULL;
     if (dxl_out) {
         const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
-        s = mm_on(c, c->gemm, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, NULL, IC, OUT_LOW, dxl_out, NULL);
+        s = mm_on(c, c->gemm, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, NULL, IC, OUT_LOW, dxl_out, NULL, NULL);
         if (!status_is_ok(s)) return s;
     } else if (dx) {
         const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
