@@ -1208,6 +1208,14 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     return status_ok();
 }
 
+// zero_grad_but_linear_weights' step: grads [*z0, off) = 0, then [off, off + numel) left to the
+// backward; *z0 moves past it
+static void zero_up_to_weight(float* grads, size_t* z0, size_t off, size_t numel) {
+    CHECK(off >= *z0, "weights out of order");
+    layers_zero(grads + *z0, off - *z0);
+    *z0 = off + numel;
+}
+
 // grads = 0 everywhere except the values of the linears' weights, which model_backward's linear
 // backwards write (LayerCtx.dw_write): every other tensor, and the weights' alignment padding.
 // Returns the number of weights left to the backward. The weights in table order: per layer
@@ -1216,25 +1224,15 @@ static int zero_grad_but_linear_weights(const ModelWorkspace* ws, float* grads) 
     const size_t D = (size_t)ws->cfg.dim, Hd = (size_t)ws->cfg.hidden_dim, L = (size_t)ws->cfg.n_labels;
     size_t z0 = 0;  // the next float not yet zeroed or left to the backward
     int n = 0;
-#define SKIP_WEIGHT(off, numel)                      \
-    do {                                             \
-        CHECK((off) >= z0, "weights out of order");  \
-        layers_zero(grads + z0, (off) - z0);         \
-        z0 = (off) + (numel);                        \
-        n++;                                         \
-    } while (0)
     for (int64_t l = 0; l < ws->cfg.n_layers; l++) {
         const LayerOffsets* o = &ws->lo[l];
-        SKIP_WEIGHT(o->Wq, D * D);
-        SKIP_WEIGHT(o->Wk, D * D);
-        SKIP_WEIGHT(o->Wv, D * D);
-        SKIP_WEIGHT(o->Wo, D * D);
-        SKIP_WEIGHT(o->W1, Hd * D);
-        SKIP_WEIGHT(o->W2, D * Hd);
+        const size_t off[6] = {o->Wq, o->Wk, o->Wv, o->Wo, o->W1, o->W2};
+        const size_t numel[6] = {D * D, D * D, D * D, D * D, Hd * D, D * Hd};
+        for (int k = 0; k < 6; k++, n++) zero_up_to_weight(grads, &z0, off[k], numel[k]);
     }
-    SKIP_WEIGHT(ws->Wpre, D * D);
-    SKIP_WEIGHT(ws->Wcls, L * D);
-#undef SKIP_WEIGHT
+    zero_up_to_weight(grads, &z0, ws->Wpre, D * D);
+    zero_up_to_weight(grads, &z0, ws->Wcls, L * D);
+    n += 2;
     CHECK(z0 <= ws->alloc_numel);
     layers_zero(grads + z0, ws->alloc_numel - z0);
     return n;
