@@ -470,13 +470,18 @@ static void round_param_grad_add(LayerCtx* c, float* dW, float* t, size_t n) {
     }
 }
 
-// dW (n) = R(t) (t (n), not written): round_param_grad_add without reading dW (dw_write)
+// dW (n) = R(t) (t (n), not written): round_param_grad_add without reading dW (dw_write).
+// On the team from 4096 elements, in pieces of 2048: it runs between two GEMMs (a weight
+// gradient's product and its bias's column sums), and a small weight's pass on one thread
+// (~20 us at 128 x 128) let the other one fall asleep before the next region (element-wise, so
+// the split changes no bit; the counts are integer sums).
+enum { DW_PAR_MIN = 4096, DW_PAR_CHUNK = 2048 };
 static void round_param_grad_set(LayerCtx* c, float* dW, const float* t, size_t n) {
     uint64_t nv = 0, nu = 0, no = 0;
     const bool count = c->counters != NULL;
-#pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > PAR_MIN)
-    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
-        const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
+#pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > DW_PAR_MIN)
+    for (size_t i0 = 0; i0 < n; i0 += DW_PAR_CHUNK) {
+        const size_t m = n - i0 < DW_PAR_CHUNK ? n - i0 : DW_PAR_CHUNK;
         amp_round_count_from(dW + i0, t + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
     }
     if (count) {
@@ -534,14 +539,22 @@ void embedding_forward(float* out, const int64_t* ids, const float* Wtok, const 
 void embedding_backward(float* dWtok, float* dWpos, const float* dout, const int64_t* ids, int B, int T, int D,
                         int64_t V, int64_t padding_idx) {
     if (dWtok) {
-        // torch embedding_dense_backward_cpu: rows in index order, the padding row skipped
-        for (int r = 0; r < B * T; r++) {
-            int64_t id = ids[r];
-            CHECK(id >= 0 && id < V);
-            if (id == padding_idx) continue;
-            float* g = dWtok + (size_t)id * (size_t)D;             // (D)
-            const float* s = dout + (size_t)r * (size_t)D;          // (D)
-            for (int d = 0; d < D; d++) g[d] += s[d];
+        // torch embedding_dense_backward_cpu: rows in index order, the padding row skipped.
+        // Each element's adds are in row order whatever the split, so the columns are split
+        // over the team, a range of whole 16-column blocks (cache lines) per thread: before, one
+        // thread ran this while the other fell asleep (small bf16 step: ~180 us per step).
+        for (int r = 0; r < B * T; r++) CHECK(ids[r] >= 0 && ids[r] < V);
+#pragma omp parallel if ((size_t)B * T * D > 65536)
+        {
+            const int nt = omp_get_num_threads(), th = omp_get_thread_num(), nb = (D + 15) / 16;
+            const int d0 = nb * th / nt * 16, d1 = nb * (th + 1) / nt * 16 < D ? nb * (th + 1) / nt * 16 : D;
+            for (int r = 0; r < B * T; r++) {
+                const int64_t id = ids[r];
+                if (id == padding_idx) continue;
+                float* g = dWtok + (size_t)id * (size_t)D;     // (D)
+                const float* s = dout + (size_t)r * (size_t)D;  // (D)
+                for (int d = d0; d < d1; d++) g[d] += s[d];
+            }
         }
     }
     if (dWpos) {

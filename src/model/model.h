@@ -169,6 +169,7 @@ typedef struct {
     bool decay_groups;        // false (model_optim_init): cfg.weight_decay on every tensor;
                               // true: HF Trainer's two groups, weight decay only where
                               // param_gets_weight_decay (set after model_optim_init)
+    size_t* order;            // (n) the order the tensors are stepped in (model.c: the large first)
 } ModelOptim;
 
 // HF Trainer.get_decay_parameter_names: every parameter except those of nn.LayerNorm modules
