@@ -424,12 +424,6 @@ SIMD_CLONES static void colsum_panel_f32(double* out, const float* x, int N, int
     for (int j = 0; j < jn; j++) out[j0 + j] = acc[j];
 }
 
-static void colsum_f64(double* out, const float* x, int N, int C) {
-    const int w = colsum_panel(C);
-#pragma omp parallel for schedule(static) if ((size_t)N * (size_t)C > 65536)
-    for (int j0 = 0; j0 < C; j0 += w) colsum_panel_f32(out, x, N, C, j0, C - j0 < w ? C - j0 : w);
-}
-
 // colsum_panel_f32 of a low-dtype x (N, C) (dt): each row's panel widened (exact) into a local
 // row, then the same double adds in the same order as of the fp32 values
 SIMD_CLONES static void colsum_panel_low(double* out, const void* x, DType dt, int N, int C, int j0, int jn) {
@@ -445,44 +439,33 @@ SIMD_CLONES static void colsum_panel_low(double* out, const void* x, DType dt, i
     for (int j = 0; j < jn; j++) out[j0 + j] = acc[j];
 }
 
-static void colsum_f64_low(double* out, const void* x, DType dt, int N, int C) {
+// The column sums of x (N, C): fp32 values (dt DTYPE_F32) or a low dtype's, panels on the team
+static void colsum_f64(double* out, const void* x, DType dt, int N, int C) {
     const int w = colsum_panel(C);
 #pragma omp parallel for schedule(static) if ((size_t)N * (size_t)C > 65536)
-    for (int j0 = 0; j0 < C; j0 += w) colsum_panel_low(out, x, dt, N, C, j0, C - j0 < w ? C - j0 : w);
-}
-
-// dW (n) += R(t) with t (n) rounded in place to the ctx's low dtype, counted as parameter-
-// gradient rounding points (amp_round_param_grad then dW += t), one chunk at a time while it
-// is in cache: one pass instead of two. The counts are integer sums (any order).
-static void round_param_grad_add(LayerCtx* c, float* dW, float* t, size_t n) {
-    uint64_t nv = 0, nu = 0, no = 0;
-    const bool count = c->counters != NULL;
-#pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > PAR_MIN)
-    for (size_t i0 = 0; i0 < n; i0 += PAR_CHUNK) {
-        const size_t m = n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK;
-        // dW += R(t), counted, in one pass (t is not written back)
-        amp_round_add_count(dW + i0, t + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
-    }
-    if (count) {
-        c->counters->param_values += nv;
-        c->counters->param_underflow += nu;
-        c->counters->param_overflow += no;
+    for (int j0 = 0; j0 < C; j0 += w) {
+        const int jn = C - j0 < w ? C - j0 : w;
+        if (dt == DTYPE_F32) colsum_panel_f32(out, x, N, C, j0, jn);
+        else colsum_panel_low(out, x, dt, N, C, j0, jn);
     }
 }
 
-// dW (n) = R(t) (t (n), not written): round_param_grad_add without reading dW (dw_write).
-// On the team from 4096 elements, in pieces of 2048: it runs between two GEMMs (a weight
-// gradient's product and its bias's column sums), and a small weight's pass on one thread
-// (~20 us at 128 x 128) let the other one fall asleep before the next region (element-wise, so
-// the split changes no bit; the counts are integer sums).
+// A weight gradient's rounding: dW (n) += R(t), or dW = R(t) when `set` (dw_write: dW is not
+// read), t (n) not written, counted as parameter-gradient rounding points (amp_round_param_grad
+// then the add) in one pass. On the team from 4096 elements, in pieces of 2048: it runs between
+// two GEMMs (a weight gradient's product and its bias's column sums), and a small weight's pass
+// on one thread (~20 us at 128 x 128) let the other one fall asleep before the next region
+// (element-wise, so the split changes no bit; the counts are integer sums).
 enum { DW_PAR_MIN = 4096, DW_PAR_CHUNK = 2048 };
-static void round_param_grad_set(LayerCtx* c, float* dW, const float* t, size_t n) {
+static void round_param_grad(LayerCtx* c, float* dW, const float* t, size_t n, bool set) {
     uint64_t nv = 0, nu = 0, no = 0;
     const bool count = c->counters != NULL;
 #pragma omp parallel for schedule(static) reduction(+ : nv, nu, no) if (n > DW_PAR_MIN)
     for (size_t i0 = 0; i0 < n; i0 += DW_PAR_CHUNK) {
         const size_t m = n - i0 < DW_PAR_CHUNK ? n - i0 : DW_PAR_CHUNK;
-        amp_round_count_from(dW + i0, t + i0, m, c->low, count ? &nv : NULL, count ? &nu : NULL, count ? &no : NULL);
+        uint64_t *v = count ? &nv : NULL, *u = count ? &nu : NULL, *o = count ? &no : NULL;
+        if (set) amp_round_count_from(dW + i0, t + i0, m, c->low, v, u, o);
+        else amp_round_add_count(dW + i0, t + i0, m, c->low, v, u, o);
     }
     if (count) {
         c->counters->param_values += nv;
@@ -842,8 +825,7 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
             s = mm(c, true, false, OC, IC, N, dyl, OC, xl, IC, 0.0f, t, IC, OUT_F32);
             if (status_is_ok(s)) {
                 const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
-                if (c->dw_write) round_param_grad_set(c, dW, t, (size_t)OC * (size_t)IC);
-                else round_param_grad_add(c, dW, t, (size_t)OC * (size_t)IC);
+                round_param_grad(c, dW, t, (size_t)OC * (size_t)IC, c->dw_write);
                 phase_enter(c->clock, prev);
             }
         }
@@ -854,9 +836,9 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
         double* acc = scratch(c, LAYER_SCRATCH_COL, (size_t)OC * sizeof(double));  // (OC)
         float* t = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);                  // (OC)
         if (dy) {
-            colsum_f64(acc, dy, N, OC);
+            colsum_f64(acc, dy, DTYPE_F32, N, OC);
         } else {  // dy's values are dyl's (ffn_backward: lin1's df1 exists only as its low copy)
-            colsum_f64_low(acc, dyl, c->low, N, OC);
+            colsum_f64(acc, dyl, c->low, N, OC);
         }
         for (int j = 0; j < OC; j++) t[j] = (float)acc[j];
         amp_round_param_grad(t, (size_t)OC, c->low, c->counters);
