@@ -29,6 +29,11 @@ typedef enum {
 // filtered out with --benchmark_filter), a short probe measures it first. 0 = unsupported.
 double roofline_get(Roofline r);
 const char* roofline_name(Roofline r);  // "fma_f32", "dot_bf16", "triad"
+// The triad bandwidth now, bytes/s: `runs` triad passes back to back (arrays allocated at the
+// first call and kept), their total bytes over their total time, the statistic bm_triad reports
+// for a repetition. For ratios against a measurement taken right beside it (bench_optim.c's
+// frac_triad_adj): on a shared machine both then see the same neighbours.
+double roofline_triad_now(int runs);
 void bench_register_roofline(void);
 
 void bench_register_convert(void);

@@ -167,6 +167,17 @@ double roofline_get(Roofline r) {
     return best[r];
 }
 
+double roofline_triad_now(int runs) {
+    static Triad t;  // kept for the process (3 x 128 MiB): allocating it per call would time page faults
+    if (!t.a) {
+        t = triad_alloc();
+        triad_once(&t);
+    }
+    double work = 0, t0 = bench_now();
+    for (int i = 0; i < runs; i++) work += triad_once(&t);
+    return work / (bench_now() - t0);
+}
+
 static void note_rate(Roofline r, double rate) {
     if (rate > best[r]) best[r] = rate;
 }

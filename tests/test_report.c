@@ -720,17 +720,19 @@ static void test_step_bound_targets_tradeoff(void** s) {
     bench_entry(f, &first, "gemm/naive/f32/nt/4x4x4/per_head", "GFLOP/s", 0.001, 1);
     bench_entry(f, &first, "gemm/onednn/f32/nt/1024x128x128", "GFLOP/s", 100, 1);
     optim_entry(f, &first, "optim/adamw_torch/1000000", 1e8);
-    // the optimizer target's rows at n = 1e7: frac_triad medians 0.6 (met) and 0.3 (not met)
+    // the optimizer target's rows at n = 1e7: adafactor frac_triad median 0.6 but frac_triad_adj
+    // (the triad beside each repetition) 0.45, which the target is judged on: not met; 8-bit AdamW
+    // without frac_triad_adj, judged on frac_triad 0.3: not met
     for (int rep = 0; rep < 3; rep++)
         fprintf(f,
                 ",{\"name\": \"optim/adafactor/10000000/real_time\", \"run_name\": \"optim/adafactor/10000000/real_time\", "
                 "\"run_type\": \"iteration\", \"repetitions\": 3, \"repetition_index\": %d, \"real_time\": 1, "
-                "\"time_unit\": \"ms\", \"params/s\": 1e9, \"bytes/param\": 12, \"frac_triad\": %g}\n"
+                "\"time_unit\": \"ms\", \"params/s\": 1e9, \"bytes/param\": 12, \"frac_triad\": %g, \"frac_triad_adj\": %g}\n"
                 ",{\"name\": \"optim/adamw_bnb_8bit/10000000/real_time\", \"run_name\": "
                 "\"optim/adamw_bnb_8bit/10000000/real_time\", \"run_type\": \"iteration\", \"repetitions\": 3, "
                 "\"repetition_index\": %d, \"real_time\": 1, \"time_unit\": \"ms\", \"params/s\": 5e8, "
                 "\"bytes/param\": 16, \"frac_triad\": %g}\n",
-                rep, 0.6 + 0.01 * (rep - 1), rep, 0.3 - 0.01 * (rep - 1));
+                rep, 0.6 + 0.01 * (rep - 1), 0.45 - 0.01 * (rep - 1), rep, 0.3 - 0.01 * (rep - 1));
     // a train_step benchmark with its ms_<phase> counters (ms per step; medians 4, 5, 1 of 10 ms)
     for (int rep = 0; rep < 3; rep++)
         fprintf(f,
@@ -843,10 +845,11 @@ static void test_step_bound_targets_tradeoff(void** s) {
     expect_in(md, "| tiny | – (not measured) | – (not measured) | – | – |");
     expect_in(md, "| distilbert-base-cased | 1.60x | – (not measured) | >= 1.7x | **no** |");
     // the optimizer targets at 1e7 (medians of the repetitions); adafactor_torch not benchmarked here
-    expect_in(md, "| adafactor | 1 G | 12.00 | 0.600 | >= 0.5 | yes |");
-    expect_in(md, "| adamw_bnb_8bit | 500 M | 16.00 | 0.300 | >= 0.5 | **no** |");
-    expect_in(md, "| adafactor_torch | – (not measured) | | | >= 0.5 | – |");
-    expect_in(md, "| adamw_torch | – (not measured) | | | – | – |");
+    expect_in(md, "| adafactor | 1 G | 12.00 | 0.600 | 0.450 | >= 0.5 | **no** |");
+    expect_in(md, "| adamw_bnb_8bit | 500 M | 16.00 | 0.300 | – | >= 0.5 | **no** |");
+    expect_in(md, "| 12.00 | 0.600 | 0.450 | 3 |");  // the Optimizer section's row (this entry has no GB/s)
+    expect_in(md, "| adafactor_torch | – (not measured) | | | | >= 0.5 | – |");
+    expect_in(md, "| adamw_torch | – (not measured) | | | | – | – |");
 
     // trade-off: mean, min..max, sample std over 3 seeds; 1 seed has no std; distilbert's state
     expect_in(md, "## Optimizer trade-off");
