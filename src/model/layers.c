@@ -791,11 +791,14 @@ Status linear_forward_residual(LayerCtx* c, float* y, const float* x, const floa
 // Low modes, for the FFN (ffn_backward): dyl, when not NULL, is dy's GEMM operand already made
 // (slot A), and then dy may be NULL (the bias gradient sums dyl's values: the same); dxl_out, when not NULL, receives the input gradient's low result R(dy @ W) (N, IC),
 // packed, instead of dx += it (dx is not touched: the caller's dx is zero and reads that).
-static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* dW, float* db, const float* dy,
-                                  const void* dyl, const float* x, const void* xl, const float* W, int N, int IC,
-                                  int OC) {
+// dx_set (fp32 only): dx = dy @ W, written (beta 0) instead of added: for a dx that would hold
+// zeros, the same bits but that a -0 product stays -0 (ffn_backward's dg, see there).
+static Status linear_backward_dx(LayerCtx* c, float* dx, void* dxl_out, float* dW, float* db, const float* dy,
+                                 const void* dyl, const float* x, const void* xl, const float* W, int N, int IC,
+                                 int OC, bool dx_set) {
     Status s;
     CHECK(!dxl_out || c->low != DTYPE_F32);
+    CHECK(!dx_set || (dx && c->low == DTYPE_F32), "dx_set is for an fp32 dx");
     CHECK(dy || (dyl && c->low != DTYPE_F32), "no dy");
     if (!dyl && c->low != DTYPE_F32 && c->operand_of == dy && c->operand_n == (size_t)N * (size_t)OC)
         dyl = c->scratch[LAYER_SCRATCH_A];  // written with dy by layer_round_grad_operand
@@ -808,7 +811,7 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
     } else if (dx) {
         const void* Wl = gemm_input(c, LAYER_SCRATCH_B, W, (size_t)OC * (size_t)IC);  // (OC, IC)
         if (c->low == DTYPE_F32) {
-            s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, 1.0f, dx, IC, OUT_F32);  // dx += dy @ W
+            s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, dx_set ? 0.0f : 1.0f, dx, IC, OUT_F32);  // dx (+)= dy @ W
         } else {
             s = mm(c, false, false, N, IC, OC, dyl, OC, Wl, IC, 0.0f, dx, IC, OUT_LOW_ADD);  // dx += R(dy @ W)
         }
@@ -849,6 +852,12 @@ static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* 
         }
     }
     return status_ok();
+}
+
+static Status linear_backward_ops(LayerCtx* c, float* dx, void* dxl_out, float* dW, float* db, const float* dy,
+                                  const void* dyl, const float* x, const void* xl, const float* W, int N, int IC,
+                                  int OC) {
+    return linear_backward_dx(c, dx, dxl_out, dW, db, dy, dyl, x, xl, W, N, IC, OC, false);
 }
 
 static Status linear_backward_xl(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
@@ -1129,7 +1138,8 @@ void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n) {
     c->operand_n = n;
 }
 
-void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt) {
+// set: dx = 0 + R(...) (the bits of adding into a zeroed dx, without reading or zeroing it)
+static void gelu_backward_into(float* dx, const float* dy, const float* x, size_t n, DType dt, bool set) {
     enum { CH = 256 };
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
@@ -1137,8 +1147,16 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType d
         float t[CH];
         gelu_grad_rows(t, dy + i0, x + i0, m);
         round_to(t, m, dt);
-        for (size_t i = 0; i < m; i++) dx[i0 + i] += t[i];
+        if (set) {
+            for (size_t i = 0; i < m; i++) dx[i0 + i] = 0.0f + t[i];  // not folded: no -ffast-math
+        } else {
+            for (size_t i = 0; i < m; i++) dx[i0 + i] += t[i];
+        }
     }
+}
+
+void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt) {
+    gelu_backward_into(dx, dy, x, n, dt, false);
 }
 
 // gelu_backward with its operands in the low dtype dt, chunk by chunk: dyl (n) the incoming
@@ -1182,11 +1200,14 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
     const size_t nf = (size_t)N * (size_t)F;
     Status s;
     if (c->low == DTYPE_F32) {
-        layers_zero(df1, nf);
-        layers_zero(dg, nf);
-        if (!status_is_ok(s = linear_backward(c, dg, g->W2, g->b2, dy, gact, W2, N, F, D))) return s;
+        // dg and df1 written, not zeroed and added into (2 N*F floats of memset fewer): dg = dy @ W2
+        // may now hold -0 where 0 + (-0) gave +0, and GELU's backward then forms df1 = 0 + dg * f
+        // from it, which is +0 for either zero (and the default NaN for 0 * inf either way), so
+        // df1, the only reader of dg, gets the same bits
+        if (!status_is_ok(s = linear_backward_dx(c, dg, NULL, g->W2, g->b2, dy, NULL, gact, NULL, W2, N, F, D, true)))
+            return s;
         phase_enter(c->clock, PHASE_GELU);
-        gelu_backward(df1, dg, f1, nf, DTYPE_F32);
+        gelu_backward_into(df1, dg, f1, nf, DTYPE_F32, true);
         phase_enter(c->clock, PHASE_FFN_GEMM);
         return linear_backward(c, dx, g->W1, g->b1, df1, h1, W1, N, D, F);
     }
