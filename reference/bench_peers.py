@@ -48,9 +48,9 @@ Name mapping (how report.c pairs a peer with our benchmark):
   torch.autocast("cpu", dtype=torch.bfloat16). One step = zero_grad(set_to_none=True); forward
   with labels (no attention mask: every token is real, as in our bench); loss.backward();
   opt.step(). Random token ids 1..vocab-1, labels 0..1. Counter: tokens/s (B*T per step).
-  Interleaved (interleaved_train): --rounds rounds per (model, precision); even rounds ours then
-  PyTorch, odd rounds PyTorch then ours. Ours = one repetition of --bench-bin's train_step
-  benchmark in a fresh process (FULL=1 for distilbert-base-cased, OMP_NUM_THREADS = --threads);
+  Interleaved (interleaved_train): --rounds rounds per (model, precision), --rounds-fast for tiny
+  and small; even rounds ours then PyTorch, odd rounds PyTorch then ours. Ours = one
+  repetition of --bench-bin's train_step benchmark in a fresh process (FULL=1 for distilbert-base-cased, OMP_NUM_THREADS = --threads);
   round 0 runs onednn and openblas; those within 1.25x of the faster run in every later round, and
   ours is the one with the fastest median over the rounds.
 
@@ -106,6 +106,15 @@ MODELS = {
 CANDIDATE_SLACK = 1.25
 # our benchmark registers distilbert-base-cased only under FULL=1 (bench/bench_train.c)
 OURS_NEEDS_FULL = {"distilbert-base-cased"}
+# models whose step takes well under a second: --rounds-fast rounds instead of --rounds (a round
+# costs ~1.5 s there, ~12 s for distilbert-base-cased; more rounds make the medians steadier on a
+# shared machine for a few seconds of make run's budget)
+FAST_MODELS = {"tiny", "small"}
+
+
+def rounds_for(a, model):
+    """The interleaved rounds of one training-step problem (--rounds-fast for FAST_MODELS)."""
+    return a.rounds_fast if model in FAST_MODELS else a.rounds
 # our backends that may be "our fastest" for a training step (naive is the reference, never fastest)
 OURS_BACKENDS = ["onednn", "openblas"]
 # PyTorch training-step configurations; "best PyTorch" = the fastest of them. torch.compile is
@@ -338,12 +347,13 @@ def interleaved_train(a, torch, transformers, model, precision, benchmarks, fami
     _, B, T = MODELS[model]
     problem = f"train_step/{model}/{precision}/adamw_torch"
     tokens = B * T
+    n_rounds = rounds_for(a, model)
     steps, labels, rows = {}, {}, {}
     for variant, attn, opt_kind, what in TRAIN_VARIANTS:
         name = f"peer/{variant}/{problem}/real_time"
         labels[variant] = (f"DistilBertForSequenceClassification {model} ({what}), {precision}"
                            f"{' autocast' if precision == 'bf16' else ''}, {B}x{T} tokens, dropout 0; "
-                           f"interleaved with ours, {a.rounds} rounds")
+                           f"interleaved with ours, {n_rounds} rounds")
         try:
             step, check = make_train_problem(torch, transformers, model, precision, attn, opt_kind)
             step()
@@ -352,7 +362,7 @@ def interleaved_train(a, torch, transformers, model, precision, benchmarks, fami
         except Exception as e:  # noqa: BLE001 - any library error is reported as it is
             msg = f"unsupported: {type(e).__name__}: {e}".replace("\n", " ")
         if msg:
-            benchmarks.append(error_entry(name, family, a.rounds, msg))
+            benchmarks.append(error_entry(name, family, n_rounds, msg))
             family += 1
             print(f"{name:64s} ERROR OCCURRED: '{msg}'", flush=True)
             continue
@@ -396,7 +406,7 @@ def interleaved_train(a, torch, transformers, model, precision, benchmarks, fami
             for be in ours_by:
                 ours_by[be].append(run_ours(a, model, be, precision, checked=True))
 
-    for r in range(a.rounds):
+    for r in range(n_rounds):
         if r % 2 == 0:
             ours(r)
             theirs()
@@ -412,20 +422,20 @@ def interleaved_train(a, torch, transformers, model, precision, benchmarks, fami
     if ours_backend:
         name = f"ours/train_step/{model}/{ours_backend}/{precision}/adamw_torch/real_time"
         lab = (f"trainbench-bench train_step, {ours_backend} (our fastest median of {', '.join(sorted(ours_by))}; "
-               f"{', '.join(sorted(first))} ran in round 0), interleaved with PyTorch, {a.rounds} rounds")
-        benchmarks.extend(entries(name, family, a.rounds, "tokens/s", tokens, lab, ours_rows))
+               f"{', '.join(sorted(first))} ran in round 0), interleaved with PyTorch, {n_rounds} rounds")
+        benchmarks.extend(entries(name, family, n_rounds, "tokens/s", tokens, lab, ours_rows))
         family += 1
         med = statistics.median(x[1] for x in ours_rows)
         print(f"{name + '_median':64s} {med * 1e3:10.4g} ms  tokens/s={tokens / med:.4g}", flush=True)
     else:
         name = f"ours/train_step/{model}/<backend>/{precision}/adamw_torch/real_time"
-        benchmarks.append(error_entry(name, family, a.rounds, "failed: " + "; ".join(
+        benchmarks.append(error_entry(name, family, n_rounds, "failed: " + "; ".join(
             f"{be}: {m}" for be, m in ours_err.items())))
         family += 1
         print(f"{name:64s} ERROR OCCURRED: {ours_err}", flush=True)
     for variant, rr in rows.items():
         name = f"peer/{variant}/{problem}/real_time"
-        benchmarks.extend(entries(name, family, a.rounds, "tokens/s", tokens, labels[variant], rr))
+        benchmarks.extend(entries(name, family, n_rounds, "tokens/s", tokens, labels[variant], rr))
         family += 1
         med = statistics.median(x[1] for x in rr)
         print(f"{name + '_median':64s} {med * 1e3:10.4g} ms  tokens/s={tokens / med:.4g}", flush=True)
@@ -434,7 +444,7 @@ def interleaved_train(a, torch, transformers, model, precision, benchmarks, fami
         name = f"peer/torch_best/{problem}/real_time"
         lab = (f"best PyTorch = the fastest median of {', '.join(rows)} (torch.compile excluded) here: {best}; "
                "its samples")
-        benchmarks.extend(entries(name, family, a.rounds, "tokens/s", tokens, lab, rows[best]))
+        benchmarks.extend(entries(name, family, n_rounds, "tokens/s", tokens, lab, rows[best]))
         family += 1
     return family
 
@@ -465,6 +475,9 @@ def parse_args(argv):
     ap.add_argument("--filter", default=None, help="regular expression: run only peers whose name matches")
     ap.add_argument("--rounds", type=int, default=3,
                     help="interleaved rounds (ours, PyTorch) per training-step problem (default 3)")
+    ap.add_argument("--rounds-fast", type=int, default=5,
+                    help="the same for the models whose step is short (" + ", ".join(sorted(FAST_MODELS)) +
+                         "; default 5)")
     ap.add_argument("--bench-bin", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                                          "build", "bench", "trainbench-bench"),
                     help="our benchmark binary for the training-step side (default build/bench/trainbench-bench)")
@@ -484,6 +497,8 @@ def parse_args(argv):
         die(f"--min-time must be a finite number of seconds > 0 (got {a.min_time})")
     if not 1 <= a.rounds <= 100:
         die(f"--rounds must be an integer in 1..100 (got {a.rounds})")
+    if not 1 <= a.rounds_fast <= 100:
+        die(f"--rounds-fast must be an integer in 1..100 (got {a.rounds_fast})")
     if a.models is not None:
         a.models = [m.strip() for m in a.models.split(",") if m.strip()]
         bad = [m for m in a.models if m not in MODELS]
@@ -535,7 +550,7 @@ def main(argv):
     benchmarks = []
     print(f"bench_peers: torch {torch.__version__}, {a.threads} threads, {a.repetitions} repetitions of >= "
           f"{a.min_time} s; {len(todo)} optimizer peers; {len(train)} training-step problems interleaved with ours "
-          f"({a.rounds} rounds)", flush=True)
+          f"({a.rounds_fast} rounds for {', '.join(sorted(FAST_MODELS))}, {a.rounds} for the others)", flush=True)
     for family, (name, label, counter, units, build) in enumerate(todo):
         # The library raising while constructing or taking the first step = it cannot run this
         # problem here ("unsupported: <its error>"); a step that runs but leaves non-finite or
@@ -596,14 +611,15 @@ def main(argv):
             "name_mapping": "peer/<variant>/<problem>/real_time; optim problem = our benchmark name "
                             "optim/<name>/<n>; train_step problem = our name without the backend part; "
                             "ours/<our benchmark name>: our samples taken interleaved with the peers'",
-            "train_step_method": f"interleaved: {a.rounds} rounds per (model, precision); even rounds ours then "
+            "train_step_method": f"interleaved: {a.rounds_fast} rounds per (model, precision) for "
+                                 f"{', '.join(sorted(FAST_MODELS))}, {a.rounds} for the others; even rounds ours then "
                                  "PyTorch, odd rounds PyTorch then ours; ours = one repetition of "
                                  "trainbench-bench's train_step benchmark in a fresh process (setup and its "
                                  "sanity check untimed, run in round 0 only); every backend in round 0, those within "
                                  f"{CANDIDATE_SLACK}x of its fastest in every round, ours = the fastest median; PyTorch = "
                                  "each variant's fixed iteration count per round in this process; "
                                  "peer/torch_best = the variant with the fastest median; torch.compile excluded",
-            "train_step_rounds": a.rounds,
+            "train_step_rounds": {m: rounds_for(a, m) for m in MODELS},
             "train_step_ours": choices,
             "bench_bin": a.bench_bin,
         },
