@@ -111,6 +111,18 @@ AMP_CLONES static void round_count_chunk(float* x, const float* src, size_t m, D
     *overflow += no;
 }
 
+// x = R(src) without counting (the callers that pass no counters): the same rounding as
+// round_count_chunk, without its compares and sums
+AMP_CLONES static void round_chunk(float* x, const float* src, size_t m, DType dt) {
+    if (dt == DTYPE_BF16) {
+#pragma omp simd
+        for (size_t i = 0; i < m; i++) x[i] = bf16_round_f32(src[i]);
+    } else {
+        if (x != src) memcpy(x, src, m * sizeof(float));
+        dtype_round_row(x, dt, m);
+    }
+}
+
 void amp_round_count(float* x, size_t n, DType dt, uint64_t* values, uint64_t* underflow, uint64_t* overflow) {
     amp_round_count_from(x, x, n, dt, values, underflow, overflow);
 }
@@ -123,6 +135,17 @@ void amp_round_count_from(float* x, const float* src, size_t n, DType dt, uint64
     }
     if (n == 0) return;
     CHECK(dt == DTYPE_BF16 || dt == DTYPE_F16, "rounding to %s", dtype_name(dt));
+    if (!values) {  // nothing to count: rounding only (element-wise, the same bits)
+        if (n > 65536 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+            for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
+                round_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt);
+        } else {
+            for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
+                round_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt);
+        }
+        return;
+    }
     uint64_t nv = 0, nu = 0, no = 0;
     // Large arrays on the team. Callers inside a parallel loop (GELU chunks, attention heads)
     // must not reach the pragma at all: even a parallel region whose `if` is false builds a
@@ -135,11 +158,9 @@ void amp_round_count_from(float* x, const float* src, size_t n, DType dt, uint64
         for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
             round_count_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
     }
-    if (values) {
-        *values += nv;
-        *underflow += nu;
-        *overflow += no;
-    }
+    *values += nv;
+    *underflow += nu;
+    *overflow += no;
 }
 
 // d += R(src) for one chunk (m <= AMP_CHUNK), counted as round_count_chunk counts
@@ -174,11 +195,9 @@ void amp_round_add_count(float* d, const float* src, size_t n, DType dt, uint64_
     uint64_t nv = 0, nu = 0, no = 0;
     for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
         round_count_add_chunk(d + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
-    if (values) {
-        *values += nv;
-        *underflow += nu;
-        *overflow += no;
-    }
+    *values += nv;
+    *underflow += nu;
+    *overflow += no;
 }
 
 void amp_round_param_grad(float* x, size_t n, DType dt, AmpCounters* c) {

@@ -82,7 +82,8 @@ typedef struct {
 void amp_counters_reset(AmpCounters* c);
 
 // Rounds x (n) in place to dt (DTYPE_F32: no-op). When the counters are given, counts as
-// described above into (values, underflow, overflow). Bit-identical to dtype_round_row.
+// described above into (values, underflow, overflow); values == NULL: rounds only (no count
+// work). Bit-identical to dtype_round_row.
 void amp_round_count(float* x, size_t n, DType dt, uint64_t* values, uint64_t* underflow, uint64_t* overflow);
 // The same from src into x (n each; src == x is the in-place form): x = R(src), counted; fp32
 // copies. One pass instead of a copy and a rounding pass.
