@@ -324,6 +324,25 @@ static void test_counters_on_constructed_values(void** state) {
     assert_int_equal(c.param_underflow, 2);
     assert_int_equal(c.act_values, 0);
     amp_round_act_grad(b, 9, DTYPE_F16, NULL);  // no counters: rounds only
+    // without counters (the rounding-only path) the same bits as dtype_round_row, both dtypes,
+    // in place and from a source; the add form with and without counters adds the same values
+    const DType dts[2] = {DTYPE_BF16, DTYPE_F16};
+    for (int d = 0; d < 2; d++) {
+        float r[9], want[9], from[9], sum_c[9], sum_n[9];
+        memcpy(r, v, sizeof v);
+        memcpy(want, v, sizeof v);
+        amp_round_count(r, 9, dts[d], NULL, NULL, NULL);
+        dtype_round_row(want, dts[d], 9);
+        assert_memory_equal(r, want, sizeof r);
+        amp_round_count_from(from, v, 9, dts[d], NULL, NULL, NULL);
+        assert_memory_equal(from, want, sizeof from);
+        for (int i = 0; i < 9; i++) sum_c[i] = sum_n[i] = 0.5f;
+        n = u = o = 0;
+        amp_round_add_count(sum_c, v, 9, dts[d], &n, &u, &o);
+        amp_round_add_count(sum_n, v, 9, dts[d], NULL, NULL, NULL);
+        assert_memory_equal(sum_c, sum_n, sizeof sum_c);
+        assert_int_equal(n, 6);
+    }
 }
 
 // Through a real rounding point: a weight gradient of ~1e-8 (dy ~1e-4, x ~1e-4) underflows in

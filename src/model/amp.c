@@ -195,9 +195,11 @@ void amp_round_add_count(float* d, const float* src, size_t n, DType dt, uint64_
     uint64_t nv = 0, nu = 0, no = 0;
     for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
         round_count_add_chunk(d + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
-    *values += nv;
-    *underflow += nu;
-    *overflow += no;
+    if (values) {
+        *values += nv;
+        *underflow += nu;
+        *overflow += no;
+    }
 }
 
 void amp_round_param_grad(float* x, size_t n, DType dt, AmpCounters* c) {
