@@ -50,8 +50,8 @@ Name mapping (how report.c pairs a peer with our benchmark):
   opt.step(). Random token ids 1..vocab-1, labels 0..1. Counter: tokens/s (B*T per step).
   Interleaved (interleaved_train): --rounds rounds per (model, precision), --rounds-fast for tiny
   and small; even rounds ours then PyTorch, odd rounds PyTorch then ours. Ours = one
-  repetition of --bench-bin's train_step benchmark in a fresh process (FULL=1 for distilbert-base-cased, OMP_NUM_THREADS = --threads);
-  round 0 runs onednn and openblas; those within 1.25x of the faster run in every later round, and
+  repetition of --bench-bin's train_step benchmark in a fresh process (FULL=1 for
+  distilbert-base-cased, OMP_NUM_THREADS = --threads); round 0 runs onednn and openblas; those within 1.25x of the faster run in every later round, and
   ours is the one with the fastest median over the rounds.
 
 Timing, as Google Benchmark does it for our benchmarks: warm-up steps (at least 3 and 0.2 x
