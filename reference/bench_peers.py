@@ -51,8 +51,9 @@ Name mapping (how report.c pairs a peer with our benchmark):
   Interleaved (interleaved_train): --rounds rounds per (model, precision), --rounds-fast for tiny
   and small; even rounds ours then PyTorch, odd rounds PyTorch then ours. Ours = one
   repetition of --bench-bin's train_step benchmark in a fresh process (FULL=1 for
-  distilbert-base-cased, OMP_NUM_THREADS = --threads); round 0 runs onednn and openblas; those within 1.25x of the faster run in every later round, and
-  ours is the one with the fastest median over the rounds.
+  distilbert-base-cased, OMP_NUM_THREADS = --threads); round 0 runs onednn and openblas; those
+  within 1.25x of the faster run in every later round, and ours is the one with the fastest
+  median over the rounds.
 
 Timing, as Google Benchmark does it for our benchmarks: warm-up steps (at least 3 and 0.2 x
 --min-time; state allocated, threads started), then the iteration count is fixed so one repetition takes >= --min-time seconds, and
