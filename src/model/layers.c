@@ -1394,6 +1394,36 @@ SM_CLONES static void scale_row(float* row, float scale, int n) {
     for (int j = 0; j < n; j++) row[j] *= scale;
 }
 
+// dst = src (n floats) with non-temporal stores where the CPU has them: dst's lines are written
+// without being read into the cache first (no read-for-ownership), for an array written now and
+// read again much later (the stored attention probabilities, read by the backward), whose old
+// contents are long out of cache. The same values as memcpy.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void stream_copy_avx512(float* restrict dst, const float* restrict src,
+                                                                  size_t n) {
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 63u); i++) dst[i] = src[i];
+    for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+    _mm_sfence();
+}
+static void stream_copy_sse(float* restrict dst, const float* restrict src, size_t n) {
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 15u); i++) dst[i] = src[i];
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+    _mm_sfence();
+}
+#endif
+static void stream_copy_f32(float* dst, const float* src, size_t n) {
+#if defined(__x86_64__)
+    if (cpu_features()->avx512f) stream_copy_avx512(dst, src, n);
+    else stream_copy_sse(dst, src, n);
+#else
+    memcpy(dst, src, n * sizeof(float));
+#endif
+}
+
 // The first failure of a parallel loop (kept under a critical section; later ones are dropped).
 static void keep_first_error(Status* first, const Status* s) {
     if (status_is_ok(*s)) return;
@@ -1462,23 +1492,30 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
         const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;
         const size_t poff = (size_t)bh * TT;
         float* S = a->p + poff;  // (T, T)
+        // Without dropout: the fp32 scores and P in the worker's own (T, T) buffer, which stays
+        // in cache from head to head, and P streamed to S for the backward (the stored P's lines,
+        // last touched a step ago, are then never read in); in fp32 the PV product reads P from
+        // the buffer. The same values as computing in S.
+        float* Sw = !a->drop.keep ? grow((void**)&hw->dP, &hw->dP_bytes, TT * sizeof(float)) : S;
         // low modes: the product's low result stays in the worker's buffer (C NULL) and each
         // row is widened in the row loop below, while it is in L1 (the same exact widening)
         Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D,
-                            low == DTYPE_F32 ? S : NULL, T, NULL, 0);
+                            low == DTYPE_F32 ? Sw : NULL, T, NULL, 0);
         if (status_is_ok(hs)) {
             // without dropout, R(P)'s low copy (the PV product's operand) row by row as well
             char* plrow = low != DTYPE_F32 && !a->drop.keep ? (char*)pl + poff * es : NULL;
             for (int i = 0; i < T; i++)
-                attention_probs_row(S + (size_t)i * (size_t)T,
+                attention_probs_row(Sw + (size_t)i * (size_t)T,
                                     low != DTYPE_F32 ? (const char*)hw->cl + (size_t)i * (size_t)T * es : NULL,
                                     plrow ? plrow + (size_t)i * (size_t)T * es : NULL, low, scale,
                                     key_mask ? key_mask + (size_t)b * (size_t)T : NULL, pdt, T);
+            if (Sw != S) stream_copy_f32(S, Sw, TT);
             if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
             if (low != DTYPE_F32 && !plrow) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
-            hs = head_mm(c, hw, false, false, T, dh, T, elem(c, pl, poff), T, elem(c, vl, off), D,
-                         ctxy ? ctxy + off : NULL, D, ctxl ? (char*)ctxl + off * es : NULL, D);
+            const void* P = Sw != S && low == DTYPE_F32 ? (const void*)Sw : elem(c, pl, poff);  // (T, T)
+            hs = head_mm(c, hw, false, false, T, dh, T, P, T, elem(c, vl, off), D, ctxy ? ctxy + off : NULL, D,
+                         ctxl ? (char*)ctxl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);
     }
