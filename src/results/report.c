@@ -270,6 +270,12 @@ static void fmt_seconds(char* buf, size_t n, double s) {
     else snprintf(buf, n, "%.4g ns", s * 1e9);
 }
 
+// a fraction with 3 decimals, or – when not measured (NaN)
+static void fmt_frac(char* out, size_t n, double v) {
+    if (isnan(v)) snprintf(out, n, "–");
+    else snprintf(out, n, "%.3f", v);
+}
+
 static void fmt_num(char* out, size_t n, double v) {
     if (isnan(v)) snprintf(out, n, "–");
     else if (fabs(v) >= 1e9) snprintf(out, n, "%.3g G", v / 1e9);
@@ -634,9 +640,7 @@ static void section_optim(Ctx* c, FILE* md, const Run* r) {
         }
         char ps[32], adj[32];
         fmt_num(ps, sizeof ps, bmed(b, "params/s"));
-        const double fa = bmed(b, "frac_triad_adj");
-        if (isnan(fa)) snprintf(adj, sizeof adj, "–");
-        else snprintf(adj, sizeof adj, "%.3f", fa);
+        fmt_frac(adj, sizeof adj, bmed(b, "frac_triad_adj"));
         fprintf(md, "| %s | %s | %s | %.2f | %.2f | %.3f | %s | %zu |\n", p[1], p[2], ps, bmed(b, "GB/s"),
                 bmed(b, "bytes/param"), bmed(b, "frac_triad"), adj, b->n);
         int k;
@@ -1963,8 +1967,7 @@ static void section_targets_optim(FILE* md, const Run* r) {
         char ps[32], adj[32];
         fmt_num(ps, sizeof ps, bmed(b, "params/s"));
         const double f = bmed(b, "frac_triad"), fa = bmed(b, "frac_triad_adj");
-        if (isnan(fa)) snprintf(adj, sizeof adj, "–");
-        else snprintf(adj, sizeof adj, "%.3f", fa);
+        fmt_frac(adj, sizeof adj, fa);
         const double judged = isnan(fa) ? f : fa;
         fprintf(md, "| %s | %s | %.2f | %.3f | %s | %s | %s |\n", name, ps, bmed(b, "bytes/param"), f, adj,
                 target ? ">= 0.5" : "–", !target ? "–" : judged >= 0.5 ? "yes" : "**no**");
