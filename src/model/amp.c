@@ -87,9 +87,20 @@ __attribute__((always_inline)) static inline void count_one(float v, float r, ui
     *no += counted & (uint32_t)(br == 0x7F800000u);
 }
 
-// x = R(src) (src == x: in place)
-AMP_CLONES static void round_count_chunk(float* x, const float* src, size_t m, DType dt, uint64_t* values,
-                                         uint64_t* underflow, uint64_t* overflow) {
+// x = R(src) (src == x: in place), counted into (values, underflow, overflow) when `count`;
+// without it the rounding alone, no compares and sums for counts nobody reads
+AMP_CLONES static void round_count_chunk(float* x, const float* src, size_t m, DType dt, bool count,
+                                         uint64_t* values, uint64_t* underflow, uint64_t* overflow) {
+    if (!count) {
+        if (dt == DTYPE_BF16) {
+#pragma omp simd
+            for (size_t i = 0; i < m; i++) x[i] = bf16_round_f32(src[i]);
+        } else {
+            if (x != src) memcpy(x, src, m * sizeof(float));
+            dtype_round_row(x, dt, m);
+        }
+        return;
+    }
     uint32_t nv = 0, nu = 0, no = 0;  // m <= AMP_CHUNK: 32 bits suffice, and vectorize
     if (dt == DTYPE_BF16) {
 #pragma omp simd reduction(+ : nv, nu, no)
@@ -111,18 +122,6 @@ AMP_CLONES static void round_count_chunk(float* x, const float* src, size_t m, D
     *overflow += no;
 }
 
-// x = R(src) without counting (the callers that pass no counters): the same rounding as
-// round_count_chunk, without its compares and sums
-AMP_CLONES static void round_chunk(float* x, const float* src, size_t m, DType dt) {
-    if (dt == DTYPE_BF16) {
-#pragma omp simd
-        for (size_t i = 0; i < m; i++) x[i] = bf16_round_f32(src[i]);
-    } else {
-        if (x != src) memcpy(x, src, m * sizeof(float));
-        dtype_round_row(x, dt, m);
-    }
-}
-
 void amp_round_count(float* x, size_t n, DType dt, uint64_t* values, uint64_t* underflow, uint64_t* overflow) {
     amp_round_count_from(x, x, n, dt, values, underflow, overflow);
 }
@@ -135,17 +134,7 @@ void amp_round_count_from(float* x, const float* src, size_t n, DType dt, uint64
     }
     if (n == 0) return;
     CHECK(dt == DTYPE_BF16 || dt == DTYPE_F16, "rounding to %s", dtype_name(dt));
-    if (!values) {  // nothing to count: rounding only (element-wise, the same bits)
-        if (n > 65536 && !omp_in_parallel()) {
-#pragma omp parallel for schedule(static)
-            for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
-                round_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt);
-        } else {
-            for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
-                round_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt);
-        }
-        return;
-    }
+    const bool count = values != NULL;  // none given: rounding only (the same bits)
     uint64_t nv = 0, nu = 0, no = 0;
     // Large arrays on the team. Callers inside a parallel loop (GELU chunks, attention heads)
     // must not reach the pragma at all: even a parallel region whose `if` is false builds a
@@ -153,14 +142,16 @@ void amp_round_count_from(float* x, const float* src, size_t n, DType dt, uint64
     if (n > 65536 && !omp_in_parallel()) {
 #pragma omp parallel for schedule(static) reduction(+ : nv, nu, no)
         for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
-            round_count_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
+            round_count_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, count, &nv, &nu, &no);
     } else {
         for (size_t i0 = 0; i0 < n; i0 += AMP_CHUNK)
-            round_count_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, &nv, &nu, &no);
+            round_count_chunk(x + i0, src + i0, n - i0 < AMP_CHUNK ? n - i0 : AMP_CHUNK, dt, count, &nv, &nu, &no);
     }
-    *values += nv;
-    *underflow += nu;
-    *overflow += no;
+    if (count) {
+        *values += nv;
+        *underflow += nu;
+        *overflow += no;
+    }
 }
 
 // d += R(src) for one chunk (m <= AMP_CHUNK), counted as round_count_chunk counts
