@@ -1411,6 +1411,15 @@ static void stream_copy_f32(float* restrict dst, const float* restrict src, size
 #endif
 }
 
+// Asks for the n bytes at p, every cache line at once: a block last touched long ago (the stored
+// attention probabilities, read by the backward a whole forward after they were written) then
+// arrives with all its misses in flight together, while other work runs, instead of one row at
+// a time inside the product that reads it. A hint: no value depends on it.
+static void prefetch_block(const void* p, size_t n) {
+    const char* b = (const char*)p;
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(b + o, 0, 3);
+}
+
 // The first failure of a parallel loop (kept under a critical section; later ones are dropped).
 static void keep_first_error(Status* first, const Status* s) {
     if (status_is_ok(*s)) return;
@@ -1582,6 +1591,11 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         const size_t poff = (size_t)bh * TT;
         float* dP = grow((void**)&hw->dP, &hw->dP_bytes, TT * sizeof(float));  // (T, T)
         float* dS = grow((void**)&hw->dS, &hw->dS_bytes, TT * sizeof(float));  // (T, T)
+        // this head's stored P (the dv product's operand, or its low copy; and the fp32 P of the
+        // softmax backward) requested now, to arrive while the dP product runs
+        const void* Pop = elem(c, pl, poff);
+        prefetch_block(Pop, TT * es);
+        if (Pop != (const void*)(a->p + poff)) prefetch_block(a->p + poff, TT * sizeof(float));
         // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
         Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T, NULL, 0);
         if (status_is_ok(hs))
