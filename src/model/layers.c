@@ -982,10 +982,6 @@ static bool g_gelu_lut_off;     // tests: force the direct path
 
 void layers_gelu_table_disable(bool off) { g_gelu_lut_off = off; }
 
-static void gelu_rows(float* y, const float* x, size_t m);
-static void gelu_grad_rows(float* t, const float* dy, const float* x, size_t m);
-static void round_to(float* x, size_t n, DType dt);
-
 static void gelu_lut_build(int k) {
     const DType dt = k == 0 ? DTYPE_BF16 : DTYPE_F16;
     GeluLut* t = xaligned_alloc(sizeof *t);

@@ -37,10 +37,11 @@ if ! command -v "$CLANG" >/dev/null 2>&1 || ! "$CLANG" -fsanitize=fuzzer "$probe
 fi
 
 # -fopenmp-simd, not -fopenmp: clang does not carry a function's target("avx2") attribute into
-# the OpenMP regions outlined from it; the fuzz build runs single-threaded (omp_* from -lgomp)
-FLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fno-math-errno -ffp-contract=off -fopenmp-simd -Wno-pass-failed -Isrc -Itests/fuzz \
+# the OpenMP regions outlined from it; the fuzz build runs single-threaded (omp_* from -lgomp).
+# -DTRAINBENCH_NO_MPI: no harness reaches `train --ddp`, and the fuzz build needs no Open MPI.
+FLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fno-math-errno -ffp-contract=off -fopenmp-simd -Wno-pass-failed -Isrc -Itests/fuzz -DTRAINBENCH_NO_MPI \
  -fsanitize=address,undefined -fno-sanitize-recover=undefined -fprofile-instr-generate -fcoverage-mapping -DTRAINBENCH_CFLAGS=\"fuzz\""
-LIBS="-ljansson -lm -ldl -ldnnl -lopenblas -lgomp"
+LIBS="-ljansson -lsqlite3 -lm -ldl -ldnnl -lopenblas -lgomp"
 mkdir -p "$B/obj"
 [ "$(cat "$B/flags" 2>/dev/null)" = "$CLANG $FLAGS" ] || rm -f "$B"/obj/*.o  # flags changed: rebuild all
 echo "$CLANG $FLAGS" > "$B/flags"
