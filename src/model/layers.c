@@ -1270,22 +1270,15 @@ SM_CLONES static void softmax_row_f32(float* p, const float* v, int n) {
     for (; j0 + SM_LANES <= n; j0 += SM_LANES)
         for (int k = 0; k < SM_LANES; k++) mx[k] = v[j0 + k] > mx[k] ? v[j0 + k] : mx[k];
     for (int k = 0; j0 + k < n; k++) mx[k] = v[j0 + k] > mx[k] ? v[j0 + k] : mx[k];
-    // The lanes' max: in lane order when a lane is NaN (the order decides whether the NaN is
-    // kept); else as a tree (GCC vectorizes the fixed-width steps, the lane-order loop stays a
-    // chain of 15 dependent scalar ops). Without NaN the two can differ only in the sign of a
-    // zero maximum, and v - (+0) == v - (-0) except for v = -0, where exp gives 1 for both.
-    bool lane_nan = false;
-    for (int k = 0; k < SM_LANES; k++) lane_nan |= mx[k] != mx[k];
-    float m;
-    if (lane_nan) {
-        m = mx[0];
-        for (int k = 1; k < SM_LANES; k++) m = mx[k] > m ? mx[k] : m;
-    } else {
-        for (int k = 0; k < 8; k++) mx[k] = mx[k + 8] > mx[k] ? mx[k + 8] : mx[k];
-        for (int k = 0; k < 4; k++) mx[k] = mx[k + 4] > mx[k] ? mx[k + 4] : mx[k];
-        for (int k = 0; k < 2; k++) mx[k] = mx[k + 2] > mx[k] ? mx[k + 2] : mx[k];
-        m = mx[1] > mx[0] ? mx[1] : mx[0];
-    }
+    // The lanes' max as a tree (GCC vectorizes the fixed-width steps). No lane is NaN: a lane
+    // starts at -inf and takes v only where v > it, which a NaN v never is (a NaN row still
+    // gives NaN: x - max is NaN there, and so are exp, the sum and every p). The tree can differ
+    // from lane order only in the sign of a zero maximum, and v - (+0) == v - (-0) except for
+    // v = -0, where exp gives 1 for both.
+    for (int k = 0; k < 8; k++) mx[k] = mx[k + 8] > mx[k] ? mx[k + 8] : mx[k];
+    for (int k = 0; k < 4; k++) mx[k] = mx[k + 4] > mx[k] ? mx[k + 4] : mx[k];
+    for (int k = 0; k < 2; k++) mx[k] = mx[k + 2] > mx[k] ? mx[k + 2] : mx[k];
+    const float m = mx[1] > mx[0] ? mx[1] : mx[0];
 #pragma omp simd  // element-wise
     for (int j = 0; j < n; j++) p[j] = softmax_exp(v[j] - m);
     for (j0 = 0; j0 + SM_LANES <= n; j0 += SM_LANES)
