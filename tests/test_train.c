@@ -1,5 +1,5 @@
 // test_train.c — end-to-end tests of `trainbench train` on the tiny preset: results.json is
-// complete and valid; resuming from a checkpoint continues bit for bit (every parameter and
+// complete and valid (its phases leave out the warm-up step, recorded apart); resuming from a checkpoint continues bit for bit (every parameter and
 // optimizer-state tensor, and every per-step loss, equal to an uninterrupted run) for each
 // optimizer; fp16 with a huge initial loss scale skips steps and backs the scale off;
 // fp16-noscale counts underflowing gradient values that fp16 with loss scaling does not lose;
@@ -50,12 +50,16 @@ static void test_run_writes_complete_results(void** s) {
     (void)s;
     char dir[512], args[1024];
     snprintf(dir, sizeof dir, "%s/basic", g_tmp);
-    snprintf(args, sizeof args, "--max-steps 12 --logging-steps 4 --eval-steps 6 --learning-rate 1e-3 --output-dir %s", dir);
+    snprintf(args, sizeof args, "--max-steps 12 --logging-steps 4 --eval-steps 6 --learning-rate 1e-3 --profile "
+             "--output-dir %s", dir);
     int rc = run(args, g_out, sizeof g_out);
     if (rc) printf("%s\n", g_out);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(g_out, "{'loss': "));
     assert_non_null(strstr(g_out, "'eval_accuracy': "));
+    // --profile: the steady steps, the warm-up step named apart
+    assert_non_null(strstr(g_out, "where the step goes (11 steps"));
+    assert_non_null(strstr(g_out, "(not counted: this process's first step, its warm-up, "));
     json_t* j = load_results(dir);
     assert_string_equal(json_string_value(json_object_get(j, "status")), "completed");
     json_t* recs = json_object_get(j, "records");
@@ -72,6 +76,31 @@ static void test_run_writes_complete_results(void** s) {
     assert_true(json_number_value(json_object_get(sum, "tokens_per_s")) > 0);
     assert_true(json_integer_value(json_object_get(sum, "optimizer_state_bytes")) ==
                 json_integer_value(json_object_get(sum, "optimizer_state_estimate_bytes")));
+    // summary.phases: steps 2..12; step 1, the warm-up, apart with its own recorded time
+    json_t* ph = json_object_get(sum, "phases");
+    assert_int_equal(json_integer_value(json_object_get(ph, "steps")), 11);
+    assert_int_equal(json_integer_value(json_object_get(ph, "warmup_steps")), 1);
+    assert_true(json_number_value(json_object_get(ph, "warmup_step_time_s")) ==
+                json_number_value(json_object_get(json_array_get(recs, 0), "step_time_s")));
+    double later = 0;
+    for (size_t i = 1; i < 12; i++) later += json_number_value(json_object_get(json_array_get(recs, i), "step_time_s"));
+    const double step_sum = json_number_value(json_object_get(ph, "step_time_sum_s"));
+    assert_true(fabs(step_sum - later) <= 1e-12 * later);
+    // each step's phases partition part of its measured time (batch loading is outside them)
+    const double phase_sum = json_number_value(json_object_get(ph, "phase_sum_s"));
+    assert_true(phase_sum > 0 && phase_sum <= step_sum);
+    json_decref(j);
+
+    // a single step is counted: there is no later step to show instead
+    snprintf(dir, sizeof dir, "%s/one-step", g_tmp);
+    snprintf(args, sizeof args, "--max-steps 1 --output-dir %s", dir);
+    rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    j = load_results(dir);
+    ph = json_object_get(json_object_get(j, "summary"), "phases");
+    assert_int_equal(json_integer_value(json_object_get(ph, "steps")), 1);
+    assert_int_equal(json_integer_value(json_object_get(ph, "warmup_steps")), 0);
     json_decref(j);
 }
 

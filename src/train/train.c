@@ -334,10 +334,15 @@ typedef struct {
     char results_path[4096];
     double run_seconds;     // wall time of this process's steps
     const char* stop_reason;
-    PhaseTimes phases;      // summed over this process's steps (phase.h)
+    PhaseTimes phases;      // summed over this process's steps but its warm-up step (phase.h)
     double phases_step_time_s;  // the same steps' measured step times, summed
     int64_t phases_steps;
     double gemm_busy_s, gemm_flop;  // the same steps' time in r->gemm's gemm_run calls, their FLOP
+    // The first step this process runs, when more follow: its warm-up (the GEMM backend creates
+    // and compiles its primitives, buffers are touched for the first time), kept out of the
+    // phases above so that they describe the steady step; its time alone is reported.
+    int64_t warmup_steps;   // 0 or 1
+    double warmup_step_time_s;
     // --ddp (ddp.h): NULL in one process. rank 0 alone prints, evaluates and writes files.
     struct Ddp* ddp;
     int rank, ranks;        // 0 and 1 without --ddp
@@ -395,6 +400,8 @@ static json_t* phases_json(const Run* r) {
     json_object_set_new(o, "steps", json_integer(r->phases_steps));
     json_object_set_new(o, "phase_sum_s", json_real(phase_times_total(&r->phases)));
     json_object_set_new(o, "step_time_sum_s", json_real(r->phases_step_time_s));
+    json_object_set_new(o, "warmup_steps", json_integer(r->warmup_steps));
+    json_object_set_new(o, "warmup_step_time_s", json_real(r->warmup_step_time_s));
     ModelStepCost cost = model_step_cost(&r->mcfg, (int)r->a.batch_size, (int)r->a.seq_len);
     cost.gemm_flop *= (double)r->a.grad_accum;  // an optimizer step runs N micro-batches
     json_object_set_new(o, "gemm_flop_per_step", json_real(cost.gemm_flop));
@@ -408,6 +415,9 @@ static void print_profile(const Run* r) {
     const double sum = phase_times_total(t), n = r->phases_steps ? (double)r->phases_steps : 1;
     printf("\nwhere the step goes (%lld steps, ms per step; phases sum to %.1f%% of the measured step time)\n",
            (long long)r->phases_steps, r->phases_step_time_s > 0 ? 100.0 * sum / r->phases_step_time_s : 0.0);
+    if (r->warmup_steps)
+        printf("(not counted: this process's first step, its warm-up, %.3f ms: the GEMM backend creates its "
+               "primitives, buffers are touched for the first time)\n", 1e3 * r->warmup_step_time_s);
     printf("  %-12s %10s %10s %10s %7s\n", "phase", "forward", "backward", "total", "share");
     double gemm = 0;
     for (int p = 0; p < PHASE_COUNT; p++) {
@@ -1257,8 +1267,12 @@ static int train_loop(Run* r) {
         TrainStepResult res;
         const double gemm_busy0 = r->gemm.busy_s, gemm_flop0 = r->gemm.flop;
         s = train_step(&ts, r->micro_mb, &res);
-        r->gemm_busy_s += r->gemm.busy_s - gemm_busy0;
-        r->gemm_flop += r->gemm.flop - gemm_flop0;
+        // this process's first step is its warm-up unless it is also its last (see Run)
+        const bool warmup = r->warmup_steps == 0 && r->phases_steps == 0 && r->step + 1 < a->max_steps;
+        if (!warmup) {
+            r->gemm_busy_s += r->gemm.busy_s - gemm_busy0;
+            r->gemm_flop += r->gemm.flop - gemm_flop0;
+        }
         if (!status_is_ok(s)) {
             clear_progress(r);
             fprintf(stderr, "trainbench train: step %lld failed: %s\n", (long long)r->step + 1, s.msg);
@@ -1287,9 +1301,14 @@ static int train_loop(Run* r) {
         }
         rec.step_time_s = now_seconds() - t0;
         records_add_step(&r->rec, &rec);
-        phase_times_add(&r->phases, &res.phases);
-        r->phases_step_time_s += rec.step_time_s;
-        r->phases_steps++;
+        if (warmup) {
+            r->warmup_steps = 1;
+            r->warmup_step_time_s = rec.step_time_s;
+        } else {
+            phase_times_add(&r->phases, &res.phases);
+            r->phases_step_time_s += rec.step_time_s;
+            r->phases_steps++;
+        }
         r->step++;
         if (isfinite(loss)) {
             log_loss += loss;
