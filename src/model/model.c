@@ -527,13 +527,12 @@ size_t model_optim_estimate_bytes(const ParamTable* t, const Optimizer* o, const
 }
 
 // The tensors in the order the optimizer steps them: first those large enough for the
-// kernels' parallel loops (OPTIM_PAR_MIN elements: the optimizers' threshold), back to back,
+// kernels' parallel loops (OPTIM_PAR_MIN elements, optim.h), back to back,
 // then the small ones, one tensor per thread at a time. Each tensor's step reads and writes only
 // its own parameters, gradients and state, so the order changes no bit; in table order a small
 // tensor (a bias, a LayerNorm) between two large ones left the second thread idle long enough
 // to fall asleep, and every large tensor after one paid for waking it (small bf16 step: 4 such
 // gaps per step, ~100 us each, plus the wake-up).
-enum { OPTIM_PAR_MIN = 65536 };
 static void optim_order(const ParamTable* t, size_t* order /* (t->n) */) {
     size_t k = 0;
     for (int pass = 0; pass < 2; pass++)

@@ -17,6 +17,10 @@
 
 #define OPTIM_MAX_DIMS 4
 #define OPTIM_MAX_STATE 8
+// A tensor of at least this many elements runs its step's passes on the OpenMP team; a smaller
+// one on the calling thread. model_optim_step relies on it: it steps the large tensors one after
+// another and the small ones several at once, one per thread (model.c).
+#define OPTIM_PAR_MIN 65536
 
 typedef struct {
     int ndim;                        // 0..OPTIM_MAX_DIMS; a 0-d tensor has numel 1

@@ -450,7 +450,7 @@ static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const A
     enum { W = 256 };
     // One parallel region for both loops (one fork and join fewer per matrix): the blocks, then,
     // after the implicit barrier of the first loop, the column combine and factors by chunks.
-#pragma omp parallel if (R * C >= 65536)
+#pragma omp parallel if (R * C >= OPTIM_PAR_MIN)
     {
 #pragma omp for schedule(dynamic, 1)
         for (size_t blk = 0; blk < n_blocks; blk++) {
@@ -511,14 +511,14 @@ static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfi
         a.cf = s->sc.cf;
         for (size_t b = 0; b < batch; b++) afhf_matrix_stats(s, k, &a, b);
     } else {
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
         for (size_t i = 0; i < n_pieces; i++) k->vec(&a, i * AFHF_PIECE, (i + 1) * AFHF_PIECE < n ? (i + 1) * AFHF_PIECE : n);
     }
 
     // torch's _rms(x): x.norm(2) (a 0-d fp32 tensor) / (numel ** 0.5), for U and for p
     float sumsq_u = 0, sumsq_p = 0;
     if (a.rf && a.C % 8 == 0) {  // U's chain fused (afhf_u_sumsq_body), p's on a second thread
-#pragma omp parallel num_threads(omp_get_max_threads() > 1 ? 2 : 1) if (n >= 65536)
+#pragma omp parallel num_threads(omp_get_max_threads() > 1 ? 2 : 1) if (n >= OPTIM_PAR_MIN)
         {
             const int side = omp_get_num_threads() > 1 ? 1 : 0;
             if (omp_get_thread_num() == 0) {
@@ -561,7 +561,7 @@ static void afhf_step(OptimState* st, float* p, const float* g, const OptimConfi
     // pieces claimed as threads come free (8 at a time, 64 KiB of p): on a machine shared with
     // other processes a descheduled thread no longer holds back a fixed half of the pass;
     // elementwise, so the bits do not depend on which thread takes which piece
-#pragma omp parallel for schedule(dynamic, 8) if (n >= 65536)
+#pragma omp parallel for schedule(dynamic, 8) if (n >= OPTIM_PAR_MIN)
     for (size_t i = 0; i < n_pieces; i++) k->apply(&a, i * AFHF_PIECE, (i + 1) * AFHF_PIECE < n ? (i + 1) * AFHF_PIECE : n);
 }
 

@@ -487,7 +487,7 @@ static float aft_stored_sumsq(const AftKernels* k, const AftArgs* a, size_t n) {
         g_aft_u_cap = AFT_STORE_MAX;
     }
     const size_t n_pieces = (n + AFT_PIECE - 1) / AFT_PIECE;
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (size_t i = 0; i < n_pieces; i++)
         k->produce(a, g_aft_u + i * AFT_PIECE, i * AFT_PIECE, (i + 1) * AFT_PIECE < n ? (i + 1) * AFT_PIECE : n);
     return torch_sumsq_f32(g_aft_u, n);
@@ -550,7 +550,7 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
         if (batch > 64) row_means = xmalloc(batch * sizeof(float)), row_rcps = xmalloc(batch * sizeof(double));
     }
     float p_sumsq = 0;
-#pragma omp parallel num_threads(omp_get_max_threads() > 1 ? 2 : 1) if (n >= 65536)
+#pragma omp parallel num_threads(omp_get_max_threads() > 1 ? 2 : 1) if (n >= OPTIM_PAR_MIN)
     {
         const int side = omp_get_num_threads() > 1 ? 1 : 0;
         if (omp_get_thread_num() == 0) aft_stats(s, k, &a, batch, n);
@@ -590,7 +590,7 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
     const size_t n_pieces = (n + AFT_PIECE - 1) / AFT_PIECE;
     // pieces claimed as threads come free (2 at a time, 64 KiB of p): a descheduled thread no
     // longer holds back a fixed half of the pass; elementwise, so thread-count independent
-#pragma omp parallel for schedule(dynamic, 2) if (n >= 65536)
+#pragma omp parallel for schedule(dynamic, 2) if (n >= OPTIM_PAR_MIN)
     for (size_t i = 0; i < n_pieces; i++) {
         const size_t e0 = i * AFT_PIECE, e1 = (i + 1) * AFT_PIECE < n ? (i + 1) * AFT_PIECE : n;
         if (stored) k->apply_stored(&a, g_aft_u, e0, e1);

@@ -958,7 +958,7 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
 #if defined(__x86_64__)
     if (avx512) {  // chunks of BNB_CHUNK full blocks, then the ragged last block if any
         const size_t n_full = n / BNB_BLOCK, n_chunks = (n_full + BNB_CHUNK - 1) / BNB_CHUNK;
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
         for (size_t c = 0; c < n_chunks; c++) {
             const size_t b0 = c * BNB_CHUNK, nb = n_full - b0 < BNB_CHUNK ? n_full - b0 : BNB_CHUNK;
             const size_t off = b0 * BNB_BLOCK;
@@ -977,7 +977,7 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
         return;
     }
 #endif
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t off = b * BNB_BLOCK;
         const size_t len = n - off < BNB_BLOCK ? n - off : BNB_BLOCK;

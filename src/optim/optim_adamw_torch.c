@@ -82,7 +82,7 @@ static void adamw_kernel_portable(float* restrict p, const float* restrict g, fl
                                   float* restrict v, size_t n, float decay, float lerp_coeff,
                                   bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
                                   float neg_step_size, float g_scale) {
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float pi = p[i] * decay;  // decay == 1.0f when weight_decay == 0: exact, same as skipping
         float gi = g[i] * g_scale;  // clipping's g * coef (g_scale 1.0f: g itself, NaN included)
@@ -106,7 +106,7 @@ __attribute__((target("avx2,fma"))) static void adamw_kernel_avx2(
     const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(lerp_coeff), vb2 = _mm256_set1_ps(b2),
                  vw2 = _mm256_set1_ps(w2), vbc = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(eps),
                  vss = _mm256_set1_ps(neg_step_size), vgs = _mm256_set1_ps(g_scale);
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (size_t i = 0; i < n8; i += 8) {
         __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
         __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs), m0 = _mm256_loadu_ps(m + i);
