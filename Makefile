@@ -66,7 +66,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit test-extension test-ddp check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers peers-venv report contention test-crash fuzz
+.PHONY: all deps test test-unit test-extension test-ddp check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers peers-venv report contention test-crash fuzz conform-random
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS) $(BUILD)/bench/trainbench-icount
@@ -224,6 +224,31 @@ goldens:
 	$(MAKE) all
 	$(VENV)/bin/python reference/gen_safetensors_fixtures.py --out reference/golden \
 	  --writer $(BUILD)/tests/test_safetensors_dtypes
+
+# conform-random: a conformance campaign on cases nobody has seen. reference/random_optim_cases.py
+# draws new seeds, shapes, hyper-parameters and gradient kinds, runs them through the real
+# libraries (the goldens venv) into golden files under $(BUILD)/conform-random, then every
+# built-in optimizer replays them (`trainbench conform --verbose`, one log per optimizer). Fails
+# unless every comparison is bit-exact (max ulp 0, 8-bit codes identical), as test_optim requires
+# of the committed goldens. RANDOM_SEED= reproduces a campaign (its seed is printed);
+# RANDOM_CASES= small cases per optimizer (20), RANDOM_BIG= large ones (2). Not part of make test.
+RANDOM_DIR   ?= $(BUILD)/conform-random
+RANDOM_SEED  ?=
+RANDOM_CASES ?= 20
+RANDOM_BIG   ?= 2
+conform-random: all
+	@test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
+	  echo '  python3 -m venv $(VENV) && $(VENV)/bin/pip install "torch>=2.5" transformers "bitsandbytes>=0.50" safetensors numpy' >&2; \
+	  echo '  (or pass VENV=/path/to/venv)' >&2; exit 2; }
+	@rm -rf $(RANDOM_DIR)
+	$(VENV)/bin/python reference/random_optim_cases.py --out $(RANDOM_DIR) $(if $(RANDOM_SEED),--seed $(RANDOM_SEED)) \
+	  --cases $(RANDOM_CASES) --big $(RANDOM_BIG)
+	@fail=0; for d in $(RANDOM_DIR)/optim/*/; do o=$$(basename $$d); log=$(RANDOM_DIR)/$$o.log; \
+	  $(BUILD)/trainbench conform --optim $$o --goldens $(RANDOM_DIR)/optim --verbose > $$log 2>&1; rc=$$?; \
+	  n=$$(grep -c -- '-> ' $$log); bad=$$(grep -- '-> ' $$log | grep -vc 'max_ulp=0 \|max distance 0 '); \
+	  echo "conform-random: $$o: $$(tail -1 $$log | sed 's/^conform: //'); $$n comparisons, $$bad not bit-exact"; \
+	  if [ $$rc -ne 0 ] || [ $$bad -ne 0 ] || [ $$n -eq 0 ]; then fail=1; fi; done; \
+	if [ $$fail -eq 0 ]; then echo "conform-random: PASS"; else echo "conform-random: FAIL (logs: $(RANDOM_DIR)/<optimizer>.log)" >&2; exit 1; fi
 
 # bench: build and run the Google Benchmark binary (bench/, README "Benchmarks"): roofline
 # probes, convert/, gemm/, optim/ with repetitions; JSON (tools/compare.py of
