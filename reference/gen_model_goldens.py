@@ -7,7 +7,7 @@ Writes one safetensors file per case to <out>/model/<case>.safetensors and rewri
 <out>/MANIFEST.tsv (rows of other generators are kept).  reference/MODEL_SEMANTICS.md is the
 contract these files check: what PyTorch computes, op by op, in each precision mode.
 
-Model: the "tiny" preset (and CFG2 for the *_cfg2_* cases), DistilBertConfig(vocab_size=64, dim=32, n_layers=2, n_heads=2,
+Model: the "tiny" preset (and CFG2 for the *_cfg2_* cases, RELU for grads_relu_*), DistilBertConfig(vocab_size=64, dim=32, n_layers=2, n_heads=2,
 hidden_dim=64, max_position_embeddings=32, dropout=0, attention_dropout=0, seq_classif_dropout=0,
 activation="gelu", attn_implementation="eager"), weights = the Hugging Face init after
 torch.manual_seed(MODEL_SEED), model.train().  Precision modes (SPEC.md section 2):
@@ -27,6 +27,8 @@ Cases:
                         configuration (CFG2: head size 12, 3 heads, 3 labels, heavy padding,
                         other seeds); trajectory_* (not train_*) so fingerprint's references
                         stay the same
+  grads_relu_<mode>     fp32, bf16, fp16: one forward+backward of a third configuration with
+                        activation="relu" (RELU: 4 heads of 10, FFN 72)
   trainer_<mode>        fp32 and fp16: the same 20 batches with HF Trainer's optimization
                         policies: weight decay 0.01 in two groups (Trainer.get_decay_parameter_names:
                         no decay for biases and LayerNorm weights), get_linear_schedule_with_warmup
@@ -81,9 +83,16 @@ TINY = dict(vocab_size=64, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
 CFG2 = dict(vocab_size=50, dim=36, n_layers=2, n_heads=3, hidden_dim=50,
             max_position_embeddings=24, num_labels=3, dropout=0.0, attention_dropout=0.0,
             seq_classif_dropout=0.0, activation="gelu")
+# A third configuration with DistilBertConfig's other implemented activation: activation="relu"
+# (nn.ReLU between the FFN's linears), 4 heads of 10, FFN 72, vocab 60, batch 4 x 18, other seeds.
+RELU = dict(vocab_size=60, dim=40, n_layers=2, n_heads=4, hidden_dim=72,
+            max_position_embeddings=24, num_labels=2, dropout=0.0, attention_dropout=0.0,
+            seq_classif_dropout=0.0, activation="relu")
 SHAPES = {
     "tiny": dict(config=TINY, model_seed=1234, grads_seed=77, train_seed=78, batch=4, seq=16,
                  grads_lengths=[16, 11, 7, 3], train_lengths=(3, 16), nopad_step=10),
+    "relu": dict(config=RELU, model_seed=3031, grads_seed=113, train_seed=114, batch=4, seq=18,
+                 grads_lengths=[18, 12, 5, 9], train_lengths=(3, 18), nopad_step=None),
     "cfg2": dict(config=CFG2, model_seed=2027, grads_seed=97, train_seed=98, batch=5, seq=20,
                  grads_lengths=[20, 7, 4, 2, 3], train_lengths=(2, 8), nopad_step=None),
 }
@@ -498,8 +507,17 @@ def accum_case_list():
     return cs
 
 
+def relu_case_list():
+    return [dict(name=f"grads_relu_{mode}", kind="grads", mode=mode, labels=2, nopad=False, shape="relu",
+                 flags=["padding", "forward_backward", "relu"] + ([] if mode == "fp32" else ["autocast"]),
+                 comment=f"one forward+backward of a configuration with activation=\"relu\" (dim 40, 4 heads "
+                         f"of 10, FFN 72), {mode}, batch 4x18 with padding")
+            for mode in ["fp32", "bf16", "fp16"]]
+
+
 def all_cases():
-    return grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
+    return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
+            + relu_case_list())
 
 
 def forward(torch, model, mode, ids, mask, labels, **kw):
@@ -1205,7 +1223,7 @@ def contract_forward(torch, model, low, ids, mask, labels):
         ctx = R(R(p) @ v).transpose(1, 2).reshape(B, T, cfg.dim)
         h = ln(F(lin(ctx, pre + "attention.out_lin") + h), pre + "sa_layer_norm")
         a = lin(h, pre + "ffn.lin1")
-        g = R(0.5 * a * (1 + torch.erf(a / math.sqrt(2))))
+        g = R(torch.relu(a)) if cfg.activation == "relu" else R(0.5 * a * (1 + torch.erf(a / math.sqrt(2))))
         h = ln(F(lin(g, pre + "ffn.lin2") + h), pre + "output_layer_norm")
         hs.append(h)
     x = R(torch.relu(lin(h[:, 0], "pre_classifier")))
@@ -1240,8 +1258,8 @@ def main():
     if only:
         known = {c["name"] for c in cases}
         for s in only:
-            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum"):
-                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, "
+            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu"):
+                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, "
                     f"{', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]
 

@@ -61,8 +61,11 @@ static void golden_replay_config(const SafeTensors* st, ModelConfig* c) {
         assert_true(json_is_integer(v));
         *dest[i] = (int64_t)json_integer_value(v);
     }
-    json_t* act = json_object_get(o, "activation");
-    if (act) assert_string_equal(json_string_value(act), "gelu");
+    json_t* act = json_object_get(o, "activation");  // DistilBertConfig's default: gelu
+    const char* an = act ? json_string_value(act) : "gelu";
+    assert_non_null(an);
+    if (strcmp(an, "gelu") != 0) assert_string_equal(an, "relu");
+    c->activation = strcmp(an, "relu") == 0 ? FFN_ACT_RELU : FFN_ACT_GELU;
     json_decref(o);
 }
 

@@ -424,6 +424,29 @@ static void test_gelu_relu(void** state) {
     free(x), free(dy), free(dx), free(dx0), free(y), free(yl), free(yr), free(ac.x);
 }
 
+// ReLU's edges as torch 2.15 computes them (torch.relu, then .backward(g), the same in fp32,
+// bf16 and fp16): relu(-0) = -0, relu(NaN) = NaN, relu(-inf) = 0; the gradient is 0 wherever
+// relu(x) <= 0, even for an inf or NaN incoming gradient, and passes g's bits (-0 too) elsewhere,
+// NaN x included. dx starts at -0 so that the accumulating backward keeps a -0 visible.
+static void test_relu_edges(void** state) {
+    (void)state;
+    const float x[] = {-0.0f, 0.0f, NAN, -1.0f, 2.0f, -INFINITY, INFINITY};
+    const float g[] = {INFINITY, -0.0f, 3.0f, NAN, -0.0f, 5.0f, 7.0f};
+    const float y_torch[] = {-0.0f, 0.0f, NAN, 0.0f, 2.0f, 0.0f, INFINITY};
+    const float dx_torch[] = {0.0f, 0.0f, 3.0f, 0.0f, -0.0f, 0.0f, 7.0f};
+    enum { N = 7 };
+    float y[N], dx[N];
+    relu_forward(y, x, N);
+    for (int i = 0; i < N; i++) dx[i] = -0.0f;
+    relu_backward(dx, g, y, N);
+    for (int i = 0; i < N; i++) {
+        printf("relu edge %d: x %g -> y %g (torch %g), g %g -> dx %g (torch %g)\n", i, (double)x[i], (double)y[i],
+               (double)y_torch[i], (double)g[i], (double)dx[i], (double)dx_torch[i]);
+        assert_memory_equal(&y[i], &y_torch[i], sizeof(float));
+        assert_memory_equal(&dx[i], &dx_torch[i], sizeof(float));
+    }
+}
+
 // ---- attention -------------------------------------------------------------------------------
 typedef struct {
     double* x;
@@ -855,6 +878,7 @@ int main(void) {
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu_relu),
+        cmocka_unit_test(test_relu_edges),
         cmocka_unit_test(test_gelu_table_every_pattern),
         cmocka_unit_test(test_attention_masked),
         cmocka_unit_test(test_attention_unmasked),

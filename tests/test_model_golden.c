@@ -4,8 +4,8 @@
 // model_forward/model_backward with the naive backend in the golden's precision mode, and compare
 // logits, loss, every hidden state and attention map, every parameter gradient and (mixed modes)
 // the underflow/overflow counters (the grads_cfg2_* goldens: a second configuration, head size
-// 12, 3 labels, heavy padding). Then every train_<mode>.safetensors and trajectory_cfg2_<mode>
-// is replayed at the model level (model_forward/backward + GradScaler + adamw_torch, no train.c): per-step loss, loss
+// 12, 3 labels, heavy padding; grads_relu_*: a third, with activation="relu"). Then every
+// train_<mode>.safetensors and trajectory_cfg2_<mode> is replayed at the model level (model_forward/backward + GradScaler + adamw_torch, no train.c): per-step loss, loss
 // scale, skipped steps, counters, and the final parameters. Missing goldens FAIL (a golden test
 // that passes without goldens would be a defect); every precision mode of the registry must be
 // covered. Tolerances are derived beside `tolerance_for` and above `run_train_golden`, and the
@@ -146,8 +146,11 @@ static void config_from_meta(const SafeTensors* st, ModelConfig* c) {
     c->hidden_dim = json_int(o, "hidden_dim");
     c->max_positions = json_int(o, "max_position_embeddings");
     c->n_labels = json_int(o, "num_labels");
-    json_t* act = json_object_get(o, "activation");
-    if (act) assert_string_equal(json_string_value(act), "gelu");
+    json_t* act = json_object_get(o, "activation");  // DistilBertConfig's default: gelu
+    const char* an = act ? json_string_value(act) : "gelu";
+    assert_non_null(an);
+    if (strcmp(an, "gelu") != 0) assert_string_equal(an, "relu");
+    c->activation = strcmp(an, "relu") == 0 ? FFN_ACT_RELU : FFN_ACT_GELU;
     json_decref(o);
 }
 

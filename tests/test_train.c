@@ -409,7 +409,8 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
     snprintf(args, sizeof args, "--init-from %s --max-steps 1 --output-dir %s/o1", bad, g_tmp);
     expect_exit2(args, "dropout must be a number in [0, 1] (a dropout probability)");
     static const struct { const char* key; const char* value; const char* needle; } REFUSED[] = {
-        {"activation", "\"relu\"", "activation must be \"gelu\""},
+        {"activation", "\"silu\"", "activation must be \"gelu\" or \"relu\""},
+        {"activation", "1", "activation must be \"gelu\" or \"relu\""},
         {"pad_token_id", "5", "pad_token_id must be 0"},
         {"seq_classif_dropout", "-0.2", "seq_classif_dropout must be a number in [0, 1]"},
         {"attention_dropout", "\"0.1\"", "attention_dropout must be a number in [0, 1]"},

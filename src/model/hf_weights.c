@@ -84,7 +84,7 @@ Status hf_config_save(const ModelConfig* c, const DropoutConfig* dropout, const 
     json_object_set_new(o, "hidden_dim", json_integer(c->hidden_dim));
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_positions));
     json_object_set_new(o, "num_labels", json_integer(c->n_labels));
-    json_object_set_new(o, "activation", json_string("gelu"));
+    json_object_set_new(o, "activation", json_string(ffn_activation_name(c->activation)));
     json_object_set_new(o, "dropout", json_real(dropout ? dropout->hidden : 0.0));
     json_object_set_new(o, "attention_dropout", json_real(dropout ? dropout->attention : 0.0));
     json_object_set_new(o, "seq_classif_dropout", json_real(dropout ? dropout->classifier : 0.0));

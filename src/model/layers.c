@@ -761,12 +761,12 @@ static Status linear_forward_xl(LayerCtx* c, float* y, void* yl, const void* xl,
     return mm_on(c, c->gemm, false, true, N, OC, IC, xl, IC, Wl, IC, beta, y, OC, out, yl, res, bias);
 }
 
-// x's GEMM operand (N, IC) for a linear: the low copy gelu_forward_operand left in slot A when
+// x's GEMM operand (N, IC) for a linear: the low copy ffn_activation_forward_operand left in slot A when
 // it is x's, else gemm_input's (slot A)
 static const void* linear_input(LayerCtx* c, const float* x, int N, int IC) {
     const void* xl;
     if (c->low != DTYPE_F32 && c->operand_of == x && c->operand_n == (size_t)N * (size_t)IC) {
-        xl = c->scratch[LAYER_SCRATCH_A];  // written with x by gelu_forward_operand
+        xl = c->scratch[LAYER_SCRATCH_A];  // written with x by ffn_activation_forward_operand
     } else {
         xl = gemm_input(c, LAYER_SCRATCH_A, x, (size_t)N * (size_t)IC);
     }
@@ -964,6 +964,34 @@ GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x
     }
 }
 
+// ReLU, torch's clamp_min(x, 0) (scalar: a < min ? min : a; vectorized: maxps(min, a), which
+// returns a for a NaN a and for a == +-0): y = x < 0 ? +0 : x, so -0 and NaN pass unchanged. No
+// rounding: the output is x or 0 in any dtype.
+GELU_CLONES static void relu_rows(float* y, const float* x, size_t m) {
+#pragma omp simd
+    for (size_t i = 0; i < m; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+// t = threshold_backward(dy, relu(x), 0) = relu(x) <= 0 ? +0 : dy, and relu(x) <= 0 exactly when
+// x <= 0 (-0 included; a NaN x passes dy). A select, not dy * (0 or 1): an inf or NaN dy where
+// x <= 0 gives 0, as torch's does.
+GELU_CLONES static void relu_grad_rows(float* t, const float* dy, const float* x, size_t m) {
+#pragma omp simd
+    for (size_t i = 0; i < m; i++) t[i] = x[i] <= 0.0f ? 0.0f : dy[i];
+}
+
+const char* ffn_activation_name(FfnActivation a) { return a == FFN_ACT_RELU ? "relu" : "gelu"; }
+
+// the FFN activation's rows: y = act(x) (fp32 math, not yet rounded); t = dy * act'(x) (ReLU: the select)
+static void act_rows(FfnActivation act, float* y, const float* x, size_t m) {
+    if (act == FFN_ACT_RELU) relu_rows(y, x, m);
+    else gelu_rows(y, x, m);
+}
+static void act_grad_rows(FfnActivation act, float* t, const float* dy, const float* x, size_t m) {
+    if (act == FFN_ACT_RELU) relu_grad_rows(t, dy, x, m);
+    else gelu_grad_rows(t, dy, x, m);
+}
+
 // GELU by table in the low modes. There GELU's input is lin1's low result: one of 65,536 bit
 // patterns of bf16 or fp16. The forward's R(gelu(x)) and the backward's factor
 // gelu'(x) = cdf + x * pdf (the backward is dy * that factor, one rounding) are functions of
@@ -1077,11 +1105,13 @@ static void lut_rows(const GeluLut* lut, float* restrict out, const float* restr
 // with yl, y may be NULL (only the low copy is wanted: the chunk is computed in a local buffer).
 // xl: NULL, or x's values in dt (x's kept copy: lin1's low result, never widened into x),
 // widened chunk by chunk into a local buffer (exact), so the same fp32 inputs as x's.
-static void gelu_forward_into(float* y, void* yl, const float* x, const void* xl, size_t n, DType dt) {
+// act: GELU (by table when xl is given) or ReLU (computed: a compare).
+static void act_forward_into(FfnActivation act, float* y, void* yl, const float* x, const void* xl, size_t n,
+                             DType dt) {
     enum { CH = 256 };  // rounded chunk by chunk while the values are in cache (element-wise)
     CHECK(y || yl);
     const size_t es = dtype_traits(dt)->size;
-    const GeluLut* lut = xl ? gelu_lut(dt) : NULL;  // xl's 16-bit patterns index the table
+    const GeluLut* lut = xl && act == FFN_ACT_GELU ? gelu_lut(dt) : NULL;  // xl's 16-bit patterns index the table
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
@@ -1095,17 +1125,19 @@ static void gelu_forward_into(float* y, void* yl, const float* x, const void* xl
                 dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
             else
                 xc = x + i0;
-            gelu_rows(yc, xc, m);
+            act_rows(act, yc, xc, m);
             round_to(yc, m, dt);
         }
         if (yl) dtype_from_f32_row((char*)yl + i0 * es, dt, yc, m);  // exact: yc holds dt values
     }
 }
 
-void gelu_forward(float* y, const float* x, size_t n, DType dt) { gelu_forward_into(y, NULL, x, NULL, n, dt); }
+void gelu_forward(float* y, const float* x, size_t n, DType dt) {
+    act_forward_into(FFN_ACT_GELU, y, NULL, x, NULL, n, dt);
+}
 
 void gelu_forward_low(float* y, void* yl, const void* xl, size_t n, DType dt) {
-    gelu_forward_into(y, yl, NULL, xl, n, dt);
+    act_forward_into(FFN_ACT_GELU, y, yl, NULL, xl, n, dt);
 }
 
 // x's kept low copy when it holds x's values (valid), else NULL
@@ -1114,34 +1146,35 @@ static const void* kept_valid(const LayerCtx* c, const float* x, size_t n) {
     return k && k->valid ? k->low : NULL;
 }
 
-void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n) {
+void ffn_activation_forward_operand(LayerCtx* c, float* y, const float* x, size_t n) {
     if (c->low == DTYPE_F32) {
-        gelu_forward(y, x, n, DTYPE_F32);
+        act_forward_into(c->act, y, NULL, x, NULL, n, DTYPE_F32);
         return;
     }
     const void* xl = kept_valid(c, x, n);  // lin1's low result, when kept
-    CHECK(xl || !kept_find(c, x, n), "GELU's input registered but not produced");
+    CHECK(xl || !kept_find(c, x, n), "the activation's input registered but not produced");
     bool low_only;
     void* kept = kept_produce(c, y, n, &low_only);  // y's kept copy: lin2's forward and dW read it
     if (kept) {
         c->operand_of = NULL;
-        gelu_forward_into(low_only ? NULL : y, kept, x, xl, n, c->low);
+        act_forward_into(c->act, low_only ? NULL : y, kept, x, xl, n, c->low);
         return;
     }
     void* yl = scratch(c, LAYER_SCRATCH_A, n * dtype_traits(c->low)->size);  // (n) low
-    gelu_forward_into(y, yl, x, xl, n, c->low);
+    act_forward_into(c->act, y, yl, x, xl, n, c->low);
     c->operand_of = y;
     c->operand_n = n;
 }
 
 // set: dx = 0 + R(...) (the bits of adding into a zeroed dx, without reading or zeroing it)
-static void gelu_backward_into(float* dx, const float* dy, const float* x, size_t n, DType dt, bool set) {
+static void act_backward_into(FfnActivation act, float* dx, const float* dy, const float* x, size_t n, DType dt,
+                              bool set) {
     enum { CH = 256 };
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
         float t[CH];
-        gelu_grad_rows(t, dy + i0, x + i0, m);
+        act_grad_rows(act, t, dy + i0, x + i0, m);
         round_to(t, m, dt);
         if (set) {
             for (size_t i = 0; i < m; i++) dx[i0 + i] = 0.0f + t[i];  // not folded: no -ffast-math
@@ -1152,7 +1185,7 @@ static void gelu_backward_into(float* dx, const float* dy, const float* x, size_
 }
 
 void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt) {
-    gelu_backward_into(dx, dy, x, n, dt, false);
+    act_backward_into(FFN_ACT_GELU, dx, dy, x, n, dt, false);
 }
 
 // gelu_backward with its operands in the low dtype dt, chunk by chunk: dyl (n) the incoming
@@ -1163,10 +1196,11 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType d
 // dyl's widened values are what gelu_backward read from the zeroed dy after `dy += R(...)`
 // except that a -0 stays -0 (0 + -0 is +0): gelu'(x) * +-0 is then +-0 (or NaN for both), which
 // rounds to +-0 and adds to dx's 0 as +0, so dx gets the same bits.
-void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* xl, size_t n, DType dt) {
+static void act_backward_low(FfnActivation act, void* dxl, const void* dyl, const float* x, const void* xl, size_t n,
+                             DType dt) {
     enum { CH = 256 };
     const size_t es = dtype_traits(dt)->size;
-    const GeluLut* lut = xl ? gelu_lut(dt) : NULL;  // xl's 16-bit patterns index the table
+    const GeluLut* lut = xl && act == FFN_ACT_GELU ? gelu_lut(dt) : NULL;  // xl's 16-bit patterns index the table
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
@@ -1182,12 +1216,16 @@ void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* x
                 dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
             else
                 xc = x + i0;
-            gelu_grad_rows(t, tdy, xc, m);
+            act_grad_rows(act, t, tdy, xc, m);
         }
         round_to(t, m, dt);
         for (size_t i = 0; i < m; i++) t[i] = 0.0f + t[i];  // the zeroed dx's add (-0 -> +0); not folded: no -ffast-math
         dtype_from_f32_row((char*)dxl + i0 * es, dt, t, m);
     }
+}
+
+void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* xl, size_t n, DType dt) {
+    act_backward_low(FFN_ACT_GELU, dxl, dyl, x, xl, n, dt);
 }
 
 Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, const float* h1, const float* f1,
@@ -1203,7 +1241,7 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
         if (!status_is_ok(s = linear_backward_dx(c, dg, NULL, g->W2, g->b2, dy, NULL, gact, NULL, W2, N, F, D, true)))
             return s;
         phase_enter(c->clock, PHASE_GELU);
-        gelu_backward_into(df1, dg, f1, nf, DTYPE_F32, true);
+        act_backward_into(c->act, df1, dg, f1, nf, DTYPE_F32, true);
         phase_enter(c->clock, PHASE_FFN_GEMM);
         return linear_backward(c, dx, g->W1, g->b1, df1, h1, W1, N, D, F);
     }
@@ -1219,7 +1257,7 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
     CHECK(f1l || !kept_find(c, f1, nf), "lin1's output registered but not produced");
     void* df1l = scratch(c, LAYER_SCRATCH_A, nf * es);  // (N, F) low
     c->operand_of = NULL;
-    gelu_backward_low(df1l, dgl, f1, f1l, nf, c->low);
+    act_backward_low(c->act, df1l, dgl, f1, f1l, nf, c->low);
     phase_enter(c->clock, PHASE_FFN_GEMM);
     (void)dg;
     (void)df1;
@@ -1227,13 +1265,11 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
 }
 
 // ---- ReLU ----
-void relu_forward(float* y, const float* x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
+void relu_forward(float* y, const float* x, size_t n) { relu_rows(y, x, n); }
 
 void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
-    // threshold_backward(grad, result, 0): grad where result > 0, else 0
-    for (size_t i = 0; i < n; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+    // threshold_backward(grad, result, 0): 0 where result <= 0, else grad
+    for (size_t i = 0; i < n; i++) dx[i] += y[i] <= 0.0f ? 0.0f : dy[i];
 }
 
 // ---- softmax ----

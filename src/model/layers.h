@@ -82,9 +82,15 @@ typedef struct {
     bool low_only;
 } LowCopy;
 
+// The FFN's activation, DistilBertConfig.activation: "gelu" (transformers' GELUActivation, the
+// exact erf form) or "relu" (nn.ReLU). The model's other ReLU (pre_classifier) is always ReLU.
+typedef enum { FFN_ACT_GELU = 0, FFN_ACT_RELU = 1 } FfnActivation;
+const char* ffn_activation_name(FfnActivation a);  // "gelu", "relu"
+
 typedef struct {
     Gemm* gemm;             // the selected backend (used by one thread at a time)
     DType low;              // DTYPE_F32 (fp32 mode: nothing is rounded), DTYPE_BF16 or DTYPE_F16
+    FfnActivation act;      // the FFN's activation (layer_ctx_init: GELU)
     AmpCounters* counters;  // NULL: rounding points do not count
     PhaseClock* clock;      // NULL: no phase timing; attention and conversions switch phases
     void* scratch[LAYER_SCRATCH_COUNT];
@@ -93,7 +99,7 @@ typedef struct {
     int heads_count;                   // workers open
     const GemmBackend* heads_backend;  // backend the workers' handles were opened on
     // Low modes: scratch slot A holds the GEMM operand (low copy) of this fp32 array of
-    // operand_n values, written by gelu_forward_operand for the linear_forward that follows
+    // operand_n values, written by ffn_activation_forward_operand for the linear_forward that follows
     // it, or by layer_round_grad_operand for the linear_backward that follows it; any other
     // use of slot A (and that linear_forward / linear_backward) clears it. NULL: none.
     const float* operand_of;
@@ -180,10 +186,11 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
 // ---- GELU, exact (erf) form: y = R(x * 0.5 * (1 + erf(x / sqrt(2)))) computed in fp32, rounded
 // to dt (the dtype x holds: autocast leaves gelu in the dtype it receives). x, y (n)
 void gelu_forward(float* y, const float* x, size_t n, DType dt);
-// gelu_forward in the ctx's low dtype that also leaves y's GEMM operand (its low copy) in the
-// ctx for the next linear_forward(c, ..., y, ...), which then does not narrow y again; y must
-// not change in between (the FFN: lin1 -> gelu -> lin2).
-void gelu_forward_operand(LayerCtx* c, float* y, const float* x, size_t n);
+// The FFN's activation (c->act: GELU, or ReLU as relu_forward) in the ctx's low dtype, which
+// also leaves y's GEMM operand (its low copy) in the ctx for the next linear_forward(c, ..., y,
+// ...), which then does not narrow y again; y must not change in between (the FFN: lin1 ->
+// activation -> lin2). fp32: the activation alone.
+void ffn_activation_forward_operand(LayerCtx* c, float* y, const float* x, size_t n);
 // dx += R(dy * (cdf(x) + x * pdf(x))) (torch's GeluBackward, fp32 math, rounded to dt)
 void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType dt);
 // The low modes' GELU on low operands (the FFN's path): forward from xl (n, dt), y (fp32; may be
@@ -195,10 +202,10 @@ void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* x
 // (layers.c "GELU by table"), false restores them.
 void layers_gelu_table_disable(bool off);
 
-// ---- the FFN's backward: lin2, GELU, lin1 (DistilBERT's FFN: f1 = lin1(h1), g = gelu(f1),
-// lin2(g)), the operations of
-//   dg = 0; linear_backward(dg, dW2, db2 <- dy, g, W2); df1 = 0; gelu_backward(df1 <- dg, f1);
-//   linear_backward(dx, dW1, db1 <- df1, h1, W1)
+// ---- the FFN's backward: lin2, the activation, lin1 (DistilBERT's FFN: f1 = lin1(h1), g =
+// act(f1), lin2(g); act = c->act, GELU or ReLU), the operations of
+//   dg = 0; linear_backward(dg, dW2, db2 <- dy, g, W2); df1 = 0; gelu_backward(df1 <- dg, f1)
+//   (ReLU: relu_backward(df1 <- dg, relu(f1))); linear_backward(dx, dW1, db1 <- df1, h1, W1)
 // with the same bits and, in the low modes, fewer conversion passes: lin2's input gradient
 // stays in the low dtype for GELU's backward (dg is not written), GELU's backward reads f1's
 // kept copy when registered and writes df1's GEMM operand as it goes (lin1's bias gradient sums
@@ -211,7 +218,9 @@ Status ffn_backward(LayerCtx* c, float* dx, const FfnGrads* g, const float* dy, 
                     const float* gact, const float* W1, const float* W2, float* dg, float* df1, int N, int D,
                     int F);
 
-// ---- ReLU: y = max(x, 0) (exact in every dtype). dx += dy where y > 0 (threshold_backward)
+// ---- ReLU as torch computes it (relu = clamp_min(x, 0)): y = x < 0 ? 0 : x, so relu(-0) = -0
+// and relu(NaN) = NaN; exact in every dtype. Backward threshold_backward(dy, y, 0): dx += (y <= 0 ?
+// 0 : dy), a select (an inf or NaN dy where y <= 0 gives 0; a NaN y passes dy).
 void relu_forward(float* y, const float* x, size_t n);
 void relu_backward(float* dx, const float* dy, const float* y, size_t n);
 

@@ -16,10 +16,10 @@
 // ModelConfig order: vocab, dim, layers, heads, hidden, positions, labels). Tests and the
 // memory report iterate this table; model_config_validate() must accept the new line.
 static const ModelPreset PRESETS[] = {
-    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2}},
-    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2}},
+    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU}},
+    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2, FFN_ACT_GELU}},
     {"distilbert-base-cased", "the real model's shape (HF distilbert-base-cased, 2 labels)",
-     {28996, 768, 6, 12, 3072, 512, 2}},
+     {28996, 768, 6, 12, 3072, 512, 2, FFN_ACT_GELU}},
 };
 
 size_t model_preset_count(void) { return ARRAY_LEN(PRESETS); }
@@ -161,6 +161,8 @@ Status model_config_validate(const ModelConfig* c) {
     if (c->dim % c->n_heads != 0)
         return status_make(STATUS_INVALID, "dim (%lld) must be divisible by n_heads (%lld)", (long long)c->dim,
                            (long long)c->n_heads);
+    if (c->activation != FFN_ACT_GELU && c->activation != FFN_ACT_RELU)
+        return status_make(STATUS_INVALID, "activation must be gelu or relu");
     size_t total;
     if (!config_param_count(c, &total) || total > (size_t)MODEL_MAX_PARAMS)
         return status_make(STATUS_INVALID,
@@ -196,7 +198,7 @@ static Status json_int_field(const char* path, const char* key, json_t* v, int64
 }
 
 // The settings of a DistilBertConfig that change what DistilBertForSequenceClassification
-// computes in training, beyond its shape. What this model implements: GELU, the three dropouts,
+// computes in training, beyond its shape. What this model implements: GELU or ReLU, the three dropouts,
 // padding row 0, HF's N(0, 0.02) init, single-label cross-entropy. Anything else is refused by
 // name, so a config.json never trains silently as something it does not describe. Keys that
 // do not change the math stay ignored: qa_dropout (only DistilBertForQuestionAnswering uses
@@ -205,8 +207,10 @@ static Status json_int_field(const char* path, const char* key, json_t* v, int64
 // weights are fp32 in every precision mode), architectures, id2label names, versions.
 static Status semantics_check(const char* path, json_t* root, int64_t n_labels) {
     json_t* v = json_object_get(root, "activation");
-    if (v && (!json_is_string(v) || strcmp(json_string_value(v), "gelu") != 0))
-        return status_make(STATUS_INVALID, "%s: activation must be \"gelu\" (the only activation implemented)", path);
+    if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "gelu") != 0 && strcmp(json_string_value(v), "relu") != 0)))
+        return status_make(STATUS_INVALID,
+                           "%s: activation must be \"gelu\" or \"relu\" (the activations implemented; transformers' "
+                           "others, e.g. \"silu\" or \"gelu_new\", are not)", path);
     // the three dropouts are implemented (dropout.h): probabilities in [0, 1], read by
     // model_dropout_from_json_file
     for (size_t i = 0; i < ARRAY_LEN(DROPOUT_KEYS); i++) {
@@ -293,6 +297,8 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
                            (long long)num_labels, (long long)n_id2label);
     if (num_labels >= 0) cfg->n_labels = num_labels;
     else if (n_id2label >= 0) cfg->n_labels = n_id2label;
+    v = json_object_get(root, "activation");  // checked by semantics_check when training
+    if (json_is_string(v) && !strcmp(json_string_value(v), "relu")) cfg->activation = FFN_ACT_RELU;
     if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels))) return s;
     s = model_config_validate(cfg);
     if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", path, s.msg);
@@ -361,6 +367,9 @@ json_t* model_config_to_json(const ModelConfig* c) {
     json_object_set_new(o, "hidden_dim", json_integer(c->hidden_dim));
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_positions));
     json_object_set_new(o, "num_labels", json_integer(c->n_labels));
+    // only when not the default GELU: results and checkpoints of GELU runs keep the form they
+    // had before ReLU existed (a resume compares this object key by key)
+    if (c->activation != FFN_ACT_GELU) json_object_set_new(o, "activation", json_string(ffn_activation_name(c->activation)));
     return o;
 }
 
@@ -698,7 +707,7 @@ void model_optim_free(ModelOptim* mo) {
 //     ctx = R(R(P) v_h) ; ao = R(R(ctx) R(Wo)^T + R(bo))
 //     r1  = ao + x                                      fp32 (mixed add promotes)
 //     h1  = LayerNorm_sa(r1)                            fp32
-//     f1  = R(R(h1) R(W1)^T + R(b1)) ; g = R(gelu(f1))  gelu runs in the dtype it receives
+//     f1  = R(R(h1) R(W1)^T + R(b1)) ; g = R(act(f1))   act (GELU or ReLU) runs in the dtype it receives
 //     r2  = R(g R(W2)^T + R(b2)) + h1                   fp32
 //     h2  = LayerNorm_out(r2)                           fp32
 //   pooled = h_L[:, 0] ; pre = R(R(pooled) R(Wpre)^T + R(bpre)) ; act = relu(pre)
@@ -728,7 +737,7 @@ typedef struct {
     float *mean1, *rstd1;  // (N)
     float* h1;             // (N, D) sa_layer_norm output
     float* f1;             // (N, Hd) lin1 output (low)
-    float* g;              // (N, Hd) gelu(f1) (low)
+    float* g;              // (N, Hd) act(f1) (low): GELU or ReLU
     float* r2;             // (N, D) f2 + h1: output_layer_norm input
     float *mean2, *rstd2;  // (N)
     float* h2;             // (N, D) the layer's output
@@ -956,6 +965,7 @@ static void ws_ctx(ModelWorkspace* ws, Gemm* gemm, DType low, AmpCounters* count
     }
     ws->ctx.gemm = gemm;
     ws->ctx.low = low;
+    ws->ctx.act = ws->cfg.activation;
     ws->ctx.counters = counters;
     ws->ctx.clock = &ws->phases;
 }
@@ -1197,7 +1207,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
         phase_enter(pc, PHASE_FFN_GEMM);
         if (!status_is_ok(s = linear_forward(c, a->f1, a->h1, p + o->W1, p + o->b1, N, D, Hd))) return s;
         phase_enter(pc, PHASE_GELU);
-        gelu_forward_operand(c, a->g, a->f1, (size_t)N * (size_t)Hd);  // and lin2's operand
+        ffn_activation_forward_operand(c, a->g, a->f1, (size_t)N * (size_t)Hd);  // and lin2's operand
         phase_enter(pc, PHASE_FFN_GEMM);
         if (ws->drop.hidden > 0) {
             if (!status_is_ok(s = linear_forward(c, a->r2, a->g, p + o->W2, p + o->b2, N, Hd, D))) return s;
@@ -1314,7 +1324,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
         } else {
             layer_round_grad_operand(c, ws->dlow, ws->dr, nd);  // and lin2's dy operand
         }
-        // ffn: lin2, gelu, lin1 (its input gradient adds into dh1)
+        // ffn: lin2, the activation, lin1 (its input gradient adds into dh1)
         phase_enter(pc, PHASE_FFN_GEMM);
         FfnGrads fg = {g + o->W1, g + o->b1, g + o->W2, g + o->b2};
         s = ffn_backward(c, ws->dh1, &fg, ws->dlow, a->h1, a->f1, a->g, p + o->W1, p + o->W2, ws->dg, ws->df1, N, D, Hd);

@@ -16,6 +16,7 @@
 #include "model/phase.h"
 #include "core/common.h"
 #include "gemm/gemm.h"
+#include "model/layers.h"
 #include "optim/optim.h"
 
 // Field names follow transformers' DistilBertConfig; config.json keys in the comments.
@@ -27,6 +28,7 @@ typedef struct {
     int64_t hidden_dim;     // hidden_dim (FFN inner size H)
     int64_t max_positions;  // max_position_embeddings (P)
     int64_t n_labels;       // num_labels (= len(id2label) in a config.json)
+    FfnActivation activation;  // activation: GELU (0, the presets') or ReLU; no parameter depends on it
 } ModelConfig;
 
 // Upper bounds model_config_validate() enforces (sanity, and so that every size product

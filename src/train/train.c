@@ -1387,14 +1387,15 @@ static int train_run(int argc, char** argv) {
     rc = setup(&run);
     if (run.ddp) rc = ddp_max_int(run.ddp, rc);  // every rank starts, or none (bad input is the same everywhere)
     if (rc == 0) {
-        printf("***** Running training *****\n  model = %s (%zu parameters), optim = %s, precision = %s, backend = %s\n"
+        printf("***** Running training *****\n  model = %s (%zu parameters, FFN activation %s), optim = %s, precision = %s, backend = %s\n"
                "  examples = %zu, batch size = %ld, gradient accumulation steps = %ld (%ld examples per optimizer "
                "step), seq len = %ld, max steps = %ld, output = %s\n"
                "  learning rate = %g, lr scheduler = %s (warmup %lld steps), weight decay = %g (not on biases and "
                "LayerNorm weights), max grad norm = %g%s\n"
                "  data order = %s (seed %ld), initial weights = %s\n"
                "  dropout = %g, attention_dropout = %g, seq_classif_dropout = %g (%s)\n",
-               run.a.model ? run.a.model : run.a.config_path, run.table.numel, run.optim->name, run.mode->name,
+               run.a.model ? run.a.model : run.a.config_path, run.table.numel,
+               ffn_activation_name(run.mcfg.activation), run.optim->name, run.mode->name,
                run.backend->name, run.ds.split[SPLIT_TRAIN].n, run.a.batch_size, run.a.grad_accum,
                run.a.batch_size * run.a.grad_accum, run.a.seq_len, run.a.max_steps,
                run.a.output_dir, run.ocfg.lr, lr_schedule_name(run.schedule.type), (long long)run.schedule.warmup_steps,
