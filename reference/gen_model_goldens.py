@@ -28,7 +28,7 @@ Cases:
                         other seeds); trajectory_* (not train_*) so fingerprint's references
                         stay the same
   grads_relu_<mode>     fp32, bf16, fp16: one forward+backward of a third configuration with
-                        activation="relu" (RELU: 4 heads of 10, FFN 72)
+                        activation="relu" and pad_token_id 3 (RELU: 4 heads of 10, FFN 72)
   trainer_<mode>        fp32 and fp16: the same 20 batches with HF Trainer's optimization
                         policies: weight decay 0.01 in two groups (Trainer.get_decay_parameter_names:
                         no decay for biases and LayerNorm weights), get_linear_schedule_with_warmup
@@ -84,10 +84,12 @@ CFG2 = dict(vocab_size=50, dim=36, n_layers=2, n_heads=3, hidden_dim=50,
             max_position_embeddings=24, num_labels=3, dropout=0.0, attention_dropout=0.0,
             seq_classif_dropout=0.0, activation="gelu")
 # A third configuration with DistilBertConfig's other implemented activation: activation="relu"
-# (nn.ReLU between the FFN's linears), 4 heads of 10, FFN 72, vocab 60, batch 4 x 18, other seeds.
+# (nn.ReLU between the FFN's linears), and pad_token_id 3 (padding_idx 3: that row starts at 0
+# and gets no gradient, while token 0 is an ordinary one; the batches pad with 3, and hold 3 and
+# 0 among their real tokens: make_batch), 4 heads of 10, FFN 72, vocab 60, batch 4 x 18, other seeds.
 RELU = dict(vocab_size=60, dim=40, n_layers=2, n_heads=4, hidden_dim=72,
             max_position_embeddings=24, num_labels=2, dropout=0.0, attention_dropout=0.0,
-            seq_classif_dropout=0.0, activation="relu")
+            seq_classif_dropout=0.0, activation="relu", pad_token_id=3)
 SHAPES = {
     "tiny": dict(config=TINY, model_seed=1234, grads_seed=77, train_seed=78, batch=4, seq=16,
                  grads_lengths=[16, 11, 7, 3], train_lengths=(3, 16), nopad_step=10),
@@ -192,13 +194,18 @@ def build_model(torch, transformers, num_labels):
     if model.config._attn_implementation != "eager":
         die(f"attention implementation is {model.config._attn_implementation!r}, not 'eager'", 1)
     w0 = model.distilbert.embeddings.word_embeddings.weight
-    if not bool((w0[PAD_ID] == 0).all()):
+    if not bool((w0[pad_id()] == 0).all()):
         die("HF init did not zero the padding row of word_embeddings", 1)
     return model
 
 
 def param_names(model):
     return [n for n, _ in model.named_parameters()]
+
+
+def pad_id():
+    """The case's padding token: its config's pad_token_id (DistilBertConfig's default PAD_ID)."""
+    return CFG.get("pad_token_id", PAD_ID)
 
 
 def make_batch(torch, g, lengths, num_labels):
@@ -210,8 +217,10 @@ def make_batch(torch, g, lengths, num_labels):
     ids[:, 0] = CLS_ID
     mask = torch.zeros(BATCH, SEQ, dtype=torch.int64)
     labels = torch.zeros(BATCH, dtype=torch.int64)
+    if pad_id() != PAD_ID:  # the padding token also among the real ones (no gradient), and 0 too (an ordinary token)
+        ids[0, 2], ids[0, 3], ids[1, 1] = pad_id(), PAD_ID, PAD_ID
     for b, n in enumerate(lengths):
-        ids[b, n:] = PAD_ID
+        ids[b, n:] = pad_id()
         mask[b, :n] = 1
         hi = int((ids[b, 1:n] >= v // 2).sum())
         labels[b] = (1 if 2 * hi > (n - 1) else 0) if num_labels == 2 else hi % num_labels
@@ -404,11 +413,11 @@ def model_meta(model, num_labels):
         "attn_implementation": model.config._attn_implementation +
         " (config._attn_implementation; the dispatch trace has no scaled_dot_product_attention op)",
         "param_init": f"Hugging Face init (_init_weights: Linear/Embedding N(0, 0.02), biases 0, "
-                      f"LayerNorm 1/0, word_embeddings row {PAD_ID} (padding_idx) = 0) after "
+                      f"LayerNorm 1/0, word_embeddings row {pad_id()} (padding_idx) = 0) after "
                       f"torch.manual_seed({MODEL_SEED})",
         "param_names": json.dumps(param_names(model), separators=(",", ":")),
         "model_mode": "train (model.train(); every dropout p = 0)",
-        "pad_id": str(PAD_ID),
+        "pad_id": str(pad_id()),
     }
 
 
@@ -509,9 +518,9 @@ def accum_case_list():
 
 def relu_case_list():
     return [dict(name=f"grads_relu_{mode}", kind="grads", mode=mode, labels=2, nopad=False, shape="relu",
-                 flags=["padding", "forward_backward", "relu"] + ([] if mode == "fp32" else ["autocast"]),
-                 comment=f"one forward+backward of a configuration with activation=\"relu\" (dim 40, 4 heads "
-                         f"of 10, FFN 72), {mode}, batch 4x18 with padding")
+                 flags=["padding", "forward_backward", "relu", "pad_token_id_3"] + ([] if mode == "fp32" else ["autocast"]),
+                 comment=f"one forward+backward of a configuration with activation=\"relu\" and "
+                         f"pad_token_id 3 (dim 40, 4 heads of 10, FFN 72), {mode}, batch 4x18 padded with 3")
             for mode in ["fp32", "bf16", "fp16"]]
 
 
@@ -598,7 +607,7 @@ def run_grads(torch, transformers, c, base_meta):
                              "matmul output, before the mask is added)",
         "op_dtypes_forward": fwd_by_op, "op_dtypes_backward": bwd_by_op,
         "op_trace_forward": fwd_full, "op_trace_backward": bwd_full,
-        "batch": f"input_ids[b,0]={CLS_ID}, ids 2..{CFG['vocab_size'] - 1} at 1..L-1, {PAD_ID} "
+        "batch": f"input_ids[b,0]={CLS_ID}, ids 2..{CFG['vocab_size'] - 1} at 1..L-1, {pad_id()} "
                  "beyond L; labels from the content (make_batch in the generator)",
         "extras": "expect.hidden_state.<i> (embeddings output and each layer's output) and "
                   "expect.attention.<layer> (softmax probabilities, (B,heads,T,T)) come from "

@@ -48,6 +48,7 @@ typedef struct {
 
 // The golden's metadata "config" (a DistilBertConfig as JSON) as a ModelConfig.
 static void golden_replay_config(const SafeTensors* st, ModelConfig* c) {
+    memset(c, 0, sizeof *c);  // defaults: GELU, pad_token_id 0, initializer_range 0.02
     const char* text = st_meta(st, "config");
     assert_non_null(text);
     json_t* o = json_loads(text, 0, NULL);
@@ -66,6 +67,11 @@ static void golden_replay_config(const SafeTensors* st, ModelConfig* c) {
     assert_non_null(an);
     if (strcmp(an, "gelu") != 0) assert_string_equal(an, "relu");
     c->activation = strcmp(an, "relu") == 0 ? FFN_ACT_RELU : FFN_ACT_GELU;
+    json_t* pad = json_object_get(o, "pad_token_id");  // DistilBertConfig's default: 0
+    if (pad) {
+        assert_true(json_is_integer(pad) && json_integer_value(pad) >= 0);
+        c->pad_token_id = json_integer_value(pad);
+    }
     json_decref(o);
 }
 

@@ -160,7 +160,7 @@ static void test_validation_names_the_field(void** s) {
     expect_invalid(&c, "vocab_size");
     // Every field at its own maximum: each is in range but the total is absurd.
     ModelConfig huge = {MODEL_MAX_VOCAB, MODEL_MAX_DIM, MODEL_MAX_LAYERS, 1, MODEL_MAX_HIDDEN, MODEL_MAX_POSITIONS,
-                        MODEL_MAX_LABELS, FFN_ACT_GELU};
+                        MODEL_MAX_LABELS, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0};
     printf("all at max");
     expect_invalid(&huge, "too many parameters");
 }
@@ -244,6 +244,18 @@ static void test_json_config_files(void** s) {
     expect_json_error("sinus.json", "{" GOOD_KEYS ",\"sinusoidal_pos_embds\":true}", STATUS_INVALID,
                       "sinusoidal_pos_embds");
     expect_json_error("dup.json", "{" GOOD_KEYS ",\"dim\":32}", STATUS_INVALID, "not valid JSON");
+    // settings beyond the shape: activation, padding_idx (nn.Embedding's normalization of a
+    // negative id; null: none), the init's std (0.02 is stored as the default 0)
+    assert_true(status_is_ok(model_config_from_json_file_for_training(
+        write_tmp("beyond.json", "{" GOOD_KEYS ",\"activation\":\"relu\",\"pad_token_id\":-1,\"initializer_range\":0.05}"),
+        &c)));
+    assert_int_equal(c.activation, FFN_ACT_RELU);
+    assert_int_equal(c.pad_token_id, 63);
+    assert_true(model_init_std(&c) == 0.05);
+    assert_true(status_is_ok(model_config_from_json_file_for_training(
+        write_tmp("nopad.json", "{" GOOD_KEYS ",\"pad_token_id\":null,\"initializer_range\":0.02}"), &c)));
+    assert_int_equal(c.pad_token_id, -1);
+    assert_true(c.initializer_range == 0 && model_init_std(&c) == 0.02);
 
     char missing[600];
     snprintf(missing, sizeof missing, "%s/does-not-exist.json", g_tmp);
@@ -284,6 +296,35 @@ static void test_init_weights_hf_scheme_and_deterministic(void** s) {
     free(a);
     free(b);
     param_table_free(&t);
+    // nn.Embedding(padding_idx) init: the padding row of the word embeddings zeroed, no other
+    // (pad_token_id 0, 5, or null), and the std is the one given
+    const int64_t pads[] = {MODEL_PAD_TOKEN_ID, 5, -1};
+    for (size_t k = 0; k < 3; k++) {
+        ModelConfig c = *model_config_find("tiny");
+        c.pad_token_id = pads[k];
+        assert_true(status_is_ok(param_table_build(&c, &t)));
+        a = param_table_alloc_buffer(&t);
+        param_table_init_weights(&t, a, 7, 0.5f);
+        const ParamTensor* w = param_table_find(&t, "distilbert.embeddings.word_embeddings.weight");
+        size_t zero_rows = 0;
+        double sq = 0;
+        for (int64_t r = 0; r < c.vocab_size; r++) {
+            bool zero = true;
+            for (int64_t d = 0; d < c.dim; d++) {
+                const float v = a[w->offset + (size_t)(r * c.dim + d)];
+                zero = zero && v == 0.0f;
+                sq += (double)v * v;
+            }
+            zero_rows += zero;
+            if (zero) assert_int_equal(r, pads[k]);
+        }
+        printf("pad_token_id %lld: %zu zero rows of the word embeddings, std %.3f\n", (long long)pads[k], zero_rows,
+               sqrt(sq / (double)w->numel));
+        assert_int_equal(zero_rows, pads[k] >= 0 ? 1 : 0);
+        assert_true(fabs(sqrt(sq / (double)w->numel) - 0.5) < 0.05);
+        free(a);
+        param_table_free(&t);
+    }
 }
 
 // ---- model_step_gemms against the GEMM calls a real step makes ----

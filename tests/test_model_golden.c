@@ -136,6 +136,7 @@ static int64_t json_int(json_t* o, const char* key) {
 }
 
 static void config_from_meta(const SafeTensors* st, ModelConfig* c) {
+    memset(c, 0, sizeof *c);  // defaults: GELU, pad_token_id 0, initializer_range 0.02
     json_error_t err;
     json_t* o = json_loads(need_meta(st, "config"), 0, &err);
     assert_non_null(o);
@@ -151,6 +152,11 @@ static void config_from_meta(const SafeTensors* st, ModelConfig* c) {
     assert_non_null(an);
     if (strcmp(an, "gelu") != 0) assert_string_equal(an, "relu");
     c->activation = strcmp(an, "relu") == 0 ? FFN_ACT_RELU : FFN_ACT_GELU;
+    json_t* pad = json_object_get(o, "pad_token_id");  // DistilBertConfig's default: 0
+    if (pad) {
+        assert_true(json_is_integer(pad) && json_integer_value(pad) >= 0);
+        c->pad_token_id = json_integer_value(pad);
+    }
     json_decref(o);
 }
 
@@ -280,10 +286,11 @@ static void run_golden(const char* path, CaseResult* r) {
     if (!mode) printf("%s: unknown mode '%s' (registry: %s)\n", path, mode_name, amp_mode_names_list());
     assert_non_null(mode);
     r->mode = mode;
-    assert_string_equal(need_meta(&st, "pad_id"), "0");  // = MODEL_PAD_TOKEN_ID
-
     ModelConfig cfg;
     config_from_meta(&st, &cfg);
+    char pad_text[32];
+    snprintf(pad_text, sizeof pad_text, "%lld", (long long)cfg.pad_token_id);
+    assert_string_equal(need_meta(&st, "pad_id"), pad_text);  // the config's padding_idx
     ParamTable table;
     assert_true(status_is_ok(param_table_build(&cfg, &table)));
     float* params = param_table_alloc_buffer(&table);
@@ -374,7 +381,7 @@ static void run_golden(const char* path, CaseResult* r) {
         compare(&r->sum, grad_kind(p), name + 7, grads + p->offset, x, p->numel, low, S[i], !residue, verbose);
         // the padding row of the word embeddings never receives a gradient (padding_idx)
         if (p->kind == PARAM_EMBEDDING && strstr(p->name, "word_embeddings"))
-            for (int d = 0; d < D; d++) assert_true(grads[p->offset + (size_t)MODEL_PAD_TOKEN_ID * D + d] == 0.0f);
+            for (int d = 0; d < D; d++) assert_true(grads[p->offset + (size_t)cfg.pad_token_id * D + d] == 0.0f);
         free(x);
     }
     static const char* const CNT[6] = {"param_values", "underflow", "overflow",

@@ -411,7 +411,10 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
     static const struct { const char* key; const char* value; const char* needle; } REFUSED[] = {
         {"activation", "\"silu\"", "activation must be \"gelu\" or \"relu\""},
         {"activation", "1", "activation must be \"gelu\" or \"relu\""},
-        {"pad_token_id", "5", "pad_token_id must be 0"},
+        {"pad_token_id", "64", "pad_token_id must be null or an integer in [-vocab_size, vocab_size) = [-64, 64)"},
+        {"pad_token_id", "-65", "pad_token_id must be null or an integer in"},
+        {"initializer_range", "0", "initializer_range must be a finite number > 0"},
+        {"initializer_range", "\"0.02\"", "initializer_range must be a finite number > 0"},
         {"seq_classif_dropout", "-0.2", "seq_classif_dropout must be a number in [0, 1]"},
         {"attention_dropout", "\"0.1\"", "attention_dropout must be a number in [0, 1]"},
         {"problem_type", "\"regression\"", "problem_type"},

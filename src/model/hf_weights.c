@@ -88,8 +88,8 @@ Status hf_config_save(const ModelConfig* c, const DropoutConfig* dropout, const 
     json_object_set_new(o, "dropout", json_real(dropout ? dropout->hidden : 0.0));
     json_object_set_new(o, "attention_dropout", json_real(dropout ? dropout->attention : 0.0));
     json_object_set_new(o, "seq_classif_dropout", json_real(dropout ? dropout->classifier : 0.0));
-    json_object_set_new(o, "pad_token_id", json_integer(MODEL_PAD_TOKEN_ID));
-    json_object_set_new(o, "initializer_range", json_real(0.02));
+    json_object_set_new(o, "pad_token_id", c->pad_token_id < 0 ? json_null() : json_integer(c->pad_token_id));
+    json_object_set_new(o, "initializer_range", json_real(model_init_std(c)));
     json_object_set_new(o, "sinusoidal_pos_embds", json_false());
     char* text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);

@@ -5,6 +5,7 @@
 #include "model/model.h"
 
 #include <float.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,10 @@
 // ModelConfig order: vocab, dim, layers, heads, hidden, positions, labels). Tests and the
 // memory report iterate this table; model_config_validate() must accept the new line.
 static const ModelPreset PRESETS[] = {
-    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU}},
-    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2, FFN_ACT_GELU}},
+    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0}},
+    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0}},
     {"distilbert-base-cased", "the real model's shape (HF distilbert-base-cased, 2 labels)",
-     {28996, 768, 6, 12, 3072, 512, 2, FFN_ACT_GELU}},
+     {28996, 768, 6, 12, 3072, 512, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0}},
 };
 
 size_t model_preset_count(void) { return ARRAY_LEN(PRESETS); }
@@ -163,6 +164,11 @@ Status model_config_validate(const ModelConfig* c) {
                            (long long)c->n_heads);
     if (c->activation != FFN_ACT_GELU && c->activation != FFN_ACT_RELU)
         return status_make(STATUS_INVALID, "activation must be gelu or relu");
+    if (c->pad_token_id < -1 || c->pad_token_id >= c->vocab_size)
+        return status_make(STATUS_INVALID, "pad_token_id (%lld) must be -1 (none) or in [0, vocab_size)",
+                           (long long)c->pad_token_id);
+    if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range))
+        return status_make(STATUS_INVALID, "initializer_range must be a finite number >= 0 (0: 0.02)");
     size_t total;
     if (!config_param_count(c, &total) || total > (size_t)MODEL_MAX_PARAMS)
         return status_make(STATUS_INVALID,
@@ -199,13 +205,13 @@ static Status json_int_field(const char* path, const char* key, json_t* v, int64
 
 // The settings of a DistilBertConfig that change what DistilBertForSequenceClassification
 // computes in training, beyond its shape. What this model implements: GELU or ReLU, the three dropouts,
-// padding row 0, HF's N(0, 0.02) init, single-label cross-entropy. Anything else is refused by
+// any padding_idx (or none), HF's N(0, initializer_range) init, single-label cross-entropy. Anything else is refused by
 // name, so a config.json never trains silently as something it does not describe. Keys that
 // do not change the math stay ignored: qa_dropout (only DistilBertForQuestionAnswering uses
 // it), tie_word_embeddings (save_pretrained writes true, but the sequence classifier has no
 // output embedding to tie: its state_dict has no shared tensors), dtype/torch_dtype (master
 // weights are fp32 in every precision mode), architectures, id2label names, versions.
-static Status semantics_check(const char* path, json_t* root, int64_t n_labels) {
+static Status semantics_check(const char* path, json_t* root, int64_t n_labels, int64_t vocab_size) {
     json_t* v = json_object_get(root, "activation");
     if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "gelu") != 0 && strcmp(json_string_value(v), "relu") != 0)))
         return status_make(STATUS_INVALID,
@@ -220,13 +226,15 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels) 
                                DROPOUT_KEYS[i]);
     }
     v = json_object_get(root, "pad_token_id");
-    if (v && (!json_is_integer(v) || json_integer_value(v) != MODEL_PAD_TOKEN_ID))
+    if (v && !json_is_null(v) &&
+        (!json_is_integer(v) || json_integer_value(v) < -vocab_size || json_integer_value(v) >= vocab_size))
         return status_make(STATUS_INVALID,
-                           "%s: pad_token_id must be %d (the word embedding's padding_idx; null or another id is "
-                           "not implemented)", path, MODEL_PAD_TOKEN_ID);
+                           "%s: pad_token_id must be null or an integer in [-vocab_size, vocab_size) = [%lld, %lld) "
+                           "(the word embedding's padding_idx; nn.Embedding refuses others)", path,
+                           (long long)-vocab_size, (long long)vocab_size);
     v = json_object_get(root, "initializer_range");
-    if (v && (!json_is_number(v) || json_number_value(v) != 0.02))
-        return status_make(STATUS_INVALID, "%s: initializer_range must be 0.02 (the only init std implemented)", path);
+    if (v && (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))))
+        return status_make(STATUS_INVALID, "%s: initializer_range must be a finite number > 0 (the init's std)", path);
     v = json_object_get(root, "problem_type");
     if (v && !json_is_null(v) &&
         (!json_is_string(v) || strcmp(json_string_value(v), "single_label_classification") != 0))
@@ -297,9 +305,19 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
                            (long long)num_labels, (long long)n_id2label);
     if (num_labels >= 0) cfg->n_labels = num_labels;
     else if (n_id2label >= 0) cfg->n_labels = n_id2label;
-    v = json_object_get(root, "activation");  // checked by semantics_check when training
+    // settings beyond the shape, taken when valid (semantics_check refuses the others in training)
+    v = json_object_get(root, "activation");
     if (json_is_string(v) && !strcmp(json_string_value(v), "relu")) cfg->activation = FFN_ACT_RELU;
-    if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels))) return s;
+    v = json_object_get(root, "pad_token_id");
+    if (json_is_null(v)) cfg->pad_token_id = -1;
+    else if (json_is_integer(v) && json_integer_value(v) < 0 && json_integer_value(v) >= -cfg->vocab_size)
+        cfg->pad_token_id = cfg->vocab_size + json_integer_value(v);  // nn.Embedding: padding_idx += num_embeddings
+    else if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < cfg->vocab_size)
+        cfg->pad_token_id = json_integer_value(v);
+    v = json_object_get(root, "initializer_range");
+    if (json_is_number(v) && json_number_value(v) > 0 && isfinite(json_number_value(v)) && json_number_value(v) != 0.02)
+        cfg->initializer_range = json_number_value(v);
+    if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels, cfg->vocab_size))) return s;
     s = model_config_validate(cfg);
     if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", path, s.msg);
     return status_ok();
@@ -370,6 +388,9 @@ json_t* model_config_to_json(const ModelConfig* c) {
     // only when not the default GELU: results and checkpoints of GELU runs keep the form they
     // had before ReLU existed (a resume compares this object key by key)
     if (c->activation != FFN_ACT_GELU) json_object_set_new(o, "activation", json_string(ffn_activation_name(c->activation)));
+    if (c->pad_token_id != MODEL_PAD_TOKEN_ID)
+        json_object_set_new(o, "pad_token_id", c->pad_token_id < 0 ? json_null() : json_integer(c->pad_token_id));
+    if (c->initializer_range > 0) json_object_set_new(o, "initializer_range", json_real(c->initializer_range));
     return o;
 }
 
@@ -513,7 +534,13 @@ void param_table_init_weights(const ParamTable* t, float* buf, uint64_t seed, fl
     }
     fill_normal_where(t, buf, seed, 0.0f, std, normal);
     free(normal);
+    const ParamTensor* w = param_table_find(t, "distilbert.embeddings.word_embeddings.weight");
+    const int64_t pad = t->cfg.pad_token_id;
+    if (w && pad >= 0 && pad < t->cfg.vocab_size)  // padding_idx: its row zeroed
+        memset(buf + w->offset + (size_t)pad * (size_t)t->cfg.dim, 0, (size_t)t->cfg.dim * sizeof(float));
 }
+
+double model_init_std(const ModelConfig* c) { return c->initializer_range > 0 ? c->initializer_range : 0.02; }
 
 // ---- optimizer state over the table ----
 OptimConfig model_optim_tensor_config(const OptimConfig* cfg, bool embeddings_32bit, const ParamTensor* t) {
@@ -721,7 +748,7 @@ void model_optim_free(ModelOptim* mo) {
 //   weight/bias gradients of every linear: R(...) then added to the fp32 grads
 //                                                                      [parameter points]
 //   the three q/k/v input gradients and the residual gradient are summed in fp32;
-//   LayerNorm and embedding gradients are fp32; the word-embedding row MODEL_PAD_TOKEN_ID
+//   LayerNorm and embedding gradients are fp32; the word-embedding row cfg.pad_token_id
 //   gets no gradient (padding_idx).
 
 typedef struct {
@@ -1349,7 +1376,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     layernorm_backward_set(ws->dr, NULL, g + ws->lne_w, g + ws->lne_b, ws->dh, ws->emb, ws->emb_mean, ws->emb_rstd,
                        p + ws->lne_w, N, D);
     phase_enter(pc, PHASE_EMBEDDING);
-    embedding_backward(g + ws->wte, g + ws->wpe, ws->dr, ws->ids, B, T, D, ws->cfg.vocab_size, MODEL_PAD_TOKEN_ID);
+    embedding_backward(g + ws->wte, g + ws->wpe, ws->dr, ws->ids, B, T, D, ws->cfg.vocab_size, ws->cfg.pad_token_id);
     phase_enter(pc, PHASE_OTHER);
     c->dw_write = false;
     CHECK(c->dw_written == weights, "backward wrote %d of the %d linear weight gradients", c->dw_written, weights);

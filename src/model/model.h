@@ -29,7 +29,17 @@ typedef struct {
     int64_t max_positions;  // max_position_embeddings (P)
     int64_t n_labels;       // num_labels (= len(id2label) in a config.json)
     FfnActivation activation;  // activation: GELU (0, the presets') or ReLU; no parameter depends on it
+    // pad_token_id: the word embedding's padding_idx (its row starts at 0 and never receives a
+    // gradient), normalized as nn.Embedding does (a negative id counts from vocab_size); -1: null
+    // (no padding_idx). 0 in the presets, as DistilBertConfig's default.
+    int64_t pad_token_id;
+    // initializer_range, the init's std, when it is not DistilBertConfig's 0.02 (0: 0.02, as in the
+    // presets; model_init_std)
+    double initializer_range;
 } ModelConfig;
+
+// The std of HF's init for this config: initializer_range (0.02 by default).
+double model_init_std(const ModelConfig* c);
 
 // Upper bounds model_config_validate() enforces (sanity, and so that every size product
 // fits comfortably in size_t and int64_t).
@@ -151,8 +161,9 @@ const ParamTensor* param_table_find(const ParamTable* table, const char* name);
 // A zeroed, 64-byte aligned buffer of alloc_numel floats (parameters or gradients).
 float* param_table_alloc_buffer(const ParamTable* table);
 // HF DistilBertPreTrainedModel._init_weights: Linear and Embedding weights ~ N(0, std)
-// (initializer_range 0.02), Linear biases 0, LayerNorm weight 1 and bias 0. The padding row
-// of the word embeddings is NOT zeroed. Deterministic for any thread count (rng streams per
+// (model_init_std: initializer_range, 0.02 by default), Linear biases 0, LayerNorm weight 1 and
+// bias 0, and the word embeddings' padding row (cfg.pad_token_id, unless null) zeroed, as
+// nn.Embedding's padding_idx init does. Deterministic for any thread count (rng streams per
 // tensor chunk, see param_table_fill_normal).
 void param_table_init_weights(const ParamTable* table, float* buf, uint64_t seed, float std);
 // Every tensor ~ N(mean, std) (e.g. a synthetic gradient). Each tensor is drawn in chunks of
@@ -231,10 +242,8 @@ size_t model_optim_estimate_bytes_owned(const ParamTable* table, const Optimizer
 // The computation, op by op, with the rounding points of each precision mode, is written out
 // at the top of model.c; reference/MODEL_SEMANTICS.md records what torch/transformers compute.
 
-// DistilBertConfig.pad_token_id (default 0): the word embedding's padding_idx, whose row never
-// receives a gradient (nn.Embedding(padding_idx=0)). The presets and config.json files leave it
-// at the default (config.json's pad_token_id is accepted and ignored; a value other than 0 is
-// not modelled; model_config_from_json_file_for_training refuses it).
+// DistilBertConfig.pad_token_id's default (ModelConfig.pad_token_id of the presets): the word
+// embedding's padding_idx, whose row never receives a gradient (nn.Embedding(padding_idx=0)).
 #define MODEL_PAD_TOKEN_ID 0
 
 // One batch as the model reads it (views; data.h's Batch converts field by field).

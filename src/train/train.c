@@ -1104,7 +1104,7 @@ static int setup(Run* r) {
         s = hf_weights_load(&r->table, r->params, r->init_weights_path);
         if (!status_is_ok(s)) return user_error("--init-from: %s", s.msg);
     } else {
-        param_table_init_weights(&r->table, r->params, (uint64_t)a->seed, 0.02f);
+        param_table_init_weights(&r->table, r->params, (uint64_t)a->seed, (float)model_init_std(&r->mcfg));
     }
     s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
@@ -1387,6 +1387,9 @@ static int train_run(int argc, char** argv) {
     rc = setup(&run);
     if (run.ddp) rc = ddp_max_int(run.ddp, rc);  // every rank starts, or none (bad input is the same everywhere)
     if (rc == 0) {
+        char init_desc[160];
+        snprintf(init_desc, sizeof init_desc, "HF init (N(0, %g)%s, seeded by --seed)", model_init_std(&run.mcfg),
+                 run.mcfg.pad_token_id >= 0 ? ", padding row zeroed" : "");
         printf("***** Running training *****\n  model = %s (%zu parameters, FFN activation %s), optim = %s, precision = %s, backend = %s\n"
                "  examples = %zu, batch size = %ld, gradient accumulation steps = %ld (%ld examples per optimizer "
                "step), seq len = %ld, max steps = %ld, output = %s\n"
@@ -1401,7 +1404,7 @@ static int train_run(int argc, char** argv) {
                run.a.output_dir, run.ocfg.lr, lr_schedule_name(run.schedule.type), (long long)run.schedule.warmup_steps,
                run.ocfg.weight_decay, run.a.max_grad_norm, run.a.max_grad_norm > 0 ? "" : " (no clipping)",
                run.a.data_order, run.a.seed,
-               run.init_weights_path[0] ? run.init_weights_path : "HF init (N(0, 0.02), seeded by --seed)",
+               run.init_weights_path[0] ? run.init_weights_path : init_desc,
                run.dropout.hidden, run.dropout.attention, run.dropout.classifier,
                dropout_config_any(&run.dropout) ? "masks keyed by seed, step and example; none at evaluation"
                                                 : "no dropout");
