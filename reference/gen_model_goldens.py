@@ -7,7 +7,7 @@ Writes one safetensors file per case to <out>/model/<case>.safetensors and rewri
 <out>/MANIFEST.tsv (rows of other generators are kept).  reference/MODEL_SEMANTICS.md is the
 contract these files check: what PyTorch computes, op by op, in each precision mode.
 
-Model: the "tiny" preset (and CFG2 for the *_cfg2_* cases, RELU for grads_relu_*), DistilBertConfig(vocab_size=64, dim=32, n_layers=2, n_heads=2,
+Model: the "tiny" preset (and CFG2 for the *_cfg2_* cases, RELU and SILU for grads_relu_* and grads_silu_*), DistilBertConfig(vocab_size=64, dim=32, n_layers=2, n_heads=2,
 hidden_dim=64, max_position_embeddings=32, dropout=0, attention_dropout=0, seq_classif_dropout=0,
 activation="gelu", attn_implementation="eager"), weights = the Hugging Face init after
 torch.manual_seed(MODEL_SEED), model.train().  Precision modes (SPEC.md section 2):
@@ -29,6 +29,12 @@ Cases:
                         stay the same
   grads_relu_<mode>     fp32, bf16, fp16: one forward+backward of a third configuration with
                         activation="relu" and pad_token_id 3 (RELU: 4 heads of 10, FFN 72)
+  grads_silu_<mode>     fp32 and bf16: the same for a fourth with activation="silu" (SILU: 6 heads of
+                        8, 3 labels); not fp16, whose layer-0 q_lin gradients on this configuration are
+                        fp16 subnormals, outside what test_model_golden's tolerance models (the same with
+                        gelu there)
+  activations_low       gelu, relu and silu (get_activation) on every bf16 and fp16 pattern, forward
+                        and backward in that dtype
   trainer_<mode>        fp32 and fp16: the same 20 batches with HF Trainer's optimization
                         policies: weight decay 0.01 in two groups (Trainer.get_decay_parameter_names:
                         no decay for biases and LayerNorm weights), get_linear_schedule_with_warmup
@@ -90,11 +96,18 @@ CFG2 = dict(vocab_size=50, dim=36, n_layers=2, n_heads=3, hidden_dim=50,
 RELU = dict(vocab_size=60, dim=40, n_layers=2, n_heads=4, hidden_dim=72,
             max_position_embeddings=24, num_labels=2, dropout=0.0, attention_dropout=0.0,
             seq_classif_dropout=0.0, activation="relu", pad_token_id=3)
+# A fourth with activation="silu" (nn.functional.silu: x / (1 + exp(-x))), 6 heads of 8, FFN 96,
+# vocab 70, 3 labels, batch 3 x 22.
+SILU = dict(vocab_size=70, dim=48, n_layers=2, n_heads=6, hidden_dim=96,
+            max_position_embeddings=24, num_labels=3, dropout=0.0, attention_dropout=0.0,
+            seq_classif_dropout=0.0, activation="silu")
 SHAPES = {
     "tiny": dict(config=TINY, model_seed=1234, grads_seed=77, train_seed=78, batch=4, seq=16,
                  grads_lengths=[16, 11, 7, 3], train_lengths=(3, 16), nopad_step=10),
     "relu": dict(config=RELU, model_seed=3031, grads_seed=113, train_seed=114, batch=4, seq=18,
                  grads_lengths=[18, 12, 5, 9], train_lengths=(3, 18), nopad_step=None),
+    "silu": dict(config=SILU, model_seed=4049, grads_seed=131, train_seed=132, batch=3, seq=22,
+                 grads_lengths=[22, 14, 6], train_lengths=(3, 22), nopad_step=None),
     "cfg2": dict(config=CFG2, model_seed=2027, grads_seed=97, train_seed=98, batch=5, seq=20,
                  grads_lengths=[20, 7, 4, 2, 3], train_lengths=(2, 8), nopad_step=None),
 }
@@ -524,9 +537,55 @@ def relu_case_list():
             for mode in ["fp32", "bf16", "fp16"]]
 
 
+def silu_case_list():
+    # not fp16: this configuration's layer-0 q_lin gradients are fp16 subnormals (spacing 2^-24),
+    # beyond test_model_golden's relative tolerance (measured: the same 2-subnormal-ulp differences
+    # with activation="gelu" on it); the activation's fp16 bits are checked by activations_low
+    return [dict(name=f"grads_silu_{mode}", kind="grads", mode=mode, labels=3, nopad=False, shape="silu",
+                 flags=["padding", "forward_backward", "silu", "labels3"] + ([] if mode == "fp32" else ["autocast"]),
+                 comment=f"one forward+backward of a configuration with activation=\"silu\" (dim 48, 6 heads "
+                         f"of 8, FFN 96, 3 labels), {mode}, batch 3x22 with padding")
+            for mode in ["fp32", "bf16"]]
+
+
+def table_case_list():
+    return [dict(name="activations_low", kind="table", mode="bf16", flags=["activation_table"],
+                 comment="transformers' FFN activations (gelu, relu, silu: get_activation) on every bf16 and fp16 "
+                         "bit pattern, forward and backward in that dtype")]
+
+
+ACT_TABLE = ["gelu", "relu", "silu"]
+
+
+def run_table(torch, transformers, c, base_meta):
+    """Every 16-bit pattern x of bf16 and fp16 through get_activation(name) in that dtype: y and, for an
+    incoming gradient dy (fixed random values of the dtype), x.grad = the activation's backward."""
+    from transformers.activations import get_activation
+    tensors = {}
+    g = torch.Generator().manual_seed(GRADS_DATA_SEED)
+    for dname_, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        x = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(dt)
+        dy = (torch.randn(65536, generator=g) * 0.01).to(dt)
+        tensors[f"input.{dname_}.x"] = x.clone()
+        tensors[f"input.{dname_}.dy"] = dy
+        for name in ACT_TABLE:
+            xx = x.clone().requires_grad_(True)
+            y = get_activation(name)(xx)
+            y.backward(dy)
+            if y.dtype != dt or xx.grad.dtype != dt:
+                die(f"{name} on {dt} gave {y.dtype} / {xx.grad.dtype}", 1)
+            tensors[f"expect.{name}.{dname_}.y"] = y.detach().clone()
+            tensors[f"expect.{name}.{dname_}.dx"] = xx.grad.detach().clone()
+    meta = dict(base_meta, case=c["name"], comment=c["comment"], flags=",".join(c["flags"]), seed=str(GRADS_DATA_SEED),
+                activations=",".join(ACT_TABLE),
+                dy="torch.randn(65536, generator=torch.Generator().manual_seed(seed)) * 0.01, rounded to the dtype "
+                   "(bf16's drawn first)")
+    return tensors, meta
+
+
 def all_cases():
     return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
-            + relu_case_list())
+            + relu_case_list() + silu_case_list() + table_case_list())
 
 
 def forward(torch, model, mode, ids, mask, labels, **kw):
@@ -1232,7 +1291,8 @@ def contract_forward(torch, model, low, ids, mask, labels):
         ctx = R(R(p) @ v).transpose(1, 2).reshape(B, T, cfg.dim)
         h = ln(F(lin(ctx, pre + "attention.out_lin") + h), pre + "sa_layer_norm")
         a = lin(h, pre + "ffn.lin1")
-        g = R(torch.relu(a)) if cfg.activation == "relu" else R(0.5 * a * (1 + torch.erf(a / math.sqrt(2))))
+        g = (R(torch.relu(a)) if cfg.activation == "relu" else R(a / (1 + torch.exp(-a))) if cfg.activation == "silu"
+             else R(0.5 * a * (1 + torch.erf(a / math.sqrt(2)))))
         h = ln(F(lin(g, pre + "ffn.lin2") + h), pre + "output_layer_norm")
         hs.append(h)
     x = R(torch.relu(lin(h[:, 0], "pre_classifier")))
@@ -1267,8 +1327,8 @@ def main():
     if only:
         known = {c["name"] for c in cases}
         for s in only:
-            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu"):
-                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, "
+            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "table"):
+                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, table, "
                     f"{', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]
 
@@ -1277,7 +1337,8 @@ def main():
     base_meta = dict(lib_meta(torch, transformers), generator=goldens.generator)
     for c in cases:
         use_shape(c.get("shape", "tiny"))
-        run = run_grads if c["kind"] == "grads" else run_accum if c["kind"] == "accum" else run_train
+        run = (run_grads if c["kind"] == "grads" else run_accum if c["kind"] == "accum"
+               else run_table if c["kind"] == "table" else run_train)
         tensors, meta = run(torch, transformers, c, base_meta)
         if c["kind"] in ("train", "trainer", "accum"):
             t = tensors

@@ -62,11 +62,12 @@ static void golden_replay_config(const SafeTensors* st, ModelConfig* c) {
         assert_true(json_is_integer(v));
         *dest[i] = (int64_t)json_integer_value(v);
     }
-    json_t* act = json_object_get(o, "activation");  // DistilBertConfig's default: gelu
-    const char* an = act ? json_string_value(act) : "gelu";
+    json_t* act_v = json_object_get(o, "activation");  // DistilBertConfig's default: gelu
+    const char* an = act_v ? json_string_value(act_v) : "gelu";
     assert_non_null(an);
-    if (strcmp(an, "gelu") != 0) assert_string_equal(an, "relu");
-    c->activation = strcmp(an, "relu") == 0 ? FFN_ACT_RELU : FFN_ACT_GELU;
+    FfnActivation act;
+    if (!ffn_activation_from_name(an, &act)) fail_msg("golden activation '%s' is not implemented", an);
+    c->activation = act;
     json_t* pad = json_object_get(o, "pad_token_id");  // DistilBertConfig's default: 0
     if (pad) {
         assert_true(json_is_integer(pad) && json_integer_value(pad) >= 0);

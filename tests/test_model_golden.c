@@ -147,11 +147,12 @@ static void config_from_meta(const SafeTensors* st, ModelConfig* c) {
     c->hidden_dim = json_int(o, "hidden_dim");
     c->max_positions = json_int(o, "max_position_embeddings");
     c->n_labels = json_int(o, "num_labels");
-    json_t* act = json_object_get(o, "activation");  // DistilBertConfig's default: gelu
-    const char* an = act ? json_string_value(act) : "gelu";
+    json_t* act_v = json_object_get(o, "activation");  // DistilBertConfig's default: gelu
+    const char* an = act_v ? json_string_value(act_v) : "gelu";
     assert_non_null(an);
-    if (strcmp(an, "gelu") != 0) assert_string_equal(an, "relu");
-    c->activation = strcmp(an, "relu") == 0 ? FFN_ACT_RELU : FFN_ACT_GELU;
+    FfnActivation act;
+    if (!ffn_activation_from_name(an, &act)) fail_msg("golden activation '%s' is not implemented", an);
+    c->activation = act;
     json_t* pad = json_object_get(o, "pad_token_id");  // DistilBertConfig's default: 0
     if (pad) {
         assert_true(json_is_integer(pad) && json_integer_value(pad) >= 0);
@@ -718,11 +719,95 @@ static void test_training_trajectories(void** state) {
     assert_int_equal(failures, 0);
 }
 
+// ---- the FFN activations on every low-dtype pattern (activations_low.safetensors) ----------
+// transformers' gelu, relu and silu on each of the 65,536 bf16 and fp16 bit patterns, forward y
+// and backward dx for a given dy, both in that dtype: ours (ffn_activation_forward_low /
+// ffn_activation_backward_low, GELU by its tables) must give the same bits for relu and silu.
+// Two allowances, both stated: a NaN matches any NaN (payloads are not compared), and the
+// backward's +0 where torch has -0 (ours is 0 + R(...), the add into a zeroed gradient: layers.h,
+// gelu_backward_low). GELU is NOT bit-exact on these tables and is only reported (counts, max
+// ulp), not asserted: a known gap, reference/MODEL_SEMANTICS.md step 19. On bf16 tensors torch
+// runs oneDNN's gelu_erf (measured: with torch.backends.mkldnn disabled torch itself differs from
+// its default on the same 661 forward / 178 backward bf16 patterns), with another erf
+// approximation, subnormal results flushed to 0 (up to 128 bf16 ulps there) and gelu(+inf) = NaN;
+// ours mirrors ATen's float kernel (bit-equal on fp32 inputs). On fp16 (243 / 13 patterns, <= 3 ulp)
+// the source is not yet known. The model goldens pass regardless (those patterns are rare in a
+// step: bf16 logits stay bit-exact).
+static void test_activation_tables(void** state) {
+    (void)state;
+    SafeTensors st;
+    Status s = st_read(GOLDEN_DIR "/activations_low.safetensors", &st);
+    if (!status_is_ok(s)) printf("FAIL %s (run `make goldens`)\n", s.msg);
+    assert_true(status_is_ok(s));
+    static const char* const DT[2] = {"bf16", "fp16"};
+    static const DType DTS[2] = {DTYPE_BF16, DTYPE_F16};
+    enum { N = 65536 };
+    for (int d = 0; d < 2; d++) {
+        char name[96];
+        snprintf(name, sizeof name, "input.%s.x", DT[d]);
+        const StTensor* x = need(&st, name);
+        snprintf(name, sizeof name, "input.%s.dy", DT[d]);
+        const StTensor* dy = need(&st, name);
+        assert_int_equal(x->numel, N);
+        assert_int_equal(dy->numel, N);
+        for (int a = 0; a < 3; a++) {
+            const FfnActivation act = (FfnActivation[]){FFN_ACT_GELU, FFN_ACT_RELU, FFN_ACT_SILU}[a];
+            snprintf(name, sizeof name, "expect.%s.%s.y", ffn_activation_name(act), DT[d]);
+            const uint16_t* yr = (const uint16_t*)need(&st, name)->data;
+            snprintf(name, sizeof name, "expect.%s.%s.dx", ffn_activation_name(act), DT[d]);
+            const uint16_t* dxr = (const uint16_t*)need(&st, name)->data;
+            uint16_t* yl = malloc(N * sizeof(uint16_t));
+            uint16_t* dxl = malloc(N * sizeof(uint16_t));
+            ffn_activation_forward_low(act, NULL, yl, x->data, N, DTS[d]);
+            ffn_activation_backward_low(act, dxl, dy->data, NULL, x->data, N, DTS[d]);
+            size_t bad_y = 0, bad_dx = 0, zero_sign = 0, nonfinite_x = 0;
+            uint64_t max_ulp = 0;
+            for (size_t i = 0; i < N; i++) {
+                const float xv = (float)dtype_f64_at(DTS[d], x->data, i);
+                const float yo = (float)dtype_f64_at(DTS[d], yl, i), yt = (float)dtype_f64_at(DTS[d], yr, i);
+                const float go = (float)dtype_f64_at(DTS[d], dxl, i), gt = (float)dtype_f64_at(DTS[d], dxr, i);
+                if (!isfinite(xv) && ((yl[i] != yr[i] && !(isnan(yo) && isnan(yt))) ||
+                                      (dxl[i] != dxr[i] && !(isnan(go) && isnan(gt))))) {
+                    nonfinite_x++;  // +-inf inputs: counted apart (GELU: oneDNN's gelu(+inf) is NaN)
+                    continue;
+                }
+                if (yl[i] != yr[i] && !(isnan(yo) && isnan(yt))) {
+                    bad_y++;
+                    const uint64_t u = isnan(yo) || isnan(yt) ? UINT64_MAX : dtype_ulp_distance(DTS[d], yl[i], yr[i]);
+                    max_ulp = u > max_ulp ? u : max_ulp;
+                }
+                if (dxl[i] != dxr[i] && !(isnan(go) && isnan(gt))) {
+                    if (go == 0.0f && gt == 0.0f) {
+                        zero_sign++;
+                    } else {
+                        bad_dx++;
+                        const uint64_t u =
+                            isnan(go) || isnan(gt) ? UINT64_MAX : dtype_ulp_distance(DTS[d], dxl[i], dxr[i]);
+                        max_ulp = u > max_ulp ? u : max_ulp;
+                    }
+                }
+            }
+            printf("%s %s: %d patterns, forward %zu differ, backward %zu differ (+ %zu zeros of the other sign), "
+                   "max %llu ulp; +-inf inputs differing: %zu\n", ffn_activation_name(act), DT[d], N, bad_y, bad_dx,
+                   zero_sign, (unsigned long long)max_ulp, nonfinite_x);
+            if (act != FFN_ACT_GELU) {
+                assert_int_equal(bad_y, 0);
+                assert_int_equal(bad_dx, 0);
+                assert_int_equal(nonfinite_x, 0);
+            }
+            free(yl);
+            free(dxl);
+        }
+    }
+    st_free(&st);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_goldens_present_and_cover_every_mode),
         cmocka_unit_test(test_every_golden_matches),
         cmocka_unit_test(test_training_trajectories),
+        cmocka_unit_test(test_activation_tables),
     };
     return cmocka_run_group_tests_name("model_golden", tests, NULL, NULL);
 }

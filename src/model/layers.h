@@ -83,9 +83,13 @@ typedef struct {
 } LowCopy;
 
 // The FFN's activation, DistilBertConfig.activation: "gelu" (transformers' GELUActivation, the
-// exact erf form) or "relu" (nn.ReLU). The model's other ReLU (pre_classifier) is always ReLU.
-typedef enum { FFN_ACT_GELU = 0, FFN_ACT_RELU = 1 } FfnActivation;
-const char* ffn_activation_name(FfnActivation a);  // "gelu", "relu"
+// exact erf form), "relu" (nn.ReLU) or "silu" (= "swish": nn.functional.silu). The model's other
+// ReLU (pre_classifier) is always ReLU.
+typedef enum { FFN_ACT_GELU = 0, FFN_ACT_RELU = 1, FFN_ACT_SILU = 2 } FfnActivation;
+const char* ffn_activation_name(FfnActivation a);  // "gelu", "relu", "silu"
+// The activation a config.json string names (transformers' ACT2FN keys we implement: gelu, relu,
+// silu, swish); false for any other.
+bool ffn_activation_from_name(const char* name, FfnActivation* out);
 
 typedef struct {
     Gemm* gemm;             // the selected backend (used by one thread at a time)
@@ -186,7 +190,7 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
 // ---- GELU, exact (erf) form: y = R(x * 0.5 * (1 + erf(x / sqrt(2)))) computed in fp32, rounded
 // to dt (the dtype x holds: autocast leaves gelu in the dtype it receives). x, y (n)
 void gelu_forward(float* y, const float* x, size_t n, DType dt);
-// The FFN's activation (c->act: GELU, or ReLU as relu_forward) in the ctx's low dtype, which
+// The FFN's activation (c->act: GELU, ReLU as relu_forward, or SiLU) in the ctx's low dtype, which
 // also leaves y's GEMM operand (its low copy) in the ctx for the next linear_forward(c, ..., y,
 // ...), which then does not narrow y again; y must not change in between (the FFN: lin1 ->
 // activation -> lin2). fp32: the activation alone.
@@ -198,14 +202,19 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n, DType d
 // 0 + R(dy * gelu'(x)) from dyl (n, dt) and x's values xl (dt) or, with xl NULL, x (fp32).
 void gelu_forward_low(float* y, void* yl, const void* xl, size_t n, DType dt);
 void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* xl, size_t n, DType dt);
+// The same for any FFN activation (GELU as above; ReLU and SiLU computed directly).
+void ffn_activation_forward_low(FfnActivation act, float* y, void* yl, const void* xl, size_t n, DType dt);
+void ffn_activation_backward_low(FfnActivation act, void* dxl, const void* dyl, const float* x, const void* xl,
+                                 size_t n, DType dt);
 // Tests: true makes the low modes' GELU compute directly instead of by its 16-bit tables
 // (layers.c "GELU by table"), false restores them.
 void layers_gelu_table_disable(bool off);
 
 // ---- the FFN's backward: lin2, the activation, lin1 (DistilBERT's FFN: f1 = lin1(h1), g =
-// act(f1), lin2(g); act = c->act, GELU or ReLU), the operations of
+// act(f1), lin2(g); act = c->act, GELU, ReLU or SiLU), the operations of
 //   dg = 0; linear_backward(dg, dW2, db2 <- dy, g, W2); df1 = 0; gelu_backward(df1 <- dg, f1)
-//   (ReLU: relu_backward(df1 <- dg, relu(f1))); linear_backward(dx, dW1, db1 <- df1, h1, W1)
+//   (ReLU: relu_backward(df1 <- dg, relu(f1)); SiLU: silu_backward as torch's kernel);
+//   linear_backward(dx, dW1, db1 <- df1, h1, W1)
 // with the same bits and, in the low modes, fewer conversion passes: lin2's input gradient
 // stays in the low dtype for GELU's backward (dg is not written), GELU's backward reads f1's
 // kept copy when registered and writes df1's GEMM operand as it goes (lin1's bias gradient sums

@@ -162,8 +162,8 @@ Status model_config_validate(const ModelConfig* c) {
     if (c->dim % c->n_heads != 0)
         return status_make(STATUS_INVALID, "dim (%lld) must be divisible by n_heads (%lld)", (long long)c->dim,
                            (long long)c->n_heads);
-    if (c->activation != FFN_ACT_GELU && c->activation != FFN_ACT_RELU)
-        return status_make(STATUS_INVALID, "activation must be gelu or relu");
+    if (c->activation != FFN_ACT_GELU && c->activation != FFN_ACT_RELU && c->activation != FFN_ACT_SILU)
+        return status_make(STATUS_INVALID, "activation must be gelu, relu or silu");
     if (c->pad_token_id < -1 || c->pad_token_id >= c->vocab_size)
         return status_make(STATUS_INVALID, "pad_token_id (%lld) must be -1 (none) or in [0, vocab_size)",
                            (long long)c->pad_token_id);
@@ -204,7 +204,7 @@ static Status json_int_field(const char* path, const char* key, json_t* v, int64
 }
 
 // The settings of a DistilBertConfig that change what DistilBertForSequenceClassification
-// computes in training, beyond its shape. What this model implements: GELU or ReLU, the three dropouts,
+// computes in training, beyond its shape. What this model implements: GELU, ReLU or SiLU, the three dropouts,
 // any padding_idx (or none), HF's N(0, initializer_range) init, single-label cross-entropy. Anything else is refused by
 // name, so a config.json never trains silently as something it does not describe. Keys that
 // do not change the math stay ignored: qa_dropout (only DistilBertForQuestionAnswering uses
@@ -213,10 +213,11 @@ static Status json_int_field(const char* path, const char* key, json_t* v, int64
 // weights are fp32 in every precision mode), architectures, id2label names, versions.
 static Status semantics_check(const char* path, json_t* root, int64_t n_labels, int64_t vocab_size) {
     json_t* v = json_object_get(root, "activation");
-    if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "gelu") != 0 && strcmp(json_string_value(v), "relu") != 0)))
+    FfnActivation act;
+    if (v && (!json_is_string(v) || !ffn_activation_from_name(json_string_value(v), &act)))
         return status_make(STATUS_INVALID,
-                           "%s: activation must be \"gelu\" or \"relu\" (the activations implemented; transformers' "
-                           "others, e.g. \"silu\" or \"gelu_new\", are not)", path);
+                           "%s: activation must be \"gelu\", \"relu\", \"silu\" or \"swish\" (the activations "
+                           "implemented; transformers' others, e.g. \"gelu_new\", are not)", path);
     // the three dropouts are implemented (dropout.h): probabilities in [0, 1], read by
     // model_dropout_from_json_file
     for (size_t i = 0; i < ARRAY_LEN(DROPOUT_KEYS); i++) {
@@ -307,7 +308,8 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
     else if (n_id2label >= 0) cfg->n_labels = n_id2label;
     // settings beyond the shape, taken when valid (semantics_check refuses the others in training)
     v = json_object_get(root, "activation");
-    if (json_is_string(v) && !strcmp(json_string_value(v), "relu")) cfg->activation = FFN_ACT_RELU;
+    FfnActivation act;
+    if (json_is_string(v) && ffn_activation_from_name(json_string_value(v), &act)) cfg->activation = act;
     v = json_object_get(root, "pad_token_id");
     if (json_is_null(v)) cfg->pad_token_id = -1;
     else if (json_is_integer(v) && json_integer_value(v) < 0 && json_integer_value(v) >= -cfg->vocab_size)
@@ -734,7 +736,7 @@ void model_optim_free(ModelOptim* mo) {
 //     ctx = R(R(P) v_h) ; ao = R(R(ctx) R(Wo)^T + R(bo))
 //     r1  = ao + x                                      fp32 (mixed add promotes)
 //     h1  = LayerNorm_sa(r1)                            fp32
-//     f1  = R(R(h1) R(W1)^T + R(b1)) ; g = R(act(f1))   act (GELU or ReLU) runs in the dtype it receives
+//     f1  = R(R(h1) R(W1)^T + R(b1)) ; g = R(act(f1))   act (GELU, ReLU or SiLU) runs in the dtype it receives
 //     r2  = R(g R(W2)^T + R(b2)) + h1                   fp32
 //     h2  = LayerNorm_out(r2)                           fp32
 //   pooled = h_L[:, 0] ; pre = R(R(pooled) R(Wpre)^T + R(bpre)) ; act = relu(pre)
@@ -764,7 +766,7 @@ typedef struct {
     float *mean1, *rstd1;  // (N)
     float* h1;             // (N, D) sa_layer_norm output
     float* f1;             // (N, Hd) lin1 output (low)
-    float* g;              // (N, Hd) act(f1) (low): GELU or ReLU
+    float* g;              // (N, Hd) act(f1) (low): GELU, ReLU or SiLU
     float* r2;             // (N, D) f2 + h1: output_layer_norm input
     float *mean2, *rstd2;  // (N)
     float* h2;             // (N, D) the layer's output

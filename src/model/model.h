@@ -28,7 +28,7 @@ typedef struct {
     int64_t hidden_dim;     // hidden_dim (FFN inner size H)
     int64_t max_positions;  // max_position_embeddings (P)
     int64_t n_labels;       // num_labels (= len(id2label) in a config.json)
-    FfnActivation activation;  // activation: GELU (0, the presets') or ReLU; no parameter depends on it
+    FfnActivation activation;  // activation: GELU (0, the presets'), ReLU or SiLU; no parameter depends on it
     // pad_token_id: the word embedding's padding_idx (its row starts at 0 and never receives a
     // gradient), normalized as nn.Embedding does (a negative id counts from vocab_size); -1: null
     // (no padding_idx). 0 in the presets, as DistilBertConfig's default.
