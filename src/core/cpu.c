@@ -50,6 +50,7 @@ static void detect(void) {
     f->avx512f = os_avx512 && ((b7 >> 16) & 1);
     f->avx512bw = f->avx512f && ((b7 >> 30) & 1);
     f->avx512vl = f->avx512f && ((b7 >> 31) & 1);
+    f->avx512dq = f->avx512f && ((b7 >> 17) & 1);
     f->avx512_bf16 = f->avx512f && ((a71 >> 5) & 1);
     f->avx512_fp16 = f->avx512f && ((d7 >> 23) & 1);
     f->amx_bf16 = os_amx && ((d7 >> 22) & 1);

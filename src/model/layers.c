@@ -3,6 +3,7 @@
 // through gemm_run with the mode's dtype. Not here: which activations the model keeps, the
 // order of the layers, loss scaling (model.c, amp.c).
 #include "model/layers.h"
+#include "model/gelu_onednn.h"
 
 #include <float.h>
 #include <math.h>
@@ -1063,8 +1064,10 @@ static void act_grad_rows(FfnActivation act, float* t, const float* dy, const fl
 // both dtypes against the direct path, NaN and infinities included). 2 x 512 KiB.
 typedef struct {
     float fwd[65536];   // R(gelu(x)) in fp32 (a value of the low dtype)
-    float grad[65536];  // cdf + x * pdf, as gelu_grad_rows forms it
+    float grad[65536];  // cdf + x * pdf, as gelu_grad_rows forms it; bf16 where torch runs GELU on
+                        // oneDNN: that kernel's derivative (gelu_onednn.h), then grad_onednn
     bool avx512;        // lookups by AVX-512 gathers (decided once, when the table is built)
+    bool grad_onednn;
 } GeluLut;
 static GeluLut* g_gelu_lut[2];  // bf16, fp16
 static pthread_once_t g_gelu_once[2] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
@@ -1086,6 +1089,9 @@ static void gelu_lut_build(int k) {
     gelu_rows(t->fwd, x, 65536);
     round_to(t->fwd, 65536, dt);
     gelu_grad_rows(t->grad, ones, x, 65536);
+    // bf16 where torch runs gelu_backward on oneDNN: R(dy * f) with oneDNN's own f (179 patterns
+    // differ from ATen's formula; the forward table stays ATen's formula: gelu_onednn.h)
+    t->grad_onednn = dt == DTYPE_BF16 && gelu_onednn_bf16_active() && gelu_onednn_grad_f32(x, t->grad, 65536);
 #if defined(__x86_64__)
     t->avx512 = cpu_features()->avx512f;
 #else
@@ -1100,6 +1106,13 @@ static void gelu_lut_build_bf16(void) { gelu_lut_build(0); }
 static void gelu_lut_build_f16(void) { gelu_lut_build(1); }
 
 // The table for dt (built on first use), or NULL: dt is not a 16-bit low dtype
+static const GeluLut* gelu_lut(DType dt);
+
+const char* layers_gelu_bf16_grad_source(void) {
+    const GeluLut* t = gelu_lut(DTYPE_BF16);
+    return t && t->grad_onednn ? "onednn" : "aten";
+}
+
 static const GeluLut* gelu_lut(DType dt) {
     if (g_gelu_lut_off) return NULL;
     if (dt == DTYPE_BF16) {
@@ -1262,16 +1275,22 @@ static void act_backward_low(FfnActivation act, void* dxl, const void* dyl, cons
                              DType dt) {
     enum { CH = 256 };
     const size_t es = dtype_traits(dt)->size;
-    const GeluLut* lut = xl && act == FFN_ACT_GELU ? gelu_lut(dt) : NULL;  // xl's 16-bit patterns index the table
+    // xl's 16-bit patterns index the table; without xl too when the table's gradient is oneDNN's
+    // (x then holds dt values: its patterns are converted exactly, chunk by chunk)
+    const GeluLut* lut = act == FFN_ACT_GELU ? gelu_lut(dt) : NULL;
+    if (lut && !xl && !lut->grad_onednn) lut = NULL;
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
         float t[CH], tdy[CH], tx[CH];
+        uint16_t xbits[CH];
         // bf16's dy is widened inside the lookup (in registers), fp16's here
         const uint16_t* dyb = lut && dt == DTYPE_BF16 ? (const uint16_t*)dyl + i0 : NULL;
         if (!dyb) dtype_to_f32_row(tdy, dt, (const char*)dyl + i0 * es, m);
         if (lut) {
-            lut_rows(lut, t, lut->grad, (const uint16_t*)xl + i0, dyb ? NULL : tdy, dyb, m);
+            const uint16_t* idx = (const uint16_t*)xl + i0;
+            if (!xl) dtype_from_f32_row(xbits, dt, x + i0, m), idx = xbits;  // exact: x holds dt values
+            lut_rows(lut, t, lut->grad, idx, dyb ? NULL : tdy, dyb, m);
         } else {
             const float* xc = tx;  // (m)
             if (xl)

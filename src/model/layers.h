@@ -206,6 +206,8 @@ void gelu_backward_low(void* dxl, const void* dyl, const float* x, const void* x
 void ffn_activation_forward_low(FfnActivation act, float* y, void* yl, const void* xl, size_t n, DType dt);
 void ffn_activation_backward_low(FfnActivation act, void* dxl, const void* dyl, const float* x, const void* xl,
                                  size_t n, DType dt);
+// "onednn" when the bf16 GELU backward uses oneDNN's derivative (gelu_onednn.h), else "aten".
+const char* layers_gelu_bf16_grad_source(void);
 // Tests: true makes the low modes' GELU compute directly instead of by its 16-bit tables
 // (layers.c "GELU by table"), false restores them.
 void layers_gelu_table_disable(bool off);

@@ -40,6 +40,7 @@ static json_t* features_json(const CpuFeatures* f) {
     json_object_set_new(o, "avx512f", json_boolean(f->avx512f));
     json_object_set_new(o, "avx512bw", json_boolean(f->avx512bw));
     json_object_set_new(o, "avx512vl", json_boolean(f->avx512vl));
+    json_object_set_new(o, "avx512dq", json_boolean(f->avx512dq));
     json_object_set_new(o, "avx512_bf16", json_boolean(f->avx512_bf16));
     json_object_set_new(o, "avx512_fp16", json_boolean(f->avx512_fp16));
     json_object_set_new(o, "amx_tile", json_boolean(f->amx_tile));
