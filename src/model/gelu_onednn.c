@@ -5,9 +5,13 @@
 
 #include "core/cpu.h"
 
+bool gelu_onednn_torch_uses(void) {
+    const CpuFeatures* c = cpu_features();
+    return c->avx512bw && c->avx512vl && c->avx512dq;
+}
+
 #ifdef TRAINBENCH_NO_ONEDNN
 
-bool gelu_onednn_bf16_active(void) { return false; }
 bool gelu_onednn_grad_f32(const float* x, float* f, size_t n) {
     (void)x, (void)f, (void)n;
     return false;
@@ -17,11 +21,6 @@ bool gelu_onednn_grad_f32(const float* x, float* f, size_t n) {
 
 #include <dnnl.h>
 #include <stdlib.h>
-
-bool gelu_onednn_bf16_active(void) {
-    const CpuFeatures* c = cpu_features();
-    return c->avx512bw && c->avx512vl && c->avx512dq;
-}
 
 bool gelu_onednn_grad_f32(const float* x, float* f, size_t n) {
     float* ones = malloc((n ? n : 1) * sizeof(float));

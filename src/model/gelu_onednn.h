@@ -12,9 +12,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-// True where torch would run GELU on bf16 tensors through oneDNN (the CPU check above) and this
-// build has oneDNN (not make WITHOUT=onednn).
-bool gelu_onednn_bf16_active(void);
+// True where torch runs GELU on bf16 tensors through oneDNN (the CPU check above), whether or not
+// this build has oneDNN.
+bool gelu_onednn_torch_uses(void);
 
 // f[i] = the derivative of gelu_erf at x[i] as oneDNN's f32 eltwise backward computes it
 // (diff_src for diff_dst = 1, n values). False, f untouched, when not built with oneDNN or when

@@ -1009,6 +1009,54 @@ __attribute__((always_inline)) static inline float vexp_full(float d) {
     return select_bits(d < -104.0f, 0.0f, u);
 }
 
+// GELU on bf16/fp16 tensors as ATen's reduced-type kernel computes it (Gelu.h vectorized_gelu on
+// the widened floats): x * 0.5 * (1 + erf(x * alpha)) with Vectorized<float>::erf, which is not
+// the erf of the fp32 path (verf above) but Abramowitz-Stegun 7.1.26 written with FMAs:
+// t = 1 / fma(p, |x|, 1), r = ((((p5 t + p4) t + p3) t + p2) t + p1 (FMAs), erf = sign(x) xor
+// fma(-exp(-x*x) * t, r, 1), exp SLEEF's u10; the backward dy * (0.5 (1 + erf(x alpha)) + x * beta *
+// exp(-x*x/2)). Measured against torch 2.15 on every pattern: fp16 forward and backward, and bf16
+// with torch.backends.mkldnn disabled, bit for bit after rounding (torch's fp16 gelu is not its
+// fp32 gelu rounded: 403 patterns differ). Where torch hands bf16 GELU to oneDNN the tables
+// follow gelu_low_aten (below).
+__attribute__((always_inline)) static inline float verf_aten(float a) {
+    const float t = 1.0f / fmaf(0.3275911f, fabsf(a), 1.0f);
+    float r = fmaf(1.061405429f, t, -1.453152027f);
+    r = fmaf(r, t, 1.421413741f);
+    r = fmaf(r, t, -0.284496736f);
+    r = fmaf(r, t, 0.254829592f);
+    const float e = -vexp_full(-(a * a));
+    const float v = fmaf(e * t, r, 1.0f);
+    uint32_t ub, sb;
+    memcpy(&ub, &v, sizeof ub);
+    memcpy(&sb, &a, sizeof sb);
+    ub ^= sb & 0x80000000u;  // sign(x) xor: the erf's sign
+    float out;
+    memcpy(&out, &ub, sizeof out);
+    return out;
+}
+
+GELU_CLONES static void gelu_rows_aten(float* y, const float* x, size_t m) {
+#pragma omp simd  // element-wise: lanes change no bit
+    for (size_t i = 0; i < m; i++) y[i] = x[i] * 0.5f * (1.0f + verf_aten(x[i] * (float)M_SQRT1_2));
+}
+
+GELU_CLONES static void gelu_grad_rows_aten(float* t, const float* dy, const float* x, size_t m) {
+    const float kBeta = (float)(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+#pragma omp simd  // element-wise: lanes change no bit
+    for (size_t i = 0; i < m; i++) {
+        const float cdf = 0.5f * (1.0f + verf_aten(x[i] * (float)M_SQRT1_2));
+        const float pdf = kBeta * vexp_full(x[i] * x[i] * -0.5f);
+        t[i] = dy[i] * (cdf + x[i] * pdf);
+    }
+}
+
+// Which GELU torch runs on tensors of dt: ATen's reduced-type kernel (gelu_rows_aten) for fp16, and
+// for bf16 where torch does not hand it to oneDNN (gelu_onednn.h); else (fp32; bf16 on oneDNN,
+// whose newer forward no formula here reproduces) the fp32 formula.
+static bool gelu_low_aten(DType dt) {
+    return dt == DTYPE_F16 || (dt == DTYPE_BF16 && !gelu_onednn_torch_uses());
+}
+
 // SiLU as ATen's CPU kernels compute it (silu_kernel / silu_backward_kernel, vectorized; the
 // reduced types in float, then rounded): y = x / (1 + exp(-x)); the gradient
 // dy * s * fma(x, 1 - s, 1) with s = 1 / (1 + exp(-x)) (the compiled kernel fuses 1 + x * (1 - s)).
@@ -1044,14 +1092,17 @@ bool ffn_activation_from_name(const char* name, FfnActivation* out) {
 }
 
 // the FFN activation's rows: y = act(x) (fp32 math, not yet rounded); t = dy * act'(x) (ReLU: the select)
-static void act_rows(FfnActivation act, float* y, const float* x, size_t m) {
+// (dt: the dtype the values hold; GELU's formula depends on it: gelu_low_aten)
+static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size_t m) {
     if (act == FFN_ACT_RELU) relu_rows(y, x, m);
     else if (act == FFN_ACT_SILU) silu_rows(y, x, m);
+    else if (gelu_low_aten(dt)) gelu_rows_aten(y, x, m);
     else gelu_rows(y, x, m);
 }
-static void act_grad_rows(FfnActivation act, float* t, const float* dy, const float* x, size_t m) {
+static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy, const float* x, size_t m) {
     if (act == FFN_ACT_RELU) relu_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_SILU) silu_grad_rows(t, dy, x, m);
+    else if (gelu_low_aten(dt)) gelu_grad_rows_aten(t, dy, x, m);
     else gelu_grad_rows(t, dy, x, m);
 }
 
@@ -1086,12 +1137,12 @@ static void gelu_lut_build(int k) {
         ones[i] = 1.0f;
     }
     dtype_to_f32_row(x, dt, bits, 65536);  // exact
-    gelu_rows(t->fwd, x, 65536);
+    act_rows(FFN_ACT_GELU, dt, t->fwd, x, 65536);
     round_to(t->fwd, 65536, dt);
-    gelu_grad_rows(t->grad, ones, x, 65536);
-    // bf16 where torch runs gelu_backward on oneDNN: R(dy * f) with oneDNN's own f (179 patterns
-    // differ from ATen's formula; the forward table stays ATen's formula: gelu_onednn.h)
-    t->grad_onednn = dt == DTYPE_BF16 && gelu_onednn_bf16_active() && gelu_onednn_grad_f32(x, t->grad, 65536);
+    act_grad_rows(FFN_ACT_GELU, dt, t->grad, ones, x, 65536);
+    // bf16 where torch runs gelu_backward on oneDNN: R(dy * f) with oneDNN's own f (gelu_onednn.h;
+    // the forward table stays the fp32 formula there)
+    t->grad_onednn = dt == DTYPE_BF16 && gelu_onednn_torch_uses() && gelu_onednn_grad_f32(x, t->grad, 65536);
 #if defined(__x86_64__)
     t->avx512 = cpu_features()->avx512f;
 #else
@@ -1200,7 +1251,7 @@ static void act_forward_into(FfnActivation act, float* y, void* yl, const float*
                 dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
             else
                 xc = x + i0;
-            act_rows(act, yc, xc, m);
+            act_rows(act, dt, yc, xc, m);
             round_to(yc, m, dt);
         }
         if (yl) dtype_from_f32_row((char*)yl + i0 * es, dt, yc, m);  // exact: yc holds dt values
@@ -1249,7 +1300,7 @@ static void act_backward_into(FfnActivation act, float* dx, const float* dy, con
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
         float t[CH];
-        act_grad_rows(act, t, dy + i0, x + i0, m);
+        act_grad_rows(act, dt, t, dy + i0, x + i0, m);
         round_to(t, m, dt);
         if (set) {
             for (size_t i = 0; i < m; i++) dx[i0 + i] = 0.0f + t[i];  // not folded: no -ffast-math
@@ -1297,7 +1348,7 @@ static void act_backward_low(FfnActivation act, void* dxl, const void* dyl, cons
                 dtype_to_f32_row(tx, dt, (const char*)xl + i0 * es, m);
             else
                 xc = x + i0;
-            act_grad_rows(act, t, tdy, xc, m);
+            act_grad_rows(act, dt, t, tdy, xc, m);
         }
         round_to(t, m, dt);
         for (size_t i = 0; i < m; i++) t[i] = 0.0f + t[i];  // the zeroed dx's add (-0 -> +0); not folded: no -ffast-math
