@@ -410,15 +410,16 @@ static void test_gelu_relu(void** state) {
     check_forward("y", y, yr, n);
     gelu_backward(dx, dy, x, n, DTYPE_F32);
     check_grad("dx", dx, dx0, ac.x, n, act_obj, &ac, NULL);
-    // in a low dtype the op computes in fp32 and rounds its output once: bf16 values, and where
-    // torch runs bf16 GELU on oneDNN (the fp32 formula here) exactly the fp32 result rounded; on
-    // other CPUs the bf16 formula is ATen's reduced-type one (layers.c verf_aten), within a bf16 ulp
+    // in a low dtype the op computes in fp32 and rounds its output once: bf16 values near the fp32
+    // result (a bf16 ulp, plus the low formulas' erf error, absolute ~1e-7 of erf's, where gelu is
+    // tiny), and where torch runs bf16 GELU on oneDNN exactly that formula rounded (gelu_onednn.h;
+    // else ATen's reduced-type one, layers.c verf_aten)
     float* yl = malloc(n * sizeof(float));
     gelu_forward(yl, x, n, DTYPE_BF16);
     for (int i = 0; i < n; i++) {
         assert_true(yl[i] == dtype_round(yl[i], DTYPE_BF16));
-        if (gelu_onednn_torch_uses()) assert_true(yl[i] == dtype_round(y[i], DTYPE_BF16));
-        else assert_true(fabsf(yl[i] - y[i]) <= 0x1p-7f * fabsf(y[i]));
+        assert_true(fabsf(yl[i] - y[i]) <= 0x1p-7f * fabsf(y[i]) + 1e-6f * fabsf(x[i]));
+        if (gelu_onednn_torch_uses()) assert_true(yl[i] == dtype_round(gelu_onednn_forward(x[i]), DTYPE_BF16));
     }
     printf("relu (n %d)\n", n);
     ac.relu = 1;

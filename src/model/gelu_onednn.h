@@ -1,11 +1,11 @@
-// gelu_onednn.h — the derivative torch's bf16 GELU backward uses where torch runs it on oneDNN.
+// gelu_onednn.h — GELU as torch computes it on bf16 tensors where it runs it on oneDNN.
 // On a CPU with AVX-512 BW, VL and DQ (torch's mkldnn_bf16_device_check) torch 2.x hands GELU on
-// bf16 tensors to oneDNN's eltwise_gelu_erf, whose derivative differs from ATen's float formula
-// (the one trainbench computes elsewhere) on 179 of the 65,536 bf16 patterns
-// (reference/MODEL_SEMANTICS.md step 19). Its backward is R(dy * f(x)) with f the kernel's f32
-// derivative; measured: f from Debian's oneDNN 2.6 reproduces torch 2.15's bf16 gelu_backward on
-// every pattern, so the bf16 GELU table's gradient factor is taken from it (layers.c). The
-// forward is not: oneDNN 2.6's forward differs from torch's (a newer oneDNN) on 16,232 patterns.
+// bf16 tensors to oneDNN's eltwise_gelu_erf, which differs from ATen's kernels on 661 forward and
+// 179 backward bf16 patterns (reference/MODEL_SEMANTICS.md step 19). Forward: gelu_onednn_forward
+// below (oneDNN's AVX-512 algorithm in C). Backward: R(dy * f(x)) with f the kernel's f32
+// derivative; f from Debian's oneDNN 2.6 reproduces torch 2.15's bf16 gelu_backward on every
+// pattern (that version's forward does not: 16,232 patterns apart, an older algorithm). layers.c
+// builds its bf16 GELU table from both.
 #ifndef TRAINBENCH_GELU_ONEDNN_H
 #define TRAINBENCH_GELU_ONEDNN_H
 
@@ -15,6 +15,13 @@
 // True where torch runs GELU on bf16 tensors through oneDNN (the CPU check above), whether or not
 // this build has oneDNN.
 bool gelu_onednn_torch_uses(void);
+
+// gelu_erf(x) as oneDNN's AVX-512 forward computes it (torch 2.15's bundled oneDNN), in fp32 before
+// the bf16 rounding: erf(x / sqrt 2) by a piecewise degree-5 minimax polynomial in |x| (25 pieces
+// picked from the exponent and 2 mantissa bits, 1 beyond 5.54), x * (1 + erf) * 0.5, with the
+// kernel's denormals flushed (inputs and every intermediate). Measured: rounded to bf16 it equals
+// torch's bf16 gelu on all 65,536 patterns. Pure C (no oneDNN call): any build.
+float gelu_onednn_forward(float x);
 
 // f[i] = the derivative of gelu_erf at x[i] as oneDNN's f32 eltwise backward computes it
 // (diff_src for diff_dst = 1, n values). False, f untouched, when not built with oneDNN or when

@@ -1051,10 +1051,15 @@ GELU_CLONES static void gelu_grad_rows_aten(float* t, const float* dy, const flo
 }
 
 // Which GELU torch runs on tensors of dt: ATen's reduced-type kernel (gelu_rows_aten) for fp16, and
-// for bf16 where torch does not hand it to oneDNN (gelu_onednn.h); else (fp32; bf16 on oneDNN,
-// whose newer forward no formula here reproduces) the fp32 formula.
+// for bf16 where torch does not hand it to oneDNN; oneDNN's (gelu_onednn.h) for bf16 where it does;
+// else (fp32) the fp32 formula.
 static bool gelu_low_aten(DType dt) {
     return dt == DTYPE_F16 || (dt == DTYPE_BF16 && !gelu_onednn_torch_uses());
+}
+static bool gelu_low_onednn(DType dt) { return dt == DTYPE_BF16 && gelu_onednn_torch_uses(); }
+
+static void gelu_rows_onednn(float* y, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) y[i] = gelu_onednn_forward(x[i]);
 }
 
 // SiLU as ATen's CPU kernels compute it (silu_kernel / silu_backward_kernel, vectorized; the
@@ -1097,6 +1102,7 @@ static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size
     if (act == FFN_ACT_RELU) relu_rows(y, x, m);
     else if (act == FFN_ACT_SILU) silu_rows(y, x, m);
     else if (gelu_low_aten(dt)) gelu_rows_aten(y, x, m);
+    else if (gelu_low_onednn(dt)) gelu_rows_onednn(y, x, m);
     else gelu_rows(y, x, m);
 }
 static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy, const float* x, size_t m) {
@@ -1141,7 +1147,7 @@ static void gelu_lut_build(int k) {
     round_to(t->fwd, 65536, dt);
     act_grad_rows(FFN_ACT_GELU, dt, t->grad, ones, x, 65536);
     // bf16 where torch runs gelu_backward on oneDNN: R(dy * f) with oneDNN's own f (gelu_onednn.h;
-    // the forward table stays the fp32 formula there)
+    // the forward table is oneDNN's forward there: act_rows)
     t->grad_onednn = dt == DTYPE_BF16 && gelu_onednn_torch_uses() && gelu_onednn_grad_f32(x, t->grad, 65536);
 #if defined(__x86_64__)
     t->avx512 = cpu_features()->avx512f;
