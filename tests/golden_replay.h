@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/safetensors.h"
+#include "golden_config.h"
 #include "golden_dropout.h"
 #include "train/train.h"
 
@@ -45,36 +46,6 @@ typedef struct {
     bool has_dropout;
     int64_t first_step;                 // the 1-based step of the golden's first optimizer step
 } GoldenReplay;
-
-// The golden's metadata "config" (a DistilBertConfig as JSON) as a ModelConfig.
-static void golden_replay_config(const SafeTensors* st, ModelConfig* c) {
-    memset(c, 0, sizeof *c);  // defaults: GELU, pad_token_id 0, initializer_range 0.02
-    const char* text = st_meta(st, "config");
-    assert_non_null(text);
-    json_t* o = json_loads(text, 0, NULL);
-    assert_non_null(o);
-    static const char* const KEYS[] = {"vocab_size", "dim", "n_layers", "n_heads", "hidden_dim",
-                                       "max_position_embeddings", "num_labels"};
-    int64_t* dest[] = {&c->vocab_size, &c->dim, &c->n_layers, &c->n_heads, &c->hidden_dim, &c->max_positions,
-                       &c->n_labels};
-    for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
-        json_t* v = json_object_get(o, KEYS[i]);
-        assert_true(json_is_integer(v));
-        *dest[i] = (int64_t)json_integer_value(v);
-    }
-    json_t* act_v = json_object_get(o, "activation");  // DistilBertConfig's default: gelu
-    const char* an = act_v ? json_string_value(act_v) : "gelu";
-    assert_non_null(an);
-    FfnActivation act;
-    if (!ffn_activation_from_name(an, &act)) fail_msg("golden activation '%s' is not implemented", an);
-    c->activation = act;
-    json_t* pad = json_object_get(o, "pad_token_id");  // DistilBertConfig's default: 0
-    if (pad) {
-        assert_true(json_is_integer(pad) && json_integer_value(pad) >= 0);
-        c->pad_token_id = json_integer_value(pad);
-    }
-    json_decref(o);
-}
 
 // metadata param_groups "hf_trainer: weight_decay on every parameter except these (...): a,b,c":
 // the list must be exactly the tensors param_gets_weight_decay exempts.
@@ -115,7 +86,7 @@ static bool golden_replay_open(GoldenReplay* r, const char* path, const char* ba
         return false;
     }
     ModelConfig cfg;
-    golden_replay_config(&r->st, &cfg);
+    golden_config(&r->st, &cfg);  // the model's shape, activation and padding_idx
     assert_true(status_is_ok(param_table_build(&cfg, &r->table)));
     r->params = param_table_alloc_buffer(&r->table);
     r->grads = param_table_alloc_buffer(&r->table);

@@ -30,6 +30,7 @@
 #include "model/gelu_onednn.h"
 #include "optim/optim.h"
 #include "core/safetensors.h"
+#include "golden_config.h"
 #include "golden_dropout.h"
 
 #define GOLDEN_DIR "reference/golden/model"
@@ -128,38 +129,6 @@ static const char* need_meta(const SafeTensors* st, const char* key) {
     if (!v) fprintf(stderr, "%s: missing metadata %s\n", st->path, key);
     assert_non_null(v);
     return v;
-}
-
-static int64_t json_int(json_t* o, const char* key) {
-    json_t* v = json_object_get(o, key);
-    assert_true(json_is_integer(v));
-    return (int64_t)json_integer_value(v);
-}
-
-static void config_from_meta(const SafeTensors* st, ModelConfig* c) {
-    memset(c, 0, sizeof *c);  // defaults: GELU, pad_token_id 0, initializer_range 0.02
-    json_error_t err;
-    json_t* o = json_loads(need_meta(st, "config"), 0, &err);
-    assert_non_null(o);
-    c->vocab_size = json_int(o, "vocab_size");
-    c->dim = json_int(o, "dim");
-    c->n_layers = json_int(o, "n_layers");
-    c->n_heads = json_int(o, "n_heads");
-    c->hidden_dim = json_int(o, "hidden_dim");
-    c->max_positions = json_int(o, "max_position_embeddings");
-    c->n_labels = json_int(o, "num_labels");
-    json_t* act_v = json_object_get(o, "activation");  // DistilBertConfig's default: gelu
-    const char* an = act_v ? json_string_value(act_v) : "gelu";
-    assert_non_null(an);
-    FfnActivation act;
-    if (!ffn_activation_from_name(an, &act)) fail_msg("golden activation '%s' is not implemented", an);
-    c->activation = act;
-    json_t* pad = json_object_get(o, "pad_token_id");  // DistilBertConfig's default: 0
-    if (pad) {
-        assert_true(json_is_integer(pad) && json_integer_value(pad) >= 0);
-        c->pad_token_id = json_integer_value(pad);
-    }
-    json_decref(o);
 }
 
 // ---- comparison bookkeeping ----------------------------------------------------------------
@@ -289,7 +258,7 @@ static void run_golden(const char* path, CaseResult* r) {
     assert_non_null(mode);
     r->mode = mode;
     ModelConfig cfg;
-    config_from_meta(&st, &cfg);
+    golden_config(&st, &cfg);
     char pad_text[32];
     snprintf(pad_text, sizeof pad_text, "%lld", (long long)cfg.pad_token_id);
     assert_string_equal(need_meta(&st, "pad_id"), pad_text);  // the config's padding_idx
@@ -570,7 +539,7 @@ static int run_train_golden(const char* golden) {
     const PrecisionMode* mode = amp_mode_find(need_meta(&st, "mode"));
     assert_non_null(mode);
     ModelConfig cfg;
-    config_from_meta(&st, &cfg);
+    golden_config(&st, &cfg);
     ParamTable table;
     assert_true(status_is_ok(param_table_build(&cfg, &table)));
     float* params = param_table_alloc_buffer(&table);
