@@ -900,11 +900,11 @@ __attribute__((always_inline)) static inline float select_bits(bool c, float a, 
     return f;
 }
 
-__attribute__((always_inline)) static inline float vexp(float d) {
-    // clamped with comparisons (vectorizable, unlike fminf/fmaxf); a NaN d becomes -104 here,
-    // so vexp(NaN) is not NaN: GELU's NaN still propagates through the factor x of its callers
-    // (through select_bits: see there)
-    const float lo = select_bits(d > -104.0f, d, -104.0f), hi = select_bits(d < 88.7f, d, 88.7f);
+// SLEEF's xexpf polynomial on d clamped to [-104, top], +0 below -104. Clamped with comparisons
+// (vectorizable, unlike fminf/fmaxf); a NaN d becomes -104 here, so the result is not NaN: the
+// callers keep NaN through their factor x (GELU through select_bits: see there).
+__attribute__((always_inline)) static inline float vexp_clamped(float d, float top) {
+    const float lo = select_bits(d > -104.0f, d, -104.0f), hi = select_bits(d < top, d, top);
     const float dc = select_bits(d > -104.0f, hi, lo);
     const float q = rintf(dc * 1.442695040888963407359924681001892137426645954152985934135449406931f);
     float s = fmaf(q, -0.693145751953125f, dc);
@@ -923,6 +923,15 @@ __attribute__((always_inline)) static inline float vexp(float d) {
     memcpy(&p2, &b2, sizeof p2);
     u = u * p1 * p2;
     return select_bits(d < -104.0f, 0.0f, u);
+}
+
+// the softmax's and GELU's exp: their arguments are <= 0 (or NaN), so the top clamp 88.7 never acts
+__attribute__((always_inline)) static inline float vexp(float d) { return vexp_clamped(d, 88.7f); }
+
+// exp as SLEEF's xexpf (u10) over its whole range, ATen's Vectorized<float>::exp: the top clamp at
+// 88.72283905206835 and +inf above it (SiLU's exp(-x) for x < -88.72)
+__attribute__((always_inline)) static inline float vexp_full(float d) {
+    return select_bits(d > 88.72283905206835f, INFINITY, vexp_clamped(d, 88.72283905206835f));
 }
 
 __attribute__((always_inline)) static inline float verf(float a) {
@@ -981,33 +990,6 @@ GELU_CLONES static void relu_grad_rows(float* t, const float* dy, const float* x
     for (size_t i = 0; i < m; i++) t[i] = x[i] <= 0.0f ? 0.0f : dy[i];
 }
 
-// exp as SLEEF's xexpf (u10) over its whole range, ATen's Vectorized<float>::exp: vexp's
-// polynomial with the input clamped to [-104, 88.72283905206835] instead of 88.7, +inf above
-// that and +0 below -104 (vexp stops at 88.7: its callers only pass x <= 0). NaN gives a finite
-// value here too; SiLU's callers keep NaN through their factor x.
-__attribute__((always_inline)) static inline float vexp_full(float d) {
-    const float lo = select_bits(d > -104.0f, d, -104.0f),
-                hi = select_bits(d < 88.72283905206835f, d, 88.72283905206835f);
-    const float dc = select_bits(d > -104.0f, hi, lo);
-    const float q = rintf(dc * 1.442695040888963407359924681001892137426645954152985934135449406931f);
-    float s = fmaf(q, -0.693145751953125f, dc);
-    s = fmaf(q, -1.428606765330187045e-06f, s);
-    float u = 0.000198527617612853646278381f;
-    u = fmaf(u, s, 0.00139304355252534151077271f);
-    u = fmaf(u, s, 0.00833336077630519866943359f);
-    u = fmaf(u, s, 0.0416664853692054748535156f);
-    u = fmaf(u, s, 0.166666671633720397949219f);
-    u = fmaf(u, s, 0.5f);
-    u = 1.0f + fmaf(s * s, u, s);
-    const int32_t qi = (int32_t)q, m = qi >> 1;
-    const uint32_t b1 = (uint32_t)(m + 127) << 23, b2 = (uint32_t)(qi - m + 127) << 23;
-    float p1, p2;
-    memcpy(&p1, &b1, sizeof p1);
-    memcpy(&p2, &b2, sizeof p2);
-    u = u * p1 * p2;
-    u = select_bits(d > 88.72283905206835f, INFINITY, u);
-    return select_bits(d < -104.0f, 0.0f, u);
-}
 
 // GELU on bf16/fp16 tensors as ATen's reduced-type kernel computes it (Gelu.h vectorized_gelu on
 // the widened floats): x * 0.5 * (1 + erf(x * alpha)) with Vectorized<float>::erf, which is not
