@@ -211,10 +211,12 @@ fuzz:
 # with the independent NumPy model of reference/OPTIM_SEMANTICS.md; last the safetensors dtype
 # fixtures (needs the build: it verifies our writer's output). `make test` never needs it.
 VENV ?= $(HOME)/.cache/trainbench-venv
+# the goldens venv present, or exit 2 saying how to make it (goldens, conform-random)
+VENV_CHECK = test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
+  echo '  python3 -m venv $(VENV) && $(VENV)/bin/pip install "torch>=2.5" transformers "bitsandbytes>=0.50" safetensors numpy' >&2; \
+  echo '  (or pass VENV=/path/to/venv)' >&2; exit 2; }
 goldens:
-	@test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
-	  echo '  python3 -m venv $(VENV) && $(VENV)/bin/pip install "torch>=2.5" transformers "bitsandbytes>=0.50" safetensors numpy' >&2; \
-	  echo '  (or pass VENV=/path/to/venv)' >&2; exit 2; }
+	@$(VENV_CHECK)
 	$(VENV)/bin/python reference/gen_optim_goldens.py --out reference/golden
 	$(VENV)/bin/python reference/check_optim_semantics.py --sqrt torch
 	$(VENV)/bin/python reference/gen_model_goldens.py --out reference/golden
@@ -237,9 +239,7 @@ RANDOM_SEED  ?=
 RANDOM_CASES ?= 20
 RANDOM_BIG   ?= 2
 conform-random: all
-	@test -x $(VENV)/bin/python || { echo "trainbench: no venv at $(VENV); create it with:" >&2; \
-	  echo '  python3 -m venv $(VENV) && $(VENV)/bin/pip install "torch>=2.5" transformers "bitsandbytes>=0.50" safetensors numpy' >&2; \
-	  echo '  (or pass VENV=/path/to/venv)' >&2; exit 2; }
+	@$(VENV_CHECK)
 	@rm -rf $(RANDOM_DIR)
 	$(VENV)/bin/python reference/random_optim_cases.py --out $(RANDOM_DIR) $(if $(RANDOM_SEED),--seed $(RANDOM_SEED)) \
 	  --cases $(RANDOM_CASES) --big $(RANDOM_BIG)
