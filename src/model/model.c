@@ -211,10 +211,40 @@ static Status json_int_field(const char* path, const char* key, json_t* v, int64
 // it), tie_word_embeddings (save_pretrained writes true, but the sequence classifier has no
 // output embedding to tie: its state_dict has no shared tensors), dtype/torch_dtype (master
 // weights are fp32 in every precision mode), architectures, id2label names, versions.
+// The settings beyond the shape a ModelConfig holds, read from config.json's value v (NULL:
+// the key is absent). Each returns false, leaving *out, for a value transformers would refuse or
+// we do not implement; else it sets *out (an absent key leaves the default). config_from_json
+// takes the valid ones, semantics_check refuses the others.
+static bool read_activation(json_t* v, FfnActivation* out) {
+    return !v || (json_is_string(v) && ffn_activation_from_name(json_string_value(v), out));
+}
+
+static bool read_pad_token_id(json_t* v, int64_t vocab_size, int64_t* out) {
+    if (!v) return true;
+    if (json_is_null(v)) {
+        *out = -1;  // no padding_idx
+        return true;
+    }
+    if (!json_is_integer(v)) return false;
+    const int64_t p = (int64_t)json_integer_value(v);
+    if (p < -vocab_size || p >= vocab_size) return false;  // nn.Embedding's range
+    *out = p < 0 ? vocab_size + p : p;                      // nn.Embedding: padding_idx += num_embeddings
+    return true;
+}
+
+static bool read_initializer_range(json_t* v, double* out) {
+    if (!v) return true;
+    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))) return false;
+    *out = json_number_value(v) == 0.02 ? 0 : json_number_value(v);  // 0: DistilBertConfig's 0.02
+    return true;
+}
+
 static Status semantics_check(const char* path, json_t* root, int64_t n_labels, int64_t vocab_size) {
-    json_t* v = json_object_get(root, "activation");
     FfnActivation act;
-    if (v && (!json_is_string(v) || !ffn_activation_from_name(json_string_value(v), &act)))
+    int64_t pad;
+    double init;
+    json_t* v;
+    if (!read_activation(json_object_get(root, "activation"), &act))
         return status_make(STATUS_INVALID,
                            "%s: activation must be \"gelu\", \"relu\", \"silu\" or \"swish\" (the activations "
                            "implemented; transformers' others, e.g. \"gelu_new\", are not)", path);
@@ -226,15 +256,12 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels, 
             return status_make(STATUS_INVALID, "%s: %s must be a number in [0, 1] (a dropout probability)", path,
                                DROPOUT_KEYS[i]);
     }
-    v = json_object_get(root, "pad_token_id");
-    if (v && !json_is_null(v) &&
-        (!json_is_integer(v) || json_integer_value(v) < -vocab_size || json_integer_value(v) >= vocab_size))
+    if (!read_pad_token_id(json_object_get(root, "pad_token_id"), vocab_size, &pad))
         return status_make(STATUS_INVALID,
                            "%s: pad_token_id must be null or an integer in [-vocab_size, vocab_size) = [%lld, %lld) "
                            "(the word embedding's padding_idx; nn.Embedding refuses others)", path,
                            (long long)-vocab_size, (long long)vocab_size);
-    v = json_object_get(root, "initializer_range");
-    if (v && (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))))
+    if (!read_initializer_range(json_object_get(root, "initializer_range"), &init))
         return status_make(STATUS_INVALID, "%s: initializer_range must be a finite number > 0 (the init's std)", path);
     v = json_object_get(root, "problem_type");
     if (v && !json_is_null(v) &&
@@ -307,18 +334,9 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
     if (num_labels >= 0) cfg->n_labels = num_labels;
     else if (n_id2label >= 0) cfg->n_labels = n_id2label;
     // settings beyond the shape, taken when valid (semantics_check refuses the others in training)
-    v = json_object_get(root, "activation");
-    FfnActivation act;
-    if (json_is_string(v) && ffn_activation_from_name(json_string_value(v), &act)) cfg->activation = act;
-    v = json_object_get(root, "pad_token_id");
-    if (json_is_null(v)) cfg->pad_token_id = -1;
-    else if (json_is_integer(v) && json_integer_value(v) < 0 && json_integer_value(v) >= -cfg->vocab_size)
-        cfg->pad_token_id = cfg->vocab_size + json_integer_value(v);  // nn.Embedding: padding_idx += num_embeddings
-    else if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < cfg->vocab_size)
-        cfg->pad_token_id = json_integer_value(v);
-    v = json_object_get(root, "initializer_range");
-    if (json_is_number(v) && json_number_value(v) > 0 && isfinite(json_number_value(v)) && json_number_value(v) != 0.02)
-        cfg->initializer_range = json_number_value(v);
+    (void)read_activation(json_object_get(root, "activation"), &cfg->activation);
+    (void)read_pad_token_id(json_object_get(root, "pad_token_id"), cfg->vocab_size, &cfg->pad_token_id);
+    (void)read_initializer_range(json_object_get(root, "initializer_range"), &cfg->initializer_range);
     if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels, cfg->vocab_size))) return s;
     s = model_config_validate(cfg);
     if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", path, s.msg);
