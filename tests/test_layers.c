@@ -606,6 +606,41 @@ static void test_classifier_head(void** state) {
     free(hc.h), free(hc.Wp), free(hc.bp), free(hc.Wc), free(hc.bc);
 }
 
+// The head's ReLU backward is torch's threshold_backward(grad, result, 0): 0 where the ReLU's
+// output is <= 0, the incoming gradient elsewhere, NaN output included. A NaN pre_classifier bias
+// makes column j of relu(pre) NaN in every sequence; the gradient reaching pre_classifier's
+// weight row j and bias j must then be the same bits as when that column is positive (the
+// incoming gradient dlogits @ Wcls does not depend on the forward). It was 0 (`act > 0 ?`).
+static void test_classifier_relu_nan(void** state) {
+    (void)state;
+    const int B = 2, T = 2, D = 8, L = 3, j = 5;
+    float *h = rnd(B * T * D, 1), *Wp = rnd(D * D, 0.5f), *bp = rnd(D, 0.5f), *Wc = rnd(L * D, 0.5f), *bc = rnd(L, 0.5f);
+    float* dy = rnd(B * L, 1);
+    float grads[2][D * D + D];
+    for (int run = 0; run < 2; run++) {
+        bp[j] = run == 0 ? 1e6f : NAN;  // column j: positive in every sequence, then NaN
+        float pooled[16], pre[16], act[16], logits[6], work[32], dh[32] = {0}, gWc[24] = {0}, gbc[3] = {0};
+        float* gWp = grads[run];
+        float* gbp = grads[run] + D * D;
+        memset(grads[run], 0, sizeof grads[run]);
+        ClassifierActs a = {pooled, pre, act, {NULL, 0}, NULL};
+        ClassifierParams cp = {Wp, bp, Wc, bc};
+        ClassifierGrads cg = {gWp, gbp, gWc, gbc};
+        LayerCtx c;
+        layer_ctx_init(&c, &g_gemm, DTYPE_F32, NULL);
+        assert_true(status_is_ok(classifier_forward(&c, logits, &a, h, &cp, B, T, D, L)));
+        for (int b = 0; b < B; b++) assert_true(run == 0 ? act[b * D + j] > 0 : isnan(act[b * D + j]));
+        assert_true(status_is_ok(classifier_backward(&c, dh, &cg, dy, &a, &cp, work, B, T, D, L)));
+        layer_ctx_free(&c);
+    }
+    printf("classifier ReLU at NaN: db pre_classifier[%d] %g (positive column: %g)\n", j, (double)grads[1][D * D + j],
+           (double)grads[0][D * D + j]);
+    assert_true(grads[0][D * D + j] != 0.0f);
+    assert_memory_equal(&grads[1][D * D + j], &grads[0][D * D + j], sizeof(float));
+    assert_memory_equal(&grads[1][j * D], &grads[0][j * D], (size_t)D * sizeof(float));
+    free(h), free(Wp), free(bp), free(Wc), free(bc), free(dy);
+}
+
 // ---- cross-entropy ----------------------------------------------------------------------------
 typedef struct {
     double* z;
@@ -916,6 +951,7 @@ int main(void) {
         cmocka_unit_test(test_attention_masked),
         cmocka_unit_test(test_attention_unmasked),
         cmocka_unit_test(test_classifier_head),
+        cmocka_unit_test(test_classifier_relu_nan),
         cmocka_unit_test(test_cross_entropy_2_labels),
         cmocka_unit_test(test_cross_entropy_3_labels),
         cmocka_unit_test(test_whole_model_tiny_fd),

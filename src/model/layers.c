@@ -1839,8 +1839,10 @@ Status classifier_backward(LayerCtx* c, float* dh, const ClassifierGrads* g, con
                                D, L);
     if (!status_is_ok(s)) return s;
     if (a->drop.keep) dropout_mul(dact, dact, a->drop.keep, bd, dropout_scale(a->drop.p, c->low), c->low);
-    float* dpre = dact;  // ReLU backward in place: (B, D)
-    for (size_t i = 0; i < bd; i++) dpre[i] = a->act[i] > 0.0f ? dact[i] : 0.0f;
+    // ReLU backward in place, (B, D): threshold_backward(grad, result, 0), 0 where relu's output
+    // is <= 0, else the gradient (also where the output is NaN, as in torch)
+    float* dpre = dact;
+    for (size_t i = 0; i < bd; i++) dpre[i] = a->act[i] <= 0.0f ? 0.0f : dact[i];
     float* dpooled = work + bd;  // (B, D)
     memset(dpooled, 0, bd * sizeof(float));
     s = linear_backward(c, dpooled, g->Wpre, g->bpre, dpre, a->pooled, w->Wpre, B, D, D);
