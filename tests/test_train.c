@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gemm/gemm.h"
 #include "optim/optim.h"
 #include "core/safetensors.h"
 #include "checkpoint_compare.h"
@@ -148,6 +149,74 @@ static void test_resume_is_bit_identical(void** s) {
     (void)s;
     for (size_t i = 0; i < optim_count(); i++) check_resume(optim_at(i)->name, "fp32");
     check_resume("adamw_torch", "fp16");  // GradScaler state travels too
+}
+
+// results.json's config.backend of the run in DIR, into out
+static void config_backend(const char* dir, char* out, size_t cap) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    json_t* r = json_load_file(path, 0, NULL);
+    assert_non_null(r);
+    const char* b = json_string_value(json_object_get(json_object_get(r, "config"), "backend"));
+    assert_non_null(b);
+    snprintf(out, cap, "%s", b);
+    json_decref(r);
+}
+
+// --backend auto (the default): bf16 on onednn where oneDNN reports native bf16 GEMMs (with and
+// without fp32 output), else openblas; fp32 on openblas; resuming, the checkpoint's backend, so
+// that a bf16 run started on openblas continues there bit for bit (the same losses as the
+// uninterrupted run) instead of being refused for another backend.
+static void test_backend_auto(void** s) {
+    (void)s;
+    const GemmBackend* onednn = gemm_find("onednn");
+    char why[256];
+    const bool native_bf16 = onednn && onednn->supports(DTYPE_BF16, DTYPE_BF16, why, sizeof why) == GEMM_NATIVE &&
+                             onednn->supports(DTYPE_BF16, DTYPE_F32, why, sizeof why) == GEMM_NATIVE;
+    const char* lib = gemm_find("openblas") ? "openblas" : onednn ? "onednn" : "naive";
+    char dir[512], args[2048], got[64];
+    snprintf(dir, sizeof dir, "%s/auto-bf16", g_tmp);
+    snprintf(args, sizeof args, "--model tiny --bf16 --max-steps 2 --output-dir %s", dir);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    config_backend(dir, got, sizeof got);
+    printf("bf16 with the default backend: %s (oneDNN native bf16 here: %s)\n", got, native_bf16 ? "yes" : "no");
+    assert_string_equal(got, native_bf16 ? "onednn" : lib);
+    assert_non_null(strstr(g_out, "(auto: "));
+    snprintf(dir, sizeof dir, "%s/auto-fp32", g_tmp);
+    snprintf(args, sizeof args, "--model tiny --max-steps 2 --output-dir %s", dir);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    config_backend(dir, got, sizeof got);
+    assert_string_equal(got, lib);
+    if (!gemm_find("openblas")) return;
+    char full[512], part[512], resumed[512];
+    snprintf(full, sizeof full, "%s/auto-ob-full", g_tmp);
+    snprintf(part, sizeof part, "%s/auto-ob-part", g_tmp);
+    snprintf(resumed, sizeof resumed, "%s/auto-ob-resumed", g_tmp);
+    snprintf(args, sizeof args, "--model tiny --bf16 --backend openblas --max-steps 4 --output-dir %s", full);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(args, sizeof args, "--model tiny --bf16 --backend openblas --max-steps 4 --save-steps 2 --output-dir %s",
+             part);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(args, sizeof args, "--model tiny --bf16 --max-steps 4 --resume-from-checkpoint %s/checkpoint-2 --output-dir %s",
+             part, resumed);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    assert_non_null(strstr(g_out, "backend = openblas (auto: the checkpoint's)"));
+    config_backend(resumed, got, sizeof got);
+    assert_string_equal(got, "openblas");
+    char pa[700], pb[700];
+    snprintf(pa, sizeof pa, "%s/results.json", full);
+    snprintf(pb, sizeof pb, "%s/results.json", resumed);
+    json_t *a = json_load_file(pa, 0, NULL), *b = json_load_file(pb, 0, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    json_t *ra = json_object_get(a, "records"), *rb = json_object_get(b, "records");
+    assert_int_equal(json_array_size(ra), 4);
+    assert_int_equal(json_array_size(rb), 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_true(json_real_value(json_object_get(json_array_get(ra, i), "loss")) ==
+                    json_real_value(json_object_get(json_array_get(rb, i), "loss")));
+    json_decref(a);
+    json_decref(b);
 }
 
 // A checkpoint written before --gradient-accumulation-steps and dropout existed has neither
@@ -791,6 +860,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_run_writes_complete_results),
         cmocka_unit_test(test_resume_is_bit_identical),
         cmocka_unit_test(test_resume_checkpoint_from_before_new_settings),
+        cmocka_unit_test(test_backend_auto),
         cmocka_unit_test(test_fp16_scaler_skips_and_backs_off),
         cmocka_unit_test(test_fp16_noscale_underflows),
         cmocka_unit_test(test_nonfinite_loss_stops_with_valid_results),

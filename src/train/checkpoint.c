@@ -7,7 +7,9 @@
 // Not here: the records' format (train.c), the training loop, results.json.
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +148,36 @@ Status checkpoint_resolve(const char* dir, char* out, size_t cap) {
     if ((size_t)snprintf(out, cap, "%s/%s", dir, best_name) >= cap)
         return status_make(STATUS_INVALID, "%s: path too long", dir);
     return status_ok();
+}
+
+void checkpoint_backend_peek(const char* dir, char* out, size_t cap) {
+    enum { HEADER_MAX = 100 << 20 };  // safetensors' own header limit
+    snprintf(out, cap, "%s", "");
+    char ck[4400], path[4500];
+    if (!status_is_ok(checkpoint_resolve(dir, ck, sizeof ck))) return;
+    snprintf(path, sizeof path, "%s/%s", ck, CHECKPOINT_FILE);
+    FILE* f = fopen(path, "rb");
+    if (!f) return;
+    uint8_t len8[8];
+    uint64_t n = 0;
+    char* header = NULL;
+    if (fread(len8, 1, sizeof len8, f) == sizeof len8) {
+        for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];  // little-endian u64
+        if (n > 0 && n <= HEADER_MAX && (header = malloc((size_t)n)) && fread(header, 1, (size_t)n, f) != (size_t)n) {
+            free(header);
+            header = NULL;
+        }
+    }
+    fclose(f);
+    if (!header) return;
+    json_t* h = json_loadb(header, (size_t)n, 0, NULL);
+    free(header);
+    const char* text = json_string_value(json_object_get(json_object_get(h, "__metadata__"), "config"));
+    json_t* cfg = text ? json_loads(text, 0, NULL) : NULL;
+    const char* name = json_string_value(json_object_get(cfg, "backend"));
+    if (name) snprintf(out, cap, "%s", name);
+    json_decref(cfg);
+    json_decref(h);
 }
 
 static bool parse_i64_meta(const SafeTensors* st, const char* key, long long* out) {

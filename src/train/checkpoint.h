@@ -42,6 +42,12 @@ Status checkpoint_save(const char* output_dir, int64_t step, const CheckpointRun
 // checkpoint, as HF Trainer's get_last_checkpoint). STATUS_INVALID when it has none.
 Status checkpoint_resolve(const char* dir, char* out, size_t cap);
 
+// The "backend" its run config names, from the safetensors header of DIR's checkpoint (DIR as
+// checkpoint_resolve takes it) alone, without reading the tensors: `train --backend auto`
+// resumes on the backend the run started on. Writes "" when the file cannot be read or names
+// none (checkpoint_load then reports what is wrong with it).
+void checkpoint_backend_peek(const char* dir, char* out, size_t cap);
+
 // Reads DIR/checkpoint.safetensors, checks its metadata (step, optimizer_step, scaler fields)
 // and config against the run (STATUS_INVALID naming the file and the first bad field), then
 // restores params, optimizer state and scaler. On success *step is the checkpoint's step and

@@ -38,6 +38,8 @@
 #include "train/schedule.h"
 #include "results/results.h"
 
+#define BACKEND_AUTO "auto"  // --backend auto (backend_auto)
+
 typedef struct {
     const char* model;          // preset name (NULL when config_path is used)
     const char* config_path;    // HF config.json
@@ -109,7 +111,7 @@ const Command cmd_train = {
     .usage =
         "trainbench train [--model tiny|small|distilbert-base-cased | --config FILE.json]\n"
         "    [--optim NAME] [--precision fp32|bf16|fp16|fp16-noscale | --fp16 | --bf16]\n"
-        "    [--backend naive|openblas|onednn] [--learning-rate X] [--weight-decay X]\n"
+        "    [--backend auto|naive|openblas|onednn] [--learning-rate X] [--weight-decay X]\n"
         "    [--max-steps N] [--per-device-train-batch-size N] [--per-device-eval-batch-size N]\n"
         "    [--seq-len N] [--eval-steps N] [--logging-steps N] [--save-steps N] [--seed N]\n"
         "    [--threads N] [--output-dir DIR] [--resume-from-checkpoint DIR]\n"
@@ -121,7 +123,9 @@ const Command cmd_train = {
         "    [--max-grad-norm X] [--gradient-accumulation-steps N] [--profile]\n"
         "    [--ddp [--zero 0|1]]   (under mpirun -np R; README \"Distributed\")\n"
         "    [--dropout P] [--attention-dropout P] [--seq-classif-dropout P] [--dump-dropout-masks DIR]\n"
-        "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend openblas\n"
+        "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend auto\n"
+        "  --backend auto: resuming, the checkpoint's backend; else onednn for bf16/fp16 where it runs\n"
+        "  their GEMMs natively (bf16 on avx512_bf16 CPUs), otherwise openblas (fp32 always)\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments)\n"
         "  --gradient-accumulation-steps 1 (N: each optimizer step takes N micro-batches, loss / N;\n"
@@ -312,6 +316,7 @@ typedef struct {
     OptimConfig ocfg;
     const PrecisionMode* mode;
     const GemmBackend* backend;
+    char backend_why[96];   // --backend auto: " (auto: why)" in messages and the banner; else ""
     Gemm gemm;
     ModelWorkspace* ws;
     ModelOptim mo;
@@ -778,6 +783,45 @@ static void clear_progress(const Run* r) {
     if (r->a.progress) fprintf(stderr, "\r%*s\r", 80, "");
 }
 
+// --backend auto, the default: resuming, the backend the checkpoint's run used (a run continues
+// bit for bit only on the GEMMs it started on); otherwise, for bf16 and fp16, onednn where it
+// runs that dtype's GEMMs natively (bf16 with avx512_bf16, fp16 with avx512_fp16 or AMX-FP16,
+// as oneDNN itself reports), else openblas; fp32 openblas (the fastest fp32 backend on most of
+// the step shapes measured, and the default before auto existed, so fp32 runs keep their bits).
+// A build without the chosen library falls to the next one that runs the precision (naive runs
+// all). `why` receives " (auto: ...)" for messages and the banner.
+static const char* backend_auto(const PrecisionMode* m, const char* resume, char* why, size_t cap) {
+    if (resume) {
+        static char saved[64];
+        checkpoint_backend_peek(resume, saved, sizeof saved);
+        if (saved[0]) {
+            snprintf(why, cap, " (auto: the checkpoint's)");
+            return saved;
+        }
+    }
+    const GemmBackend* onednn = gemm_find("onednn");
+    if (m->low != DTYPE_F32 && onednn) {
+        char w[256];
+        if (onednn->supports(m->low, m->low, w, sizeof w) == GEMM_NATIVE &&
+            onednn->supports(m->low, DTYPE_F32, w, sizeof w) == GEMM_NATIVE) {
+            snprintf(why, cap, " (auto: runs %s GEMMs natively here)", dtype_name(m->low));
+            return "onednn";
+        }
+    }
+    static const char* const ORDER[] = {"openblas", "onednn", "naive"};
+    for (size_t i = 0; i < ARRAY_LEN(ORDER); i++) {
+        const GemmBackend* b = gemm_find(ORDER[i]);
+        if (b && status_is_ok(amp_check_backend(m, b))) {
+            if (i == 0 && m->low == DTYPE_F32) snprintf(why, cap, " (auto: fp32)");
+            else if (i == 0) snprintf(why, cap, " (auto: onednn has no native %s GEMMs here)", dtype_name(m->low));
+            else snprintf(why, cap, " (auto: %s)", i == 1 ? "openblas not built" : "no library backend runs it");
+            return ORDER[i];
+        }
+    }
+    snprintf(why, cap, " (auto)");
+    return "naive";
+}
+
 // ---- argument parsing ----
 static bool parse_float_flag(int argc, char** argv, int* i, const char* name, double* out) {
     const char* v;
@@ -792,7 +836,7 @@ static bool parse_float_flag(int argc, char** argv, int* i, const char* name, do
 static int parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof *a);
     a->optim = "adamw_torch";
-    a->backend = "openblas";
+    a->backend = BACKEND_AUTO;
     a->lr = -1;
     a->weight_decay = 0.0;
     a->max_steps = 100;
@@ -1035,13 +1079,15 @@ static int setup(Run* r) {
     if (!r->optim) return user_error("--optim: unknown optimizer '%s' (allowed: %s)", a->optim, optim_names_list());
     r->mode = amp_mode_find(a->precision);
     if (!r->mode) return user_error("--precision: unknown mode '%s' (allowed: %s)", a->precision, amp_mode_names_list());
+    if (!strcmp(a->backend, BACKEND_AUTO)) a->backend = backend_auto(r->mode, a->resume, r->backend_why, sizeof r->backend_why);
     r->backend = gemm_find(a->backend);
     if (!r->backend)
-        return user_error("--backend: unknown backend '%s' (allowed: %s)", a->backend, gemm_backend_names_list());
+        return user_error("--backend: unknown backend '%s'%s (allowed: %s, %s)", a->backend, r->backend_why,
+                          BACKEND_AUTO, gemm_backend_names_list());
     s = amp_check_backend(r->mode, r->backend);
     if (!status_is_ok(s))
-        return user_error("--backend %s cannot run --precision %s: %s (use another backend)", a->backend,
-                          a->precision, s.msg);
+        return user_error("--backend %s%s cannot run --precision %s: %s (use another backend)", a->backend,
+                          r->backend_why, a->precision, s.msg);
     if (a->seq_len < 0) a->seq_len = r->mcfg.max_positions < 128 ? r->mcfg.max_positions : 128;
     if (a->seq_len > r->mcfg.max_positions)
         return user_error("--seq-len %ld exceeds the model's max_position_embeddings %lld", a->seq_len,
@@ -1390,7 +1436,7 @@ static int train_run(int argc, char** argv) {
         char init_desc[160];
         snprintf(init_desc, sizeof init_desc, "HF init (N(0, %g)%s, seeded by --seed)", model_init_std(&run.mcfg),
                  run.mcfg.pad_token_id >= 0 ? ", padding row zeroed" : "");
-        printf("***** Running training *****\n  model = %s (%zu parameters, FFN activation %s), optim = %s, precision = %s, backend = %s\n"
+        printf("***** Running training *****\n  model = %s (%zu parameters, FFN activation %s), optim = %s, precision = %s, backend = %s%s\n"
                "  examples = %zu, batch size = %ld, gradient accumulation steps = %ld (%ld examples per optimizer "
                "step), seq len = %ld, max steps = %ld, output = %s\n"
                "  learning rate = %g, lr scheduler = %s (warmup %lld steps), weight decay = %g (not on biases and "
@@ -1399,7 +1445,7 @@ static int train_run(int argc, char** argv) {
                "  dropout = %g, attention_dropout = %g, seq_classif_dropout = %g (%s)\n",
                run.a.model ? run.a.model : run.a.config_path, run.table.numel,
                ffn_activation_name(run.mcfg.activation), run.optim->name, run.mode->name,
-               run.backend->name, run.ds.split[SPLIT_TRAIN].n, run.a.batch_size, run.a.grad_accum,
+               run.backend->name, run.backend_why, run.ds.split[SPLIT_TRAIN].n, run.a.batch_size, run.a.grad_accum,
                run.a.batch_size * run.a.grad_accum, run.a.seq_len, run.a.max_steps,
                run.a.output_dir, run.ocfg.lr, lr_schedule_name(run.schedule.type), (long long)run.schedule.warmup_steps,
                run.ocfg.weight_decay, run.a.max_grad_norm, run.a.max_grad_norm > 0 ? "" : " (no clipping)",
