@@ -8,7 +8,7 @@
 // a repeated run is identical; resuming with the same ranks continues bit for bit, resuming
 // a ZeRO-1 checkpoint of 2 ranks in one process with the same micro-batches per step too,
 // and with other micro-batches per step it restores the records and runs on; bad input is
-// refused with exit 2. A build without MPI (make WITHOUT=mpi) skips the mpirun parts with a
+// refused with exit 2 (also ranks on different GEMM backends). A build without MPI (make WITHOUT=mpi) skips the mpirun parts with a
 // message and checks that --ddp is refused. The ASan pass runs a subset (two comparisons)
 // with leak detection off in the MPI children only (Open MPI's own allocations at exit are
 // reported as leaks; nothing of ours is exempted in the other tests).
@@ -378,6 +378,19 @@ static void test_bad_input(void** s) {
     assert_int_not_equal(train(2, args), 0);
     assert_non_null(strstr(g_out, "without --ddp"));
     snprintf(args, sizeof args, "%s/bad3", g_tmp);
+    assert_int_not_equal(access(args, F_OK), 0);
+    // ranks on different GEMM backends (--backend auto decides per process; here two explicit
+    // ones through mpirun's MPMD form): refused on every rank, no results
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " %s -np 1 %s train %s --ddp --backend naive --output-dir %s/bad5 : -np 1 %s train %s --ddp "
+                    "--backend openblas --output-dir %s/bad5 2>&1",
+             ASAN_BUILD ? "-x ASAN_OPTIONS=detect_leaks=0" : "", g_bin, COMMON, g_tmp, g_bin, COMMON, g_tmp);
+    assert_int_not_equal(cli_capture(cmd, g_out, sizeof g_out), 0);
+    printf("$ mpirun -np 1 ... --backend naive : -np 1 ... --backend openblas\n%s", g_out);
+    assert_non_null(strstr(g_out, "the ranks run different GEMM backends (this rank: naive)"));
+    assert_non_null(strstr(g_out, "the ranks run different GEMM backends (this rank: openblas)"));
+    snprintf(args, sizeof args, "%s/bad5/results.json", g_tmp);
     assert_int_not_equal(access(args, F_OK), 0);
     // the up-front memory check counts the micro-batch and receive buffers, for every rank here
     char cfg[600];

@@ -1432,6 +1432,17 @@ static int train_run(int argc, char** argv) {
     }
     rc = setup(&run);
     if (run.ddp) rc = ddp_max_int(run.ddp, rc);  // every rank starts, or none (bad input is the same everywhere)
+    if (run.ddp && rc == 0) {  // --backend auto decides per process: ranks on unlike CPUs could differ
+        int idx = 0;
+        for (size_t i = 0; i < gemm_backend_count(); i++)
+            if (gemm_backend_at(i) == run.backend) idx = (int)i;
+        if (ddp_max_int(run.ddp, idx) != -ddp_max_int(run.ddp, -idx)) {
+            fprintf(stderr, "trainbench train: --ddp: the ranks run different GEMM backends (this rank: %s%s), so "
+                            "their gradients would not be those of one process; give --backend explicitly\n",
+                    run.backend->name, run.backend_why);
+            rc = 2;
+        }
+    }
     if (rc == 0) {
         char init_desc[160];
         snprintf(init_desc, sizeof init_desc, "HF init (N(0, %g)%s, seeded by --seed)", model_init_std(&run.mcfg),
