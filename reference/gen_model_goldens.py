@@ -35,6 +35,9 @@ Cases:
                         gelu there)
   activations_low       gelu, relu and silu (get_activation) on every bf16 and fp16 pattern, forward
                         and backward in that dtype
+  sinusoidal_pos        the position embeddings of a model built with sinusoidal_pos_embds=True
+                        (the model's own init), for 512x768, 128x128, 40x15 and 3x2; metadata
+                        requires_grad says whether transformers keeps the table trainable
   trainer_<mode>        fp32 and fp16: the same 20 batches with HF Trainer's optimization
                         policies: weight decay 0.01 in two groups (Trainer.get_decay_parameter_names:
                         no decay for biases and LayerNorm weights), get_linear_schedule_with_warmup
@@ -583,9 +586,43 @@ def run_table(torch, transformers, c, base_meta):
     return tensors, meta
 
 
+SINUSOIDAL_SHAPES = [(512, 768), (128, 128), (40, 15), (3, 2)]  # (max_position_embeddings, dim)
+
+
+def sinusoidal_case_list():
+    return [dict(name="sinusoidal_pos", kind="sinusoidal", mode="fp32", flags=["sinusoidal_table"],
+                 comment="the position embeddings a DistilBertForSequenceClassification built with "
+                         "sinusoidal_pos_embds=True starts from (DistilBertPreTrainedModel._init_weights), per "
+                         "(max_position_embeddings, dim)")]
+
+
+def run_sinusoidal(torch, transformers, c, base_meta):
+    """The position table after the model's own init, for each shape; and whether transformers leaves it
+    trainable (5.x copies the table into the parameter and keeps requires_grad; 4.x froze it)."""
+    tensors = {}
+    trainable = set()
+    for n_pos, dim in SINUSOIDAL_SHAPES:
+        heads = next(h for h in (12, 4, 3, 2, 1) if dim % h == 0)
+        cfg = transformers.DistilBertConfig(vocab_size=10, dim=dim, n_layers=1, n_heads=heads, hidden_dim=4,
+                                            max_position_embeddings=n_pos, sinusoidal_pos_embds=True)
+        torch.manual_seed(0)
+        model = transformers.DistilBertForSequenceClassification(cfg)
+        w = model.distilbert.embeddings.position_embeddings.weight
+        if w.dtype != torch.float32 or tuple(w.shape) != (n_pos, dim):
+            die(f"sinusoidal {n_pos}x{dim}: got {w.dtype} {tuple(w.shape)}", 1)
+        trainable.add(bool(w.requires_grad))
+        tensors[f"expect.pos.{n_pos}x{dim}"] = w.detach().clone()
+    if len(trainable) != 1:
+        die("sinusoidal: requires_grad differs between shapes", 1)
+    meta = dict(base_meta, case=c["name"], comment=c["comment"], flags=",".join(c["flags"]), seed="0",
+                shapes=",".join(f"{n}x{d}" for n, d in SINUSOIDAL_SHAPES),
+                requires_grad=str(trainable.pop()).lower())
+    return tensors, meta
+
+
 def all_cases():
     return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
-            + relu_case_list() + silu_case_list() + table_case_list())
+            + relu_case_list() + silu_case_list() + table_case_list() + sinusoidal_case_list())
 
 
 def forward(torch, model, mode, ids, mask, labels, **kw):
@@ -1327,8 +1364,10 @@ def main():
     if only:
         known = {c["name"] for c in cases}
         for s in only:
-            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "table"):
+            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "table",
+                                            "sinusoidal"):
                 die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, table, "
+                    f"sinusoidal, "
                     f"{', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]
 
@@ -1338,7 +1377,8 @@ def main():
     for c in cases:
         use_shape(c.get("shape", "tiny"))
         run = (run_grads if c["kind"] == "grads" else run_accum if c["kind"] == "accum"
-               else run_table if c["kind"] == "table" else run_train)
+               else run_table if c["kind"] == "table" else run_sinusoidal if c["kind"] == "sinusoidal"
+               else run_train)
         tensors, meta = run(torch, transformers, c, base_meta)
         if c["kind"] in ("train", "trainer", "accum"):
             t = tensors

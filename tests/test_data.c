@@ -28,7 +28,7 @@
 // ---------------------------------------------------------------------------------------
 
 // the "tiny" preset's shape: vocab 64, 32 positions, 2 labels
-static const ModelConfig TINY = {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0};
+static const ModelConfig TINY = {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false};
 
 static DataConfig base_cfg(int64_t n_labels) {
     DataConfig c = {0};

@@ -160,7 +160,7 @@ static void test_validation_names_the_field(void** s) {
     expect_invalid(&c, "vocab_size");
     // Every field at its own maximum: each is in range but the total is absurd.
     ModelConfig huge = {MODEL_MAX_VOCAB, MODEL_MAX_DIM, MODEL_MAX_LAYERS, 1, MODEL_MAX_HIDDEN, MODEL_MAX_POSITIONS,
-                        MODEL_MAX_LABELS, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0};
+                        MODEL_MAX_LABELS, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false};
     printf("all at max");
     expect_invalid(&huge, "too many parameters");
 }
@@ -241,8 +241,8 @@ static void test_json_config_files(void** s) {
     expect_json_error("labels.json", "{" GOOD_KEYS ",\"num_labels\":3,\"id2label\":{\"0\":\"a\",\"1\":\"b\"}}",
                       STATUS_INVALID, "num_labels (3) disagrees with id2label");
     expect_json_error("type.json", "{" GOOD_KEYS ",\"model_type\":\"bert\"}", STATUS_INVALID, "model_type");
-    expect_json_error("sinus.json", "{" GOOD_KEYS ",\"sinusoidal_pos_embds\":true}", STATUS_INVALID,
-                      "sinusoidal_pos_embds");
+    expect_json_error("sinus.json", "{" GOOD_KEYS ",\"sinusoidal_pos_embds\":1}", STATUS_INVALID,
+                      "sinusoidal_pos_embds must be a boolean");
     expect_json_error("dup.json", "{" GOOD_KEYS ",\"dim\":32}", STATUS_INVALID, "not valid JSON");
     // settings beyond the shape: activation, padding_idx (nn.Embedding's normalization of a
     // negative id; null: none), the init's std (0.02 is stored as the default 0)
@@ -256,6 +256,19 @@ static void test_json_config_files(void** s) {
         write_tmp("nopad.json", "{" GOOD_KEYS ",\"pad_token_id\":null,\"initializer_range\":0.02}"), &c)));
     assert_int_equal(c.pad_token_id, -1);
     assert_true(c.initializer_range == 0 && model_init_std(&c) == 0.02);
+    assert_false(c.sinusoidal_pos_embds);
+    // sinusoidal_pos_embds: taken (the position table's init; test_model_golden checks the values),
+    // and written back into results' model_config only when true (older results compare equal)
+    assert_true(status_is_ok(model_config_from_json_file_for_training(
+        write_tmp("sinus_true.json", "{" GOOD_KEYS ",\"sinusoidal_pos_embds\":true}"), &c)));
+    assert_true(c.sinusoidal_pos_embds);
+    json_t* mc = model_config_to_json(&c);
+    assert_true(json_is_true(json_object_get(mc, "sinusoidal_pos_embds")));
+    json_decref(mc);
+    c.sinusoidal_pos_embds = false;
+    mc = model_config_to_json(&c);
+    assert_null(json_object_get(mc, "sinusoidal_pos_embds"));
+    json_decref(mc);
 
     char missing[600];
     snprintf(missing, sizeof missing, "%s/does-not-exist.json", g_tmp);

@@ -780,12 +780,65 @@ static void test_activation_tables(void** state) {
     st_free(&st);
 }
 
+// sinusoidal_pos_embds=True: the position table transformers' own init gives the model
+// (golden sinusoidal_pos, four (positions, dim) shapes up to distilbert-base-cased's 512 x 768)
+// against model_sinusoidal_table bit for bit, and through param_table_init_weights (the
+// position tensor of a table built with the flag; the word embeddings still N(0, std)). The
+// golden also records that transformers keeps the table trainable (requires_grad), which is what
+// our training does (it is an ordinary parameter).
+static void test_sinusoidal_table(void** state) {
+    (void)state;
+    SafeTensors st;
+    Status s = st_read(GOLDEN_DIR "/sinusoidal_pos.safetensors", &st);
+    if (!status_is_ok(s)) printf("FAIL: %s\n", s.msg);
+    assert_true(status_is_ok(s));
+    assert_string_equal(need_meta(&st, "requires_grad"), "true");
+    size_t shapes = 0;
+    for (size_t i = 0; i < st.n_tensors; i++) {
+        const StTensor* t = &st.tensors[i];
+        long long n_pos, dim;
+        if (sscanf(t->name, "expect.pos.%lldx%lld", &n_pos, &dim) != 2) continue;
+        const size_t n = (size_t)(n_pos * dim);
+        float* want = need_f32(&st, t->name, n);
+        float* got = xmalloc(n * sizeof(float));
+        model_sinusoidal_table(got, n_pos, dim);
+        size_t diff = 0;
+        for (size_t k = 0; k < n; k++) diff += memcmp(&got[k], &want[k], sizeof(float)) != 0;
+        printf("sinusoidal %lldx%lld: %zu of %zu values differ from transformers'\n", n_pos, dim, diff, n);
+        assert_int_equal(diff, 0);
+        // through the model's init: the flag set on a small config of this shape
+        ModelConfig cfg = *model_config_find("tiny");
+        cfg.dim = dim;
+        cfg.n_heads = dim % 2 == 0 ? 2 : 1;
+        cfg.max_positions = n_pos;
+        cfg.sinusoidal_pos_embds = true;
+        ParamTable table;
+        assert_true(status_is_ok(param_table_build(&cfg, &table)));
+        float* p = param_table_alloc_buffer(&table);
+        param_table_init_weights(&table, p, 7, 0.02f);
+        const ParamTensor* pos = param_table_find(&table, "distilbert.embeddings.position_embeddings.weight");
+        const ParamTensor* word = param_table_find(&table, "distilbert.embeddings.word_embeddings.weight");
+        assert_memory_equal(p + pos->offset, want, n * sizeof(float));
+        bool random_words = false;
+        for (size_t k = (size_t)dim; k < word->numel && !random_words; k++) random_words = p[word->offset + k] != 0;
+        assert_true(random_words);
+        free(p);
+        param_table_free(&table);
+        free(want);
+        free(got);
+        shapes++;
+    }
+    assert_int_equal(shapes, 4);
+    st_free(&st);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_goldens_present_and_cover_every_mode),
         cmocka_unit_test(test_every_golden_matches),
         cmocka_unit_test(test_training_trajectories),
         cmocka_unit_test(test_activation_tables),
+        cmocka_unit_test(test_sinusoidal_table),
     };
     return cmocka_run_group_tests_name("model_golden", tests, NULL, NULL);
 }

@@ -90,7 +90,7 @@ Status hf_config_save(const ModelConfig* c, const DropoutConfig* dropout, const 
     json_object_set_new(o, "seq_classif_dropout", json_real(dropout ? dropout->classifier : 0.0));
     json_object_set_new(o, "pad_token_id", c->pad_token_id < 0 ? json_null() : json_integer(c->pad_token_id));
     json_object_set_new(o, "initializer_range", json_real(model_init_std(c)));
-    json_object_set_new(o, "sinusoidal_pos_embds", json_false());
+    json_object_set_new(o, "sinusoidal_pos_embds", json_boolean(c->sinusoidal_pos_embds));
     char* text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
     size_t len = strlen(text);

@@ -14,13 +14,14 @@
 #include "core/rng.h"
 
 // To add a preset: add one line here (registry name, one-line description, the sizes in
-// ModelConfig order: vocab, dim, layers, heads, hidden, positions, labels). Tests and the
+// ModelConfig order: vocab, dim, layers, heads, hidden, positions, labels, then activation,
+// pad_token_id, initializer_range (0: 0.02) and sinusoidal_pos_embds). Tests and the
 // memory report iterate this table; model_config_validate() must accept the new line.
 static const ModelPreset PRESETS[] = {
-    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0}},
-    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0}},
+    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false}},
+    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false}},
     {"distilbert-base-cased", "the real model's shape (HF distilbert-base-cased, 2 labels)",
-     {28996, 768, 6, 12, 3072, 512, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0}},
+     {28996, 768, 6, 12, 3072, 512, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false}},
 };
 
 size_t model_preset_count(void) { return ARRAY_LEN(PRESETS); }
@@ -310,11 +311,9 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
             if (!json_is_string(v) || strcmp(json_string_value(v), "distilbert") != 0)
                 return status_make(STATUS_INVALID, "%s: model_type must be \"distilbert\"", path);
         } else if (!strcmp(key, "sinusoidal_pos_embds")) {
-            // true makes HF freeze position_embeddings (requires_grad=False): a different
-            // trainable parameter set, which this table does not model.
+            // true: the position table's init (transformers >= 5 keeps it trainable; 4.x froze it)
             if (!json_is_boolean(v)) return status_make(STATUS_INVALID, "%s: sinusoidal_pos_embds must be a boolean", path);
-            if (json_is_true(v))
-                return status_make(STATUS_INVALID, "%s: sinusoidal_pos_embds=true is not supported (allowed: false)", path);
+            cfg->sinusoidal_pos_embds = json_is_true(v);
         } else {
             bool ignored = false;
             for (size_t i = 0; i < ARRAY_LEN(IGNORED_KEYS) && !ignored; i++) ignored = !strcmp(key, IGNORED_KEYS[i]);
@@ -411,6 +410,7 @@ json_t* model_config_to_json(const ModelConfig* c) {
     if (c->pad_token_id != MODEL_PAD_TOKEN_ID)
         json_object_set_new(o, "pad_token_id", c->pad_token_id < 0 ? json_null() : json_integer(c->pad_token_id));
     if (c->initializer_range > 0) json_object_set_new(o, "initializer_range", json_real(c->initializer_range));
+    if (c->sinusoidal_pos_embds) json_object_set_new(o, "sinusoidal_pos_embds", json_true());
     return o;
 }
 
@@ -558,6 +558,17 @@ void param_table_init_weights(const ParamTable* t, float* buf, uint64_t seed, fl
     const int64_t pad = t->cfg.pad_token_id;
     if (w && pad >= 0 && pad < t->cfg.vocab_size)  // padding_idx: its row zeroed
         memset(buf + w->offset + (size_t)pad * (size_t)t->cfg.dim, 0, (size_t)t->cfg.dim * sizeof(float));
+    const ParamTensor* pos = param_table_find(t, "distilbert.embeddings.position_embeddings.weight");
+    if (pos && t->cfg.sinusoidal_pos_embds) model_sinusoidal_table(buf + pos->offset, t->cfg.max_positions, t->cfg.dim);
+}
+
+void model_sinusoidal_table(float* out, int64_t n_pos, int64_t dim) {
+    for (int64_t p = 0; p < n_pos; p++)
+        for (int64_t j = 0; j < dim; j++) {
+            // numpy: pos / np.power(10000, 2 * (j // 2) / dim), then np.sin / np.cos, float64
+            const double angle = (double)p / pow(10000.0, (double)(2 * (j / 2)) / (double)dim);
+            out[p * dim + j] = (float)(j % 2 == 0 ? sin(angle) : cos(angle));
+        }
 }
 
 double model_init_std(const ModelConfig* c) { return c->initializer_range > 0 ? c->initializer_range : 0.02; }

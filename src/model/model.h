@@ -36,6 +36,10 @@ typedef struct {
     // initializer_range, the init's std, when it is not DistilBertConfig's 0.02 (0: 0.02, as in the
     // presets; model_init_std)
     double initializer_range;
+    // sinusoidal_pos_embds: the position embeddings start as DistilBERT's sinusoidal table
+    // (model_sinusoidal_table) instead of N(0, std), and train like any other weight, as
+    // transformers >= 5 does (4.x froze them). false in the presets.
+    bool sinusoidal_pos_embds;
 } ModelConfig;
 
 // The std of HF's init for this config: initializer_range (0.02 by default).
@@ -165,7 +169,12 @@ float* param_table_alloc_buffer(const ParamTable* table);
 // bias 0, and the word embeddings' padding row (cfg.pad_token_id, unless null) zeroed, as
 // nn.Embedding's padding_idx init does. Deterministic for any thread count (rng streams per
 // tensor chunk, see param_table_fill_normal).
+// With cfg.sinusoidal_pos_embds the position embeddings are then overwritten with
+// model_sinusoidal_table, as DistilBertPreTrainedModel._init_weights does after nn.Embedding's.
 void param_table_init_weights(const ParamTable* table, float* buf, uint64_t seed, float std);
+// transformers' create_sinusoidal_embeddings into out (n_pos, dim): angle = pos / 10000^(2*(j/2)/dim)
+// in double, column j even sin(angle), odd cos(angle), each rounded once to float.
+void model_sinusoidal_table(float* out, int64_t n_pos, int64_t dim);
 // Every tensor ~ N(mean, std) (e.g. a synthetic gradient). Each tensor is drawn in chunks of
 // 2^20 elements, chunk c of tensor i from rng stream (i << 32 | c), so the values do not
 // depend on the thread count.

@@ -1444,8 +1444,9 @@ static int train_run(int argc, char** argv) {
     }
     if (rc == 0) {
         char init_desc[160];
-        snprintf(init_desc, sizeof init_desc, "HF init (N(0, %g)%s, seeded by --seed)", model_init_std(&run.mcfg),
-                 run.mcfg.pad_token_id >= 0 ? ", padding row zeroed" : "");
+        snprintf(init_desc, sizeof init_desc, "HF init (N(0, %g)%s%s, seeded by --seed)", model_init_std(&run.mcfg),
+                 run.mcfg.pad_token_id >= 0 ? ", padding row zeroed" : "",
+                 run.mcfg.sinusoidal_pos_embds ? ", sinusoidal position table" : "");
         printf("***** Running training *****\n  model = %s (%zu parameters, FFN activation %s), optim = %s, precision = %s, backend = %s%s\n"
                "  examples = %zu, batch size = %ld, gradient accumulation steps = %ld (%ld examples per optimizer "
                "step), seq len = %ld, max steps = %ld, output = %s\n"
