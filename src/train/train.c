@@ -813,7 +813,9 @@ static const char* backend_auto(const PrecisionMode* m, const char* resume, char
         const GemmBackend* b = gemm_find(ORDER[i]);
         if (b && status_is_ok(amp_check_backend(m, b))) {
             snprintf(why, cap, " (auto: %s)",
-                     built ? "onednn has no native GEMMs of this precision here" : "built without onednn");
+                     i > 0   ? "no library backend runs this precision in this build"
+                     : built ? "onednn has no native GEMMs of this precision here"
+                             : "built without onednn");
             return ORDER[i];
         }
     }
