@@ -958,22 +958,6 @@ __attribute__((always_inline)) static inline float verf(float a) {
 
 #define GELU_CLONES SIMD_CLONES
 
-GELU_CLONES static void gelu_rows(float* y, const float* x, size_t m) {
-#pragma omp simd  // element-wise: lanes change no bit
-    for (size_t i = 0; i < m; i++) y[i] = x[i] * 0.5f * (1.0f + verf(x[i] * (float)M_SQRT1_2));
-}
-
-// t = dy * gelu'(x)
-GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x, size_t m) {
-    const float kBeta = (float)(M_2_SQRTPI * M_SQRT1_2 * 0.5);
-#pragma omp simd  // element-wise: lanes change no bit
-    for (size_t i = 0; i < m; i++) {
-        const float cdf = 0.5f * (1.0f + verf(x[i] * (float)M_SQRT1_2));
-        const float pdf = kBeta * vexp(x[i] * x[i] * -0.5f);
-        t[i] = dy[i] * (cdf + x[i] * pdf);
-    }
-}
-
 // ReLU, torch's clamp_min(x, 0) (scalar: a < min ? min : a; vectorized: maxps(min, a), which
 // returns a for a NaN a and for a == +-0): y = x < 0 ? +0 : x, so -0 and NaN pass unchanged. No
 // rounding: the output is x or 0 in any dtype.
@@ -1017,19 +1001,36 @@ __attribute__((always_inline)) static inline float verf_aten(float a) {
     return out;
 }
 
-GELU_CLONES static void gelu_rows_aten(float* y, const float* x, size_t m) {
+// GELU's forward y = x * 0.5 * (1 + erf(x / sqrt 2)) and gradient t = dy * gelu'(x), one formula
+// for both erfs: the fp32 path's (verf, with vexp) or ATen's reduced-type one (verf_aten, with
+// vexp_full); `aten` is a constant at each call, so each clone below keeps its own loop.
+__attribute__((always_inline)) static inline void gelu_rows_body(float* y, const float* x, size_t m, bool aten) {
 #pragma omp simd  // element-wise: lanes change no bit
-    for (size_t i = 0; i < m; i++) y[i] = x[i] * 0.5f * (1.0f + verf_aten(x[i] * (float)M_SQRT1_2));
+    for (size_t i = 0; i < m; i++) {
+        const float u = x[i] * (float)M_SQRT1_2;
+        y[i] = x[i] * 0.5f * (1.0f + (aten ? verf_aten(u) : verf(u)));
+    }
 }
 
-GELU_CLONES static void gelu_grad_rows_aten(float* t, const float* dy, const float* x, size_t m) {
+__attribute__((always_inline)) static inline void gelu_grad_rows_body(float* t, const float* dy, const float* x,
+                                                                      size_t m, bool aten) {
     const float kBeta = (float)(M_2_SQRTPI * M_SQRT1_2 * 0.5);
 #pragma omp simd  // element-wise: lanes change no bit
     for (size_t i = 0; i < m; i++) {
-        const float cdf = 0.5f * (1.0f + verf_aten(x[i] * (float)M_SQRT1_2));
-        const float pdf = kBeta * vexp_full(x[i] * x[i] * -0.5f);
+        const float u = x[i] * (float)M_SQRT1_2, e = x[i] * x[i] * -0.5f;
+        const float cdf = 0.5f * (1.0f + (aten ? verf_aten(u) : verf(u)));
+        const float pdf = kBeta * (aten ? vexp_full(e) : vexp(e));
         t[i] = dy[i] * (cdf + x[i] * pdf);
     }
+}
+
+GELU_CLONES static void gelu_rows(float* y, const float* x, size_t m) { gelu_rows_body(y, x, m, false); }
+GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x, size_t m) {
+    gelu_grad_rows_body(t, dy, x, m, false);
+}
+GELU_CLONES static void gelu_rows_aten(float* y, const float* x, size_t m) { gelu_rows_body(y, x, m, true); }
+GELU_CLONES static void gelu_grad_rows_aten(float* t, const float* dy, const float* x, size_t m) {
+    gelu_grad_rows_body(t, dy, x, m, true);
 }
 
 // Which GELU torch runs on tensors of dt: ATen's reduced-type kernel (gelu_rows_aten) for fp16, and
