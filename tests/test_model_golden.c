@@ -109,6 +109,14 @@ static size_t list_grads_goldens(char*** out) {
     return n;
 }
 
+// The golden file at path read into st (the test fails, naming the file and the problem, when it
+// cannot be)
+static void need_golden(const char* path, SafeTensors* st) {
+    Status s = st_read(path, st);
+    if (!status_is_ok(s)) printf("FAIL: %s (run `make goldens`)\n", s.msg);
+    assert_true(status_is_ok(s));
+}
+
 static const StTensor* need(const SafeTensors* st, const char* name) {
     const StTensor* t = st_find(st, name);
     if (!t) fprintf(stderr, "%s: missing tensor %s\n", st->path, name);
@@ -249,9 +257,7 @@ static void run_golden(const char* path, CaseResult* r) {
     memset(r, 0, sizeof *r);
     r->path = path;
     SafeTensors st;
-    Status s = st_read(path, &st);
-    if (!status_is_ok(s)) printf("%s\n", s.msg);
-    assert_true(status_is_ok(s));
+    need_golden(path, &st);
     const char* mode_name = need_meta(&st, "mode");
     const PrecisionMode* mode = amp_mode_find(mode_name);
     if (!mode) printf("%s: unknown mode '%s' (registry: %s)\n", path, mode_name, amp_mode_names_list());
@@ -304,7 +310,7 @@ static void run_golden(const char* path, CaseResult* r) {
     double* S = malloc(table.n * sizeof(double));
     term_scales(&table, params, &batch, ws, &gemm, S);
     float loss, *logits = malloc((size_t)B * L * sizeof(float));
-    s = model_forward(ws, params, &batch, mode, &gemm, &loss, logits);
+    Status s = model_forward(ws, params, &batch, mode, &gemm, &loss, logits);
     if (!status_is_ok(s)) printf("%s\n", s.msg);
     assert_true(status_is_ok(s));
     model_zero_grad(&table, grads);
@@ -533,9 +539,7 @@ static int run_train_golden(const char* golden) {
     char path[256];
     snprintf(path, sizeof path, GOLDEN_DIR "/%s.safetensors", golden);
     SafeTensors st;
-    Status s = st_read(path, &st);
-    if (!status_is_ok(s)) printf("FAIL: %s\n", s.msg);
-    assert_true(status_is_ok(s));
+    need_golden(path, &st);
     const PrecisionMode* mode = amp_mode_find(need_meta(&st, "mode"));
     assert_non_null(mode);
     ModelConfig cfg;
@@ -576,7 +580,7 @@ static int run_train_golden(const char* golden) {
     const Optimizer* o = optim_find(need_meta(&st, "optimizer"));
     assert_non_null(o);
     OptimConfig ocfg;
-    s = optim_config_from_json(o, hp, &ocfg);
+    Status s = optim_config_from_json(o, hp, &ocfg);
     if (!status_is_ok(s)) printf("%s\n", s.msg);
     assert_true(status_is_ok(s));
     json_decref(hp);
@@ -704,9 +708,7 @@ static void test_training_trajectories(void** state) {
 static void test_activation_tables(void** state) {
     (void)state;
     SafeTensors st;
-    Status s = st_read(GOLDEN_DIR "/activations_low.safetensors", &st);
-    if (!status_is_ok(s)) printf("FAIL %s (run `make goldens`)\n", s.msg);
-    assert_true(status_is_ok(s));
+    need_golden(GOLDEN_DIR "/activations_low.safetensors", &st);
     static const char* const DT[2] = {"bf16", "fp16"};
     static const DType DTS[2] = {DTYPE_BF16, DTYPE_F16};
     enum { N = 65536 };
@@ -789,9 +791,7 @@ static void test_activation_tables(void** state) {
 static void test_sinusoidal_table(void** state) {
     (void)state;
     SafeTensors st;
-    Status s = st_read(GOLDEN_DIR "/sinusoidal_pos.safetensors", &st);
-    if (!status_is_ok(s)) printf("FAIL: %s\n", s.msg);
-    assert_true(status_is_ok(s));
+    need_golden(GOLDEN_DIR "/sinusoidal_pos.safetensors", &st);
     assert_string_equal(need_meta(&st, "requires_grad"), "true");
     size_t shapes = 0;
     for (size_t i = 0; i < st.n_tensors; i++) {

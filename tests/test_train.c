@@ -111,6 +111,26 @@ static void assert_checkpoints_equal(const char* a, const char* b) {
     assert_checkpoint_files_equal(a, b, META, ARRAY_LEN(META));
 }
 
+// The runs in directories a and b recorded n steps each, with the same loss, loss scale and
+// skip flag at every step (results.json "records")
+static void assert_same_losses(const char* a, const char* b, size_t n) {
+    json_t* ja = load_results(a);
+    json_t* jb = load_results(b);
+    json_t* ra = json_object_get(ja, "records");
+    json_t* rb = json_object_get(jb, "records");
+    assert_int_equal(json_array_size(ra), n);
+    assert_int_equal(json_array_size(rb), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t* x = json_array_get(ra, i);
+        json_t* y = json_array_get(rb, i);
+        assert_true(json_equal(json_object_get(x, "loss"), json_object_get(y, "loss")));
+        assert_true(json_equal(json_object_get(x, "loss_scale"), json_object_get(y, "loss_scale")));
+        assert_true(json_equal(json_object_get(x, "skipped"), json_object_get(y, "skipped")));
+    }
+    json_decref(ja);
+    json_decref(jb);
+}
+
 static void check_resume(const char* optim, const char* precision) {
     char a[512], b[512], args[2048], ca[600], cb[600];
     snprintf(a, sizeof a, "%s/full-%s-%s", g_tmp, optim, precision);
@@ -127,22 +147,8 @@ static void check_resume(const char* optim, const char* precision) {
     snprintf(ca, sizeof ca, "%s/checkpoint-16/checkpoint.safetensors", a);
     snprintf(cb, sizeof cb, "%s/checkpoint-16/checkpoint.safetensors", b);
     assert_checkpoints_equal(ca, cb);
-    json_t* ja = load_results(a);
-    json_t* jb = load_results(b);
-    json_t* ra = json_object_get(ja, "records");
-    json_t* rb = json_object_get(jb, "records");
-    assert_int_equal(json_array_size(ra), 16);
-    assert_int_equal(json_array_size(rb), 16);
-    for (size_t i = 0; i < 16; i++) {
-        json_t* x = json_array_get(ra, i);
-        json_t* y = json_array_get(rb, i);
-        assert_true(json_equal(json_object_get(x, "loss"), json_object_get(y, "loss")));
-        assert_true(json_equal(json_object_get(x, "loss_scale"), json_object_get(y, "loss_scale")));
-        assert_true(json_equal(json_object_get(x, "skipped"), json_object_get(y, "skipped")));
-    }
+    assert_same_losses(a, b, 16);
     printf("resume %s/%s: checkpoint-16 and all 16 losses identical\n", optim, precision);
-    json_decref(ja);
-    json_decref(jb);
 }
 
 static void test_resume_is_bit_identical(void** s) {
@@ -153,10 +159,7 @@ static void test_resume_is_bit_identical(void** s) {
 
 // results.json's config.backend of the run in DIR, into out
 static void config_backend(const char* dir, char* out, size_t cap) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/results.json", dir);
-    json_t* r = json_load_file(path, 0, NULL);
-    assert_non_null(r);
+    json_t* r = load_results(dir);
     const char* b = json_string_value(json_object_get(json_object_get(r, "config"), "backend"));
     assert_non_null(b);
     snprintf(out, cap, "%s", b);
@@ -205,20 +208,7 @@ static void test_backend_auto(void** s) {
     assert_non_null(strstr(g_out, "backend = openblas (auto: the checkpoint's)"));
     config_backend(resumed, got, sizeof got);
     assert_string_equal(got, "openblas");
-    char pa[700], pb[700];
-    snprintf(pa, sizeof pa, "%s/results.json", full);
-    snprintf(pb, sizeof pb, "%s/results.json", resumed);
-    json_t *a = json_load_file(pa, 0, NULL), *b = json_load_file(pb, 0, NULL);
-    assert_non_null(a);
-    assert_non_null(b);
-    json_t *ra = json_object_get(a, "records"), *rb = json_object_get(b, "records");
-    assert_int_equal(json_array_size(ra), 4);
-    assert_int_equal(json_array_size(rb), 4);
-    for (size_t i = 0; i < 4; i++)
-        assert_true(json_real_value(json_object_get(json_array_get(ra, i), "loss")) ==
-                    json_real_value(json_object_get(json_array_get(rb, i), "loss")));
-    json_decref(a);
-    json_decref(b);
+    assert_same_losses(full, resumed, 4);
 }
 
 // A checkpoint written before --gradient-accumulation-steps and dropout existed has neither
