@@ -3,7 +3,8 @@
 // file is refused before anything runs (exit 2); `report` of a folder without result files
 // exits 2 naming it; temp files/folders (NAME.tmp.<pid>) of dead processes are removed by the
 // next train/record/report and those of live processes are kept; --resume-from-checkpoint
-// OUTPUT_DIR picks the newest complete checkpoint (ignoring empty or temp folders); `record`
+// OUTPUT_DIR picks the newest complete checkpoint (ignoring empty or temp folders); a run
+// refused after making its folders removes them again (folders that existed stay); `record`
 // killed at any point leaves no run folder without machine.json. (Kills during training and
 // a full disk: test_crash.c.) The up-front memory check of train and memory refuses a huge
 // config and sees `ulimit -v`.
@@ -138,6 +139,37 @@ static void test_resume_from_output_dir_picks_newest_complete(void** s) {
              g_tmp);
     assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
     assert_non_null(strstr(g_out, "nor a complete checkpoint-<step>/ folder"));
+}
+
+// A run refused after setup made its folders (here: --resume-from-checkpoint names a folder
+// without a checkpoint, checked after the output folder exists) removes the folders it made,
+// nested ones included, and leaves a folder that was there before (empty or not) as it was.
+static void test_refused_run_leaves_no_folder(void** s) {
+    (void)s;
+    char empty[512], args[2400], made[600], kept[600], file[700];
+    snprintf(empty, sizeof empty, "%s/no-checkpoint", g_tmp);
+    assert_int_equal(mkdir(empty, 0755), 0);
+    snprintf(made, sizeof made, "%s/refused", g_tmp);
+    snprintf(args, sizeof args, "train --max-steps 2 --no-progress --resume-from-checkpoint %s --output-dir %s/a/b "
+             "--dropout 0.1 --dump-dropout-masks %s/masks/x", empty, made, made);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "--resume-from-checkpoint"));
+    assert_false(exists(made));  // refused/a/b, refused/masks/x and refused itself: all made by the run
+    // an output folder that existed (empty, and with a file) stays, with its file
+    snprintf(kept, sizeof kept, "%s/existing", g_tmp);
+    assert_int_equal(mkdir(kept, 0755), 0);
+    snprintf(args, sizeof args, "train --max-steps 2 --no-progress --resume-from-checkpoint %s --output-dir %s", empty,
+             kept);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_true(exists(kept));
+    snprintf(file, sizeof file, "%s/notes.txt", kept);
+    touch(file);
+    snprintf(args, sizeof args, "train --max-steps 2 --no-progress --resume-from-checkpoint %s --output-dir %s/sub",
+             empty, kept);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_true(exists(file));
+    snprintf(file, sizeof file, "%s/sub", kept);
+    assert_false(exists(file));
 }
 
 // Every run folder under RESULTS/<machine-id>/ has machine.json; returns how many there are.
@@ -286,6 +318,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_report_of_empty_folder),
         cmocka_unit_test(test_stale_temps_removed_live_kept),
         cmocka_unit_test(test_resume_from_output_dir_picks_newest_complete),
+        cmocka_unit_test(test_refused_run_leaves_no_folder),
         cmocka_unit_test(test_record_killed_leaves_nothing_half_made),
         cmocka_unit_test(test_memory_check_refuses_huge_config),
         cmocka_unit_test(test_memory_check_sees_ulimit_v),

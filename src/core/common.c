@@ -333,13 +333,18 @@ int close_stdout_checked(int rc) {
     return rc ? rc : 1;
 }
 
-Status make_dirs(const char* path) {
+Status make_dirs(const char* path) { return make_dirs_noting(path, NULL, 0); }
+
+Status make_dirs_noting(const char* path, char* top, size_t n) {
+    if (top && n) top[0] = '\0';
     char* buf = xstrdup(path);
     for (char* p = buf + 1; ; p++) {
         if (*p == '/' || *p == '\0') {
             char saved = *p;
             *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            if (mkdir(buf, 0755) == 0) {
+                if (top && n && !top[0]) snprintf(top, n, "%s", buf);
+            } else if (errno != EEXIST) {
                 Status s = status_make(STATUS_IO, "%s: cannot create folder: %s", buf, strerror(errno));
                 free(buf);
                 return s;
@@ -351,6 +356,23 @@ Status make_dirs(const char* path) {
     free(buf);
     if (!path_is_dir(path)) return status_make(STATUS_IO, "%s: exists and is not a folder", path);
     return status_ok();
+}
+
+void remove_made_dirs(const char* path, const char* top) {
+    if (!top || !top[0]) return;
+    char* buf = xstrdup(path);
+    size_t len = strlen(buf), top_len = strlen(top);
+    while (len > 1 && buf[len - 1] == '/') buf[--len] = '\0';  // "out/" as "out"
+    for (;;) {
+        if (rmdir(buf) != 0) break;  // not empty (or gone): leave it and its parents
+        if (len <= top_len) break;   // `top` itself removed
+        char* slash = strrchr(buf, '/');
+        if (!slash || slash == buf) break;
+        *slash = '\0';
+        len = (size_t)(slash - buf);
+        if (len < top_len) break;
+    }
+    free(buf);
 }
 
 double now_seconds(void) {

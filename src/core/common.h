@@ -106,6 +106,13 @@ int remove_stale_temps(const char* dir);
 int close_stdout_checked(int rc);
 // mkdir -p; ok if it exists already as a folder (STATUS_IO when it, or a parent, is a file)
 Status make_dirs(const char* path);
+// make_dirs, also writing to `top` (n bytes) the outermost folder this call created ("" when
+// `path` existed already): what remove_made_dirs(path, top) takes away again
+Status make_dirs_noting(const char* path, char* top, size_t n);
+// Undoes make_dirs_noting for a command refused before it wrote anything: removes `path` and
+// its parents up to `top` with rmdir, stopping at the first that is not empty (never a file).
+// Nothing when top is "".
+void remove_made_dirs(const char* path, const char* top);
 // A folder of the repository (e.g. "reference/golden/optim") as this process can open it:
 // `rel` when it exists under the working directory, else the same path next to the
 // executable's build folder (build/trainbench, build/asan/trainbench, build/x/tests/test_y ->

@@ -337,6 +337,8 @@ typedef struct {
     Records rec;
     json_t* config_json;    // what defines the run (checked on resume)
     char results_path[4096];
+    char made_output_dir[4096];  // the outermost folder setup created for --output-dir ("" none)
+    char made_masks_dir[4096];   // the same for --dump-dropout-masks
     double run_seconds;     // wall time of this process's steps
     const char* stop_reason;
     PhaseTimes phases;      // summed over this process's steps but its warm-up step (phase.h)
@@ -1229,12 +1231,12 @@ static int setup(Run* r) {
     r->config_json = c;
 
     if (a->dump_dropout_masks) {  // first: a refused mask folder leaves no output folder behind
-        s = make_dirs(a->dump_dropout_masks);
+        s = make_dirs_noting(a->dump_dropout_masks, r->made_masks_dir, sizeof r->made_masks_dir);
         if (!status_is_ok(s)) return user_error("--dump-dropout-masks: %s", s.msg);
     }
     snprintf(r->results_path, sizeof r->results_path, "%s/results.json", a->output_dir);
     if (r->rank == 0) {  // --ddp: rank 0 alone writes into the output folder
-        s = make_dirs(a->output_dir);
+        s = make_dirs_noting(a->output_dir, r->made_output_dir, sizeof r->made_output_dir);
         if (!status_is_ok(s)) return user_error("--output-dir: %s", s.msg);
         int stale = remove_stale_temps(a->output_dir);
         if (stale)
@@ -1443,6 +1445,10 @@ static int train_run(int argc, char** argv) {
                     run.backend->name, run.backend_why);
             rc = 2;
         }
+    }
+    if (rc != 0) {  // refused before the first step: the folders this run created go again (empty)
+        remove_made_dirs(run.a.output_dir, run.made_output_dir);
+        if (run.a.dump_dropout_masks) remove_made_dirs(run.a.dump_dropout_masks, run.made_masks_dir);
     }
     if (rc == 0) {
         char init_desc[160];
