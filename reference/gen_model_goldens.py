@@ -33,6 +33,9 @@ Cases:
                         8, 3 labels); not fp16, whose layer-0 q_lin gradients on this configuration are
                         fp16 subnormals, outside what test_model_golden's tolerance models (the same with
                         gelu there)
+  grads_regression_<mode>  fp32, bf16, fp16: one forward+backward of a fifth configuration with
+                        num_labels 1 and problem_type "regression" (MSELoss on the one logit against
+                        the integer labels as float targets; REGRESSION: 3 heads of 8, FFN 40)
   activations_low       gelu, relu and silu (get_activation) on every bf16 and fp16 pattern, forward
                         and backward in that dtype
   sinusoidal_pos        the position embeddings of a model built with sinusoidal_pos_embds=True
@@ -104,6 +107,12 @@ RELU = dict(vocab_size=60, dim=40, n_layers=2, n_heads=4, hidden_dim=72,
 SILU = dict(vocab_size=70, dim=48, n_layers=2, n_heads=6, hidden_dim=96,
             max_position_embeddings=24, num_labels=3, dropout=0.0, attention_dropout=0.0,
             seq_classif_dropout=0.0, activation="silu")
+# A fifth for regression: num_labels 1 with problem_type "regression" (what transformers picks for
+# one label), MSELoss on the single logit against the integer labels read as float targets (the
+# count of high tokens, 0..L-1: make_batch), 3 heads of 8, FFN 40, vocab 56, batch 5 x 14.
+REGRESSION = dict(vocab_size=56, dim=24, n_layers=2, n_heads=3, hidden_dim=40,
+                  max_position_embeddings=24, num_labels=1, problem_type="regression", dropout=0.0,
+                  attention_dropout=0.0, seq_classif_dropout=0.0, activation="gelu")
 SHAPES = {
     "tiny": dict(config=TINY, model_seed=1234, grads_seed=77, train_seed=78, batch=4, seq=16,
                  grads_lengths=[16, 11, 7, 3], train_lengths=(3, 16), nopad_step=10),
@@ -113,6 +122,8 @@ SHAPES = {
                  grads_lengths=[22, 14, 6], train_lengths=(3, 22), nopad_step=None),
     "cfg2": dict(config=CFG2, model_seed=2027, grads_seed=97, train_seed=98, batch=5, seq=20,
                  grads_lengths=[20, 7, 4, 2, 3], train_lengths=(2, 8), nopad_step=None),
+    "regression": dict(config=REGRESSION, model_seed=5051, grads_seed=151, train_seed=152, batch=5, seq=14,
+                       grads_lengths=[14, 9, 4, 12, 2], train_lengths=(2, 14), nopad_step=None),
 }
 CFG = TINY                  # the configuration of the case being generated (use_shape)
 TRAIN_LENGTHS = (3, SEQ)    # min, max real tokens per sequence of the train_* batches
@@ -239,7 +250,10 @@ def make_batch(torch, g, lengths, num_labels):
         ids[b, n:] = pad_id()
         mask[b, :n] = 1
         hi = int((ids[b, 1:n] >= v // 2).sum())
-        labels[b] = (1 if 2 * hi > (n - 1) else 0) if num_labels == 2 else hi % num_labels
+        if num_labels == 1:  # regression: the count itself is the target
+            labels[b] = hi
+        else:
+            labels[b] = (1 if 2 * hi > (n - 1) else 0) if num_labels == 2 else hi % num_labels
     return ids, mask, labels
 
 
@@ -551,6 +565,16 @@ def silu_case_list():
             for mode in ["fp32", "bf16"]]
 
 
+def regression_case_list():
+    return [dict(name=f"grads_regression_{mode}", kind="grads", mode=mode, labels=1, nopad=False,
+                 shape="regression",
+                 flags=["padding", "forward_backward", "regression", "mse_loss"] + ([] if mode == "fp32" else ["autocast"]),
+                 comment=f"one forward+backward of a regression configuration (num_labels 1, problem_type "
+                         f"\"regression\": MSELoss on the one logit, integer labels as targets; dim 24, 3 heads of "
+                         f"8, FFN 40), {mode}, batch 5x14 with padding")
+            for mode in ["fp32", "bf16", "fp16"]]
+
+
 def table_case_list():
     return [dict(name="activations_low", kind="table", mode="bf16", flags=["activation_table"],
                  comment="transformers' FFN activations (gelu, relu, silu: get_activation) on every bf16 and fp16 "
@@ -622,7 +646,8 @@ def run_sinusoidal(torch, transformers, c, base_meta):
 
 def all_cases():
     return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
-            + relu_case_list() + silu_case_list() + table_case_list() + sinusoidal_case_list())
+            + relu_case_list() + silu_case_list() + regression_case_list() + table_case_list()
+            + sinusoidal_case_list())
 
 
 def forward(torch, model, mode, ids, mask, labels, **kw):
@@ -1364,9 +1389,9 @@ def main():
     if only:
         known = {c["name"] for c in cases}
         for s in only:
-            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "table",
+            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "regression", "table",
                                             "sinusoidal"):
-                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, table, "
+                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, regression, table, "
                     f"sinusoidal, "
                     f"{', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]

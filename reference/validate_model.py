@@ -13,7 +13,8 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
     these weights; --dropout / --attention-dropout / --seq-classif-dropout override;
  2. takes the batches from --data (safetensors: input_ids, attention_mask, labels, as
     `trainbench train --train-file` reads it) or, without --data, writes OUT/data.safetensors
-    (random ids 2..vocab-1 after a first token 1, 1..T real tokens per row, random labels;
+    (random ids 2..vocab-1 after a first token 1, 1..T real tokens per row, random labels, for
+    a regression config (num_labels 1) random integer targets 0..4;
     --data-seed); the rows are read in file order, as `trainbench train --data-order sequential`
     does: step s is batch s mod nb of the file (nb = ceil(N / B); the last batch of each pass
     may be short; reference/data_order.py);
@@ -151,7 +152,9 @@ def make_data(torch, st, cfg, a, path):
     lengths = torch.randint(1, T + 1, (n,), generator=g)
     mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
     ids = ids * mask
-    labels = torch.randint(0, cfg.num_labels, (n,), generator=g)
+    # regression (num_labels 1, problem_type null or "regression"): integer targets 0..4 for MSELoss
+    regression = cfg.problem_type == "regression" or (cfg.problem_type is None and cfg.num_labels == 1)
+    labels = torch.randint(0, 5 if regression else cfg.num_labels, (n,), generator=g)
     st.save_file({"input_ids": ids, "attention_mask": mask, "labels": labels}, path)
     return path
 

@@ -1,6 +1,6 @@
 // golden_config.h — a model golden's metadata "config" (the DistilBertConfig the generator built,
-// as JSON) as a ModelConfig: the shape keys, activation (default gelu) and pad_token_id (default
-// 0); the init's std does not matter (goldens carry their weights). Shared by test_model_golden.c
+// as JSON) as a ModelConfig: the shape keys, activation (default gelu), pad_token_id (default
+// 0) and problem_type (regression: "regression", or null with num_labels 1); the init's std does not matter (goldens carry their weights). Shared by test_model_golden.c
 // and golden_replay.h (test_trajectory.c, test_fingerprint.c). Include after cmocka.h.
 #ifndef TRAINBENCH_TESTS_GOLDEN_CONFIG_H
 #define TRAINBENCH_TESTS_GOLDEN_CONFIG_H
@@ -39,6 +39,10 @@ static void golden_config(const SafeTensors* st, ModelConfig* c) {
         assert_true(json_is_integer(pad) && json_integer_value(pad) >= 0);
         c->pad_token_id = json_integer_value(pad);
     }
+    // problem_type as transformers decides it (model.c): null with one label, or "regression"
+    json_t* pt = json_object_get(o, "problem_type");
+    const char* pts = pt && json_is_string(pt) ? json_string_value(pt) : NULL;
+    c->regression = pts ? !strcmp(pts, "regression") : c->n_labels == 1;
     json_decref(o);
 }
 

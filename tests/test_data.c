@@ -28,7 +28,7 @@
 // ---------------------------------------------------------------------------------------
 
 // the "tiny" preset's shape: vocab 64, 32 positions, 2 labels
-static const ModelConfig TINY = {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false};
+static const ModelConfig TINY = {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false};
 
 static DataConfig base_cfg(int64_t n_labels) {
     DataConfig c = {0};
@@ -790,10 +790,34 @@ static void test_safetensors_rejected(void** state) {
                       "tensor 'input_ids': row 2 starts with [PAD] (id 0) and there is no "
                       "attention_mask", NULL);
     ids[12] = 1;
-    // model n_labels the data module cannot serve
-    ModelConfig reg = TINY;
-    reg.n_labels = 1;
-    expect_load_fails(dir, T_(ID, LAB), &reg, STATUS_UNSUPPORTED, "1 label means regression", NULL);
+    // one label: a one-class classification takes label 0 only; a regression any int32 target
+    ModelConfig one = TINY;
+    one.n_labels = 1;
+    expect_load_fails(dir, T_(ID, LAB), &one, STATUS_INVALID, "tensor 'labels': row 1: label 1 outside [0, n_labels 1)",
+                      NULL);
+    ModelConfig reg = one;
+    reg.regression = true;
+    lab[0] = (int64_t)INT32_MAX + 1;
+    expect_load_fails(dir, T_(ID, LAB), &reg, STATUS_INVALID,
+                      "tensor 'labels': row 0: regression target 2147483648 outside the int32 range", NULL);
+    lab[0] = -7;  // a negative target is a regression target like any other
+    {
+        char* path = path_join(dir, "regression.safetensors");
+        StWriter* w = st_writer_new();
+        st_writer_add(w, ID.name, ID.dt, ID.ndim, ID.shape, ID.data);
+        st_writer_add(w, LAB.name, LAB.dt, LAB.ndim, LAB.shape, LAB.data);
+        assert_true(status_is_ok(st_writer_save(w, path)));
+        st_writer_free(w);
+        Dataset ds;
+        Status s = dataset_from_safetensors(path, NULL, &reg, &ds);
+        if (!status_is_ok(s)) fail_msg("%s", s.msg);
+        assert_int_equal(ds.split[SPLIT_TRAIN].labels[0], -7);
+        assert_int_equal(ds.n_labels, 1);
+        dataset_free(&ds);
+        unlink(path);
+        free(path);
+    }
+    lab[0] = 0;
 #undef T_
     // the base itself loads (so each case above failed for its own reason only)
     {

@@ -160,7 +160,7 @@ static void test_validation_names_the_field(void** s) {
     expect_invalid(&c, "vocab_size");
     // Every field at its own maximum: each is in range but the total is absurd.
     ModelConfig huge = {MODEL_MAX_VOCAB, MODEL_MAX_DIM, MODEL_MAX_LAYERS, 1, MODEL_MAX_HIDDEN, MODEL_MAX_POSITIONS,
-                        MODEL_MAX_LABELS, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false};
+                        MODEL_MAX_LABELS, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false};
     printf("all at max");
     expect_invalid(&huge, "too many parameters");
 }

@@ -478,8 +478,9 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
         {"initializer_range", "\"0.02\"", "initializer_range must be a finite number > 0"},
         {"seq_classif_dropout", "-0.2", "seq_classif_dropout must be a number in [0, 1]"},
         {"attention_dropout", "\"0.1\"", "attention_dropout must be a number in [0, 1]"},
-        {"problem_type", "\"regression\"", "problem_type"},
-        {"num_labels", "1", "regression"},
+        {"problem_type", "\"regression\"", "problem_type \"regression\" needs num_labels 1 (got 2)"},
+        {"problem_type", "\"multi_label_classification\"", "\"multi_label_classification\" needs float multi-hot labels"},
+        {"problem_type", "3", "problem_type must be null, \"single_label_classification\""},
     };
     for (size_t k = 0; k < sizeof REFUSED / sizeof REFUSED[0]; k++) {
         char text[512];
@@ -760,6 +761,52 @@ static void assert_files_equal(const char* a, const char* b) {
 // gradient accumulation (1 x 8 and 2 x 4 examples give the same --dump-dropout-masks files,
 // byte for byte: keyed by step and example, dropout.h); --dropout overrides; a config.json
 // without dropout keys gets DistilBertConfig's defaults.
+// num_labels 1 (problem_type null or "regression"): transformers' regression, MSELoss on the one
+// logit (test_model_golden's grads_regression_* check the values against transformers): the
+// synthetic task's 0/1 labels are its targets; eval_loss alone (accuracy and F1 null in
+// results.json); the config records problem_type; a resumed run repeats the uninterrupted one.
+static void test_regression(void** s) {
+    (void)s;
+    char cfg[512], a[512], b[512], args[2400];
+    snprintf(cfg, sizeof cfg, "%s/regression.json", g_tmp);
+    write_text(cfg, "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                    "\"max_position_embeddings\":32,\"num_labels\":1,\"problem_type\":null}");
+    snprintf(a, sizeof a, "%s/regression-full", g_tmp);
+    snprintf(b, sizeof b, "%s/regression-resumed", g_tmp);
+    const char* common = "--max-steps 8 --save-steps 4 --eval-steps 4 --learning-rate 1e-3 --precision fp16 "
+                         "--init-scale 65536 --num-eval-examples 24";
+    snprintf(args, sizeof args, "--config %s %s --output-dir %s", cfg, common, a);
+    int rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(g_out, "{'eval_loss': "));
+    assert_null(strstr(g_out, "eval_accuracy"));
+    json_t* r = load_results(a);
+    json_t* mc = json_object_get(json_object_get(r, "config"), "model_config");
+    assert_string_equal(json_string_value(json_object_get(mc, "problem_type")), "regression");
+    assert_int_equal(json_integer_value(json_object_get(mc, "num_labels")), 1);
+    json_t* evals = json_object_get(r, "evals");
+    assert_int_equal(json_array_size(evals), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t* e = json_array_get(evals, i);
+        assert_true(json_is_number(json_object_get(e, "eval_loss")));
+        assert_true(json_is_null(json_object_get(e, "eval_accuracy")));
+        assert_true(json_is_null(json_object_get(e, "eval_f1")));
+    }
+    json_decref(r);
+    snprintf(args, sizeof args, "--config %s %s --output-dir %s --resume-from-checkpoint %s/checkpoint-4", cfg, common,
+             b, a);
+    rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    assert_same_losses(a, b, 8);
+    // single_label_classification named with one label is a one-class cross-entropy, not a regression
+    write_text(cfg, "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                    "\"max_position_embeddings\":32,\"num_labels\":1,\"problem_type\":\"single_label_classification\"}");
+    snprintf(args, sizeof args, "--config %s --max-steps 1 --output-dir %s/one-class", cfg, g_tmp);
+    expect_exit2(args, "n_labels must be 2..");  // the synthetic task has two classes
+}
+
 static void test_dropout_from_config_and_flags(void** s) {
     (void)s;
     char cfg[512], args[2048], a[512], b[512];
@@ -861,6 +908,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_init_from_reproduces_torch_trajectory),
         cmocka_unit_test(test_gradient_accumulation_matches_torch),
         cmocka_unit_test(test_dropout_from_config_and_flags),
+        cmocka_unit_test(test_regression),
     };
     int rc = cmocka_run_group_tests_name("train", tests, NULL, NULL);
     cli_harness_cleanup("train");

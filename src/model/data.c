@@ -508,7 +508,12 @@ static Status load_split(const char* path, const ModelConfig* model, int64_t exp
             }
         }
         int64_t y = int_at(lab, r);
-        if (y < 0 || y >= model->n_labels) {
+        if (model->regression && (y < INT32_MIN || y > INT32_MAX)) {  // the float targets, held as int32
+            s = status_make(STATUS_INVALID, "%s: tensor 'labels': row %zu: regression target %" PRId64
+                            " outside the int32 range [%d, %d]", path, r, y, INT32_MIN, INT32_MAX);
+            goto done;
+        }
+        if (!model->regression && (y < 0 || y >= model->n_labels)) {
             s = status_make(STATUS_INVALID, "%s: tensor 'labels': row %zu: label %" PRId64
                             " outside [0, n_labels %" PRId64 ")", path, r, y, model->n_labels);
             goto done;
@@ -554,10 +559,6 @@ Status dataset_from_safetensors(const char* train_path, const char* eval_path,
     CHECK(train_path && model && out);
     memset(out, 0, sizeof *out);
     CHECK(status_is_ok(model_config_validate(model)), "invalid ModelConfig");
-    if (model->n_labels < 2)
-        return status_make(STATUS_UNSUPPORTED, "model n_labels %" PRId64 ": 1 label means "
-                           "regression in HF (MSE loss); trainbench datasets are classification "
-                           "(n_labels >= 2)", model->n_labels);
     if (model->n_labels > DATA_MAX_LABELS)
         return status_make(STATUS_UNSUPPORTED, "model n_labels %" PRId64 ": at most %d labels are "
                            "supported (the metrics keep a K x K confusion matrix)",

@@ -17,6 +17,7 @@
 #endif
 
 #include "core/cpu.h"
+#include "optim/torch_reduce.h"
 
 // ---- context and scratch ----
 void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters) {
@@ -1874,6 +1875,19 @@ float cross_entropy_forward(float* logp, const float* logits, const int32_t* lab
         total += lp[labels[i]];
     }
     return -total / (float)B;
+}
+
+float mse_forward(float* sq, const float* logits, const int32_t* labels, int B) {
+    for (int i = 0; i < B; i++) {
+        const float d = logits[i] - (float)labels[i];  // mse kernel: diff = a - b; diff * diff
+        sq[i] = d * d;
+    }
+    return torch_sum_f32(sq, (size_t)B) / (float)B;  // mean: sum_out(...).div_(numel)
+}
+
+void mse_backward(float* dlogits, const float* logits, const int32_t* labels, float dloss, int B) {
+    const float norm = (float)(2.0 / (double)B);  // Mean: norm = 2. / numel, then to the dtype
+    for (int i = 0; i < B; i++) dlogits[i] = norm * (logits[i] - (float)labels[i]) * dloss;
 }
 
 void cross_entropy_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L) {

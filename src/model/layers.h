@@ -327,4 +327,13 @@ float cross_entropy_forward(float* logp, const float* logits, const int32_t* lab
 // incoming gradient: 1, or the loss scale under GradScaler.
 void cross_entropy_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L);
 
+// ---- regression (num_labels 1: transformers' MSELoss on logits.squeeze() and labels.squeeze()),
+// in fp32 (autocast's fp32 list): the integer labels become float targets y = float(label) (as
+// torch promotes the long labels; exact up to 2^24); sq (B) = (x - y) * (x - y) saved; loss =
+// torch's sum of sq (its float32 order, torch_reduce.h) / B.
+float mse_forward(float* sq, const float* logits, const int32_t* labels, int B);
+// dlogits (B) = (norm * (x - y)) * dloss with norm = float(2.0 / B): torch's
+// mse_backward_cpu_kernel, grad_output dloss (1, or the loss scale under GradScaler).
+void mse_backward(float* dlogits, const float* logits, const int32_t* labels, float dloss, int B);
+
 #endif

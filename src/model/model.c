@@ -18,10 +18,10 @@
 // pad_token_id, initializer_range (0: 0.02) and sinusoidal_pos_embds). Tests and the
 // memory report iterate this table; model_config_validate() must accept the new line.
 static const ModelPreset PRESETS[] = {
-    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false}},
-    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false}},
+    {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false}},
+    {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false}},
     {"distilbert-base-cased", "the real model's shape (HF distilbert-base-cased, 2 labels)",
-     {28996, 768, 6, 12, 3072, 512, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false}},
+     {28996, 768, 6, 12, 3072, 512, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false}},
 };
 
 size_t model_preset_count(void) { return ARRAY_LEN(PRESETS); }
@@ -170,6 +170,8 @@ Status model_config_validate(const ModelConfig* c) {
                            (long long)c->pad_token_id);
     if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range))
         return status_make(STATUS_INVALID, "initializer_range must be a finite number >= 0 (0: 0.02)");
+    if (c->regression && c->n_labels != 1)
+        return status_make(STATUS_INVALID, "a regression model has num_labels 1 (got %lld)", (long long)c->n_labels);
     size_t total;
     if (!config_param_count(c, &total) || total > (size_t)MODEL_MAX_PARAMS)
         return status_make(STATUS_INVALID,
@@ -240,6 +242,23 @@ static bool read_initializer_range(json_t* v, double* out) {
     return true;
 }
 
+// problem_type as DistilBertForSequenceClassification decides it: null -> "regression" when
+// num_labels is 1, else single-label classification (integer labels); false for other strings
+static bool read_problem_type(const json_t* v, int64_t n_labels, bool* regression) {
+    *regression = n_labels == 1;
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_string(v)) return false;
+    if (!strcmp(json_string_value(v), "single_label_classification")) {
+        *regression = false;
+        return true;
+    }
+    if (!strcmp(json_string_value(v), "regression")) {
+        *regression = true;
+        return true;
+    }
+    return false;
+}
+
 static Status semantics_check(const char* path, json_t* root, int64_t n_labels, int64_t vocab_size) {
     FfnActivation act;
     int64_t pad;
@@ -264,16 +283,18 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels, 
                            (long long)-vocab_size, (long long)vocab_size);
     if (!read_initializer_range(json_object_get(root, "initializer_range"), &init))
         return status_make(STATUS_INVALID, "%s: initializer_range must be a finite number > 0 (the init's std)", path);
-    v = json_object_get(root, "problem_type");
-    if (v && !json_is_null(v) &&
-        (!json_is_string(v) || strcmp(json_string_value(v), "single_label_classification") != 0))
+    bool regression;
+    if (!read_problem_type(json_object_get(root, "problem_type"), n_labels, &regression))
         return status_make(STATUS_INVALID,
-                           "%s: problem_type must be null or \"single_label_classification\" (cross-entropy; "
-                           "regression and multi-label losses are not implemented)", path);
-    if (n_labels == 1)
+                           "%s: problem_type must be null, \"single_label_classification\" (cross-entropy) or "
+                           "\"regression\" (MSELoss; with num_labels 1, which null also means); "
+                           "\"multi_label_classification\" needs float multi-hot labels, which trainbench "
+                           "datasets do not carry", path);
+    if (regression && n_labels != 1)
         return status_make(STATUS_INVALID,
-                           "%s: num_labels must be >= 2 (with 1 label transformers trains a regression with "
-                           "MSELoss, which is not implemented)", path);
+                           "%s: problem_type \"regression\" needs num_labels 1 (got %lld): with more labels "
+                           "transformers' MSELoss broadcasts the (batch,) labels against (batch, num_labels) "
+                           "logits, which is not implemented", path, (long long)n_labels);
     return status_ok();
 }
 
@@ -336,6 +357,7 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
     (void)read_activation(json_object_get(root, "activation"), &cfg->activation);
     (void)read_pad_token_id(json_object_get(root, "pad_token_id"), cfg->vocab_size, &cfg->pad_token_id);
     (void)read_initializer_range(json_object_get(root, "initializer_range"), &cfg->initializer_range);
+    (void)read_problem_type(json_object_get(root, "problem_type"), cfg->n_labels, &cfg->regression);
     if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels, cfg->vocab_size))) return s;
     s = model_config_validate(cfg);
     if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", path, s.msg);
@@ -411,6 +433,7 @@ json_t* model_config_to_json(const ModelConfig* c) {
         json_object_set_new(o, "pad_token_id", c->pad_token_id < 0 ? json_null() : json_integer(c->pad_token_id));
     if (c->initializer_range > 0) json_object_set_new(o, "initializer_range", json_real(c->initializer_range));
     if (c->sinusoidal_pos_embds) json_object_set_new(o, "sinusoidal_pos_embds", json_true());
+    if (c->regression) json_object_set_new(o, "problem_type", json_string("regression"));
     return o;
 }
 
@@ -1056,7 +1079,7 @@ static Status validate_batch(const ModelWorkspace* ws, const ModelBatch* b) {
             return status_make(STATUS_INVALID, "attention_mask[%zu][%zu] = %lld (allowed: 0, 1)", i / (size_t)b->T,
                                i % (size_t)b->T, (long long)b->attention_mask[i]);
     }
-    for (int i = 0; i < b->B; i++)
+    for (int i = 0; i < b->B && !ws->cfg.regression; i++)  // regression: any value is a target
         if (b->labels[i] < 0 || b->labels[i] >= ws->cfg.n_labels)
             return status_make(STATUS_INVALID, "labels[%d] = %d is outside [0, %lld) (num_labels)", i, b->labels[i],
                                (long long)ws->cfg.n_labels);
@@ -1291,7 +1314,9 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     phase_enter(pc, PHASE_CLASSIFIER);
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
     phase_enter(pc, PHASE_LOSS);
-    *loss = cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
+    // regression (L = 1): logp holds the squared errors (B)
+    *loss = ws->cfg.regression ? mse_forward(ws->logp, ws->logits, ws->labels, B)
+                               : cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
     phase_enter(pc, PHASE_OTHER);
     if (logits) memcpy(logits, ws->logits, (size_t)B * (size_t)L * sizeof(float));
     ws->mode = mode;
@@ -1350,7 +1375,8 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     phase_direction(pc, PHASE_BACKWARD);
     phase_enter(pc, PHASE_LOSS);
     memset(ws->dlogits, 0, (size_t)B * (size_t)L * sizeof(float));
-    cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
+    if (ws->cfg.regression) mse_backward(ws->dlogits, ws->logits, ws->labels, loss_scale, B);
+    else cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
     amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);
     phase_enter(pc, PHASE_OTHER);
     layers_zero(ws->dh, nd);

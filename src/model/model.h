@@ -40,6 +40,10 @@ typedef struct {
     // (model_sinusoidal_table) instead of N(0, std), and train like any other weight, as
     // transformers >= 5 does (4.x froze them). false in the presets.
     bool sinusoidal_pos_embds;
+    // problem_type "regression" (config.json; transformers' choice too when problem_type is null
+    // and num_labels is 1): one logit, MSELoss against the label read as a float target
+    // (mse_forward); n_labels is then 1. false: single-label classification, cross-entropy.
+    bool regression;
 } ModelConfig;
 
 // The std of HF's init for this config: initializer_range (0.02 by default).
@@ -259,7 +263,7 @@ size_t model_optim_estimate_bytes_owned(const ParamTable* table, const Optimizer
 typedef struct {
     const int64_t* input_ids;       // (B, T) in [0, vocab_size)
     const int64_t* attention_mask;  // (B, T) 1 = real token, 0 = padding; NULL = all ones
-    const int32_t* labels;          // (B) in [0, n_labels)
+    const int32_t* labels;          // (B) in [0, n_labels); regression: any value (the float targets)
     int B, T;                       // 1 <= B <= the workspace's max_B, 1 <= T <= max_T
     // Training with dropout (dropout.h): the settings, or NULL = no dropout (evaluation, as
     // model.eval(); also every p = 0). The masks are keyed by the optimizer step (1-based)

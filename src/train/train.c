@@ -196,8 +196,9 @@ static json_t* records_evals_json(const Records* r) {
         json_object_set_new(o, "step", json_integer(e->step));
         json_object_set_new(o, "epoch", json_real(e->epoch));
         json_object_set_new(o, "eval_loss", isfinite(e->loss) ? json_real(e->loss) : json_null());
-        json_object_set_new(o, METRIC_EVAL_ACCURACY, json_real(e->accuracy));
-        json_object_set_new(o, METRIC_EVAL_F1, json_real(e->f1));
+        // regression: no accuracy or F1 (NaN in the record): null
+        json_object_set_new(o, METRIC_EVAL_ACCURACY, isfinite(e->accuracy) ? json_real(e->accuracy) : json_null());
+        json_object_set_new(o, METRIC_EVAL_F1, isfinite(e->f1) ? json_real(e->f1) : json_null());
         json_array_append_new(a, o);
     }
     return a;
@@ -263,8 +264,9 @@ static Status records_from_json(Records* r, json_t* steps, json_t* evals, int64_
         e.epoch = json_number_value(json_object_get(o, "epoch"));
         json_t* l = json_object_get(o, "eval_loss");
         e.loss = json_is_number(l) ? json_number_value(l) : NAN;
-        e.accuracy = json_number_value(json_object_get(o, METRIC_EVAL_ACCURACY));
-        e.f1 = json_number_value(json_object_get(o, METRIC_EVAL_F1));
+        json_t* acc = json_object_get(o, METRIC_EVAL_ACCURACY), *f1 = json_object_get(o, METRIC_EVAL_F1);
+        e.accuracy = json_is_number(acc) ? json_number_value(acc) : NAN;  // null: a regression's
+        e.f1 = json_is_number(f1) ? json_number_value(f1) : NAN;
         records_add_eval(r, &e);
     }
     return status_ok();
@@ -637,8 +639,8 @@ static json_t* summary_json(const Run* r) {
     json_object_set_new(o, "final_loss_scale", json_real(grad_scaler_loss_scale(&r->scaler)));
     if (r->rec.n_evals) {
         const EvalRecord* e = &r->rec.evals[r->rec.n_evals - 1];
-        json_object_set_new(o, METRIC_EVAL_ACCURACY, json_real(e->accuracy));
-        json_object_set_new(o, METRIC_EVAL_F1, json_real(e->f1));
+        json_object_set_new(o, METRIC_EVAL_ACCURACY, isfinite(e->accuracy) ? json_real(e->accuracy) : json_null());
+        json_object_set_new(o, METRIC_EVAL_F1, isfinite(e->f1) ? json_real(e->f1) : json_null());
     }
     json_object_set_new(o, "phases", phases_json(r));
     if (r->ddp) json_object_set_new(o, "distributed", distributed_json(r));
@@ -666,6 +668,7 @@ static Status evaluate(Run* r, EvalRecord* out) {
     out->accuracy = 0;
     out->f1 = 0;
     if (n == 0) return status_ok();
+    if (r->mcfg.regression) out->accuracy = out->f1 = NAN;  // eval_loss (the MSE) alone, as the Trainer's
     const int K = (int)r->mcfg.n_labels;
     const int B = (int)r->a.eval_batch_size;
     Batch eb;
@@ -683,14 +686,17 @@ static Status evaluate(Run* r, EvalRecord* out) {
         s = model_forward(r->ws, r->params, &mb, r->mode, &r->gemm, &loss, logits);
         if (!status_is_ok(s)) break;
         loss_sum += (double)loss * eb.batch;  // mean over examples, as the Trainer's eval_loss
+        if (r->mcfg.regression) continue;  // the labels are targets, not classes
         metrics_argmax(logits, (size_t)eb.batch, K, pred);
         metrics_confusion_add(cm, K, eb.labels, pred, (size_t)eb.batch);
     }
     if (status_is_ok(s)) {
-        EvalMetrics m = metrics_from_confusion(cm, K);
         out->loss = loss_sum / (double)n;
-        out->accuracy = m.accuracy;
-        out->f1 = m.f1;
+        if (!r->mcfg.regression) {
+            EvalMetrics m = metrics_from_confusion(cm, K);
+            out->accuracy = m.accuracy;
+            out->f1 = m.f1;
+        }
     }
     free(cm);
     free(pred);
@@ -1117,7 +1123,8 @@ static int setup(Run* r) {
         DataConfig dc;
         memset(&dc, 0, sizeof dc);
         dc.task = a->task;
-        dc.n_labels = r->mcfg.n_labels;
+        // regression: the task's two classes 0 and 1 as the float targets of the one logit
+        dc.n_labels = r->mcfg.regression ? 2 : r->mcfg.n_labels;
         dc.n_train = a->n_train;
         dc.n_eval = a->n_eval;
         dc.seq_len = a->seq_len;
@@ -1125,6 +1132,7 @@ static int setup(Run* r) {
         dc.seed = (uint64_t)a->seed;
         s = dataset_synthetic(&dc, &r->ds);
         if (!status_is_ok(s)) return user_error("synthetic data: %s", s.msg);
+        if (r->mcfg.regression) r->ds.n_labels = 1;
     }
     s = dataset_check_model(&r->ds, &r->mcfg);
     if (!status_is_ok(s)) return user_error("data vs model: %s", s.msg);
@@ -1286,6 +1294,10 @@ static int log_eval(Run* r) {
     if (r->ds.split[SPLIT_EVAL].n == 0) return 0;
     records_add_eval(&r->rec, &e);
     clear_progress(r);
+    if (r->mcfg.regression) {
+        printf("{'eval_loss': %.4f, 'epoch': %.2f}\n", e.loss, e.epoch);
+        return 0;
+    }
     printf("{'eval_loss': %.4f, '%s': %.4f, '%s': %.4f, 'epoch': %.2f}\n", e.loss, METRIC_EVAL_ACCURACY, e.accuracy,
            METRIC_EVAL_F1, e.f1, e.epoch);
     return 0;
