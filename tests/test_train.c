@@ -800,6 +800,20 @@ static void test_regression(void** s) {
     if (rc) printf("%s\n", g_out);
     assert_int_equal(rc, 0);
     assert_same_losses(a, b, 8);
+    // the checkpoint's config.json names the problem (transformers' from_pretrained then trains
+    // the same loss), and --init-from reads it back as a regression
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/checkpoint-8/config.json", a);
+    json_t* hf = json_load_file(ck, 0, NULL);
+    assert_non_null(hf);
+    assert_string_equal(json_string_value(json_object_get(hf, "problem_type")), "regression");
+    json_decref(hf);
+    snprintf(args, sizeof args, "--init-from %s/checkpoint-8 --max-steps 1 --output-dir %s/regression-init", a, g_tmp);
+    rc = run(args, g_out, sizeof g_out);
+    if (rc) printf("%s\n", g_out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(g_out, "{'eval_loss': "));
+    assert_null(strstr(g_out, "eval_accuracy"));
     // single_label_classification named with one label is a one-class cross-entropy, not a regression
     write_text(cfg, "{\"vocab_size\":64,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
                     "\"max_position_embeddings\":32,\"num_labels\":1,\"problem_type\":\"single_label_classification\"}");

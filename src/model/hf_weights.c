@@ -91,6 +91,10 @@ Status hf_config_save(const ModelConfig* c, const DropoutConfig* dropout, const 
     json_object_set_new(o, "pad_token_id", c->pad_token_id < 0 ? json_null() : json_integer(c->pad_token_id));
     json_object_set_new(o, "initializer_range", json_real(model_init_std(c)));
     json_object_set_new(o, "sinusoidal_pos_embds", json_boolean(c->sinusoidal_pos_embds));
+    // problem_type where transformers' own choice would differ from ours or be implicit: with one
+    // label null means regression there, so a one-class classifier names itself
+    if (c->regression) json_object_set_new(o, "problem_type", json_string("regression"));
+    else if (c->n_labels == 1) json_object_set_new(o, "problem_type", json_string("single_label_classification"));
     char* text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
     size_t len = strlen(text);
