@@ -38,6 +38,8 @@ Cases:
                         the integer labels as float targets; REGRESSION: 3 heads of 8, FFN 40)
   activations_low       gelu, relu and silu (get_activation) on every bf16 and fp16 pattern, forward
                         and backward in that dtype
+  lr_schedules          the lr after each scheduler step of transformers.get_scheduler for every
+                        lr_scheduler_type trainbench implements, at several (lr, warmup, steps)
   sinusoidal_pos        the position embeddings of a model built with sinusoidal_pos_embds=True
                         (the model's own init), for 512x768, 128x128, 40x15 and 3x2; metadata
                         requires_grad says whether transformers keeps the table trainable
@@ -644,10 +646,55 @@ def run_sinusoidal(torch, transformers, c, base_meta):
     return tensors, meta
 
 
+# lr_schedules: transformers.get_scheduler as Trainer.create_scheduler calls it (no scheduler kwargs),
+# for every lr_scheduler_type trainbench implements, at (lr, warmup steps, training steps)
+SCHEDULE_TYPES = ["linear", "constant", "cosine", "cosine_with_restarts", "polynomial", "constant_with_warmup",
+                  "inverse_sqrt"]
+SCHEDULE_SETTINGS = [(5e-5, 0, 20), (3e-4, 4, 20), (1e-3, 7, 13), (2e-5, 3, 997), (7e-4, 1, 2), (1e-4, 10, 10)]
+
+
+def schedules_case_list():
+    return [dict(name="lr_schedules", kind="schedules", mode="fp32", flags=["lr_schedules"],
+                 comment="the lr of every scheduler step, as transformers.get_scheduler(name, optimizer, "
+                         "num_warmup_steps, num_training_steps) computes it, for each lr_scheduler_type trainbench "
+                         "implements at several (lr, warmup, training steps)")]
+
+
+def run_schedules(torch, transformers, c, base_meta):
+    """lr.<type>.<i>: F64 (N + 3): get_last_lr() after k = 0..N+2 scheduler steps for SCHEDULE_SETTINGS[i]
+    (settings a type's get_scheduler refuses are left out; metadata settings lists them)."""
+    tensors, done = {}, []
+    for name in SCHEDULE_TYPES:
+        for i, (lr, w, n) in enumerate(SCHEDULE_SETTINGS):
+            if name == "constant" and w:
+                continue  # the Trainer's "constant" takes no warmup (trainbench refuses one)
+            p = torch.nn.Parameter(torch.zeros(1))
+            opt = torch.optim.SGD([p], lr=lr)
+            try:
+                sched = transformers.get_scheduler(name, opt, num_warmup_steps=w, num_training_steps=n)
+            except ValueError:
+                continue
+            vals = []
+            try:
+                for k in range(n + 3):
+                    vals.append(float(sched.get_last_lr()[0]))
+                    opt.step()
+                    sched.step()
+            except ZeroDivisionError:  # polynomial with n == w: transformers fails at the step after
+                continue
+            tensors[f"lr.{name}.{i}"] = torch.tensor(vals, dtype=torch.float64)
+            done.append(f"{name}.{i}")
+    meta = dict(base_meta, case=c["name"], comment=c["comment"], flags=",".join(c["flags"]), seed="0",
+                settings=json.dumps([dict(index=i, lr=lr, warmup_steps=w, training_steps=n)
+                                     for i, (lr, w, n) in enumerate(SCHEDULE_SETTINGS)]),
+                cases=",".join(done))
+    return tensors, meta
+
+
 def all_cases():
     return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
             + relu_case_list() + silu_case_list() + regression_case_list() + table_case_list()
-            + sinusoidal_case_list())
+            + sinusoidal_case_list() + schedules_case_list())
 
 
 def forward(torch, model, mode, ids, mask, labels, **kw):
@@ -1390,9 +1437,9 @@ def main():
         known = {c["name"] for c in cases}
         for s in only:
             if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "regression", "table",
-                                            "sinusoidal"):
+                                            "sinusoidal", "schedules"):
                 die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, regression, table, "
-                    f"sinusoidal, "
+                    f"sinusoidal, schedules, "
                     f"{', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]
 
@@ -1403,7 +1450,7 @@ def main():
         use_shape(c.get("shape", "tiny"))
         run = (run_grads if c["kind"] == "grads" else run_accum if c["kind"] == "accum"
                else run_table if c["kind"] == "table" else run_sinusoidal if c["kind"] == "sinusoidal"
-               else run_train)
+               else run_schedules if c["kind"] == "schedules" else run_train)
         tensors, meta = run(torch, transformers, c, base_meta)
         if c["kind"] in ("train", "trainer", "accum"):
             t = tensors

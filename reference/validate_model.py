@@ -25,7 +25,7 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
     then trains transformers for --steps steps as HF Trainer optimizes (its inner loop written out,
     on CPU: Trainer with fp16 on CPU would silently train in fp32): AdamW (torch.optim.AdamW,
     for-loop) or transformers' Adafactor as the Trainer configures it, two param groups
-    (Trainer.get_decay_parameter_names), get_linear_schedule_with_warmup or constant,
+    (Trainer.get_decay_parameter_names), the lr schedule from transformers.get_scheduler(--lr-scheduler-type, ...) as the Trainer makes it,
     torch.autocast("cpu") for bf16/fp16, GradScaler("cpu") for fp16, clip_grad_norm_ after
     unscale_, the scheduler stepped only after steps that were not skipped;
  4. the same run twice more under harmless perturbations, torch's own noise (as the goldens'
@@ -85,7 +85,9 @@ def parse_args():
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--learning-rate", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
-    ap.add_argument("--lr-scheduler-type", default="linear", choices=["linear", "constant"])
+    ap.add_argument("--lr-scheduler-type", default="linear",
+                    choices=["linear", "constant", "cosine", "cosine_with_restarts", "polynomial",
+                             "constant_with_warmup", "inverse_sqrt"])
     ap.add_argument("--warmup-steps", type=int, default=0)
     ap.add_argument("--max-grad-norm", type=float, default=1.0)
     ap.add_argument("--init-scale", type=float, default=2.0 ** 16)
@@ -106,7 +108,7 @@ def parse_args():
     if a.steps < 1 or a.batch_size < 1:
         die("--steps and --batch-size must be >= 1")
     if a.warmup_steps and a.lr_scheduler_type == "constant":
-        die("--warmup-steps needs --lr-scheduler-type linear (transformers' constant has no warmup)")
+        die("--warmup-steps needs a schedule with warmup (transformers' constant has none)")
     if not os.access(a.trainbench, os.X_OK):
         die(f"{a.trainbench} is not an executable (run `make`, or give --trainbench PATH)")
     return a
@@ -222,10 +224,9 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None, masks_
     else:
         opt = transformers.optimization.Adafactor(groups, lr=a.learning_rate, scale_parameter=False,
                                                   relative_step=False)
-    if a.lr_scheduler_type == "linear":
-        sched = transformers.get_linear_schedule_with_warmup(opt, a.warmup_steps, a.steps)
-    else:
-        sched = transformers.get_constant_schedule(opt)
+    # as Trainer.create_scheduler: get_scheduler(name, optimizer, warmup, training steps), no kwargs
+    sched = transformers.get_scheduler(a.lr_scheduler_type, opt, num_warmup_steps=a.warmup_steps,
+                                       num_training_steps=a.steps)
     low = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16-noscale": torch.float16}.get(a.precision)
     scaler = (torch.amp.GradScaler("cpu", init_scale=a.init_scale, growth_interval=a.growth_interval)
               if a.precision == "fp16" else None)

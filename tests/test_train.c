@@ -663,7 +663,11 @@ static void test_bad_input(void** s) {
     expect_exit2("--seq-len 999", "exceeds the model's max_position_embeddings");
     expect_exit2("--frobnicate", "unknown option '--frobnicate'");
     expect_exit2("--data-order random", "--data-order: unknown order 'random' (allowed: shuffled, sequential)");
-    expect_exit2("--lr-scheduler-type cosine", "--lr-scheduler-type: unknown schedule 'cosine' (allowed: linear, constant)");
+    expect_exit2("--lr-scheduler-type cosine_with_min_lr", "--lr-scheduler-type: unknown schedule 'cosine_with_min_lr' "
+                 "(allowed: linear, constant, cosine, cosine_with_restarts, polynomial, constant_with_warmup, inverse_sqrt)");
+    expect_exit2("--lr-scheduler-type polynomial --max-steps 4 --warmup-steps 4",
+                 "--lr-scheduler-type polynomial: polynomial needs more --max-steps than warmup steps");
+    expect_exit2("--lr-scheduler-type polynomial --learning-rate 1e-7", "needs a larger --learning-rate");
     expect_exit2("--warmup-steps 2 --warmup-ratio 0.1", "not both");
     expect_exit2("--warmup-ratio 1.5", "--warmup-ratio must be in [0, 1)");
     expect_exit2("--lr-scheduler-type constant --warmup-steps 3", "constant has no warmup");

@@ -1,5 +1,5 @@
 // schedule.h — the two per-step policies Hugging Face's Trainer wraps around the optimizer:
-// the learning-rate schedule (transformers.get_linear_schedule_with_warmup / constant) and
+// the learning-rate schedule (transformers.get_scheduler's schedules: linear, constant, cosine, ...) and
 // gradient clipping (torch.nn.utils.clip_grad_norm_ as the Trainer calls it, after the
 // GradScaler's unscale). train_step() (train.h) applies both; `trainbench train` sets them
 // from --lr-scheduler-type, --warmup-steps/--warmup-ratio and --max-grad-norm.
@@ -12,29 +12,46 @@
 
 #include "model/model.h"
 
+// TrainingArguments.lr_scheduler_type values whose schedule needs no extra keyword arguments
+// (the Trainer passes none by default) and no evaluation metric (reduce_lr_on_plateau).
 typedef enum {
-    LR_SCHEDULE_LINEAR,    // "linear": TrainingArguments' default
-    LR_SCHEDULE_CONSTANT,  // "constant": lr every step (no warmup, as transformers' "constant")
+    LR_SCHEDULE_LINEAR,                // "linear": TrainingArguments' default
+    LR_SCHEDULE_CONSTANT,              // "constant": lr every step (no warmup, as transformers' "constant")
+    LR_SCHEDULE_COSINE,                // "cosine": get_cosine_schedule_with_warmup (num_cycles 0.5)
+    LR_SCHEDULE_COSINE_WITH_RESTARTS,  // "cosine_with_restarts": ..._with_hard_restarts (num_cycles 1)
+    LR_SCHEDULE_POLYNOMIAL,            // "polynomial": get_polynomial_decay_schedule_with_warmup (lr_end 1e-7, power 1)
+    LR_SCHEDULE_CONSTANT_WITH_WARMUP,  // "constant_with_warmup"
+    LR_SCHEDULE_INVERSE_SQRT,          // "inverse_sqrt": timescale = warmup steps, or 10,000 without warmup
     LR_SCHEDULE_COUNT
 } LrScheduleType;
 
 typedef struct {
     LrScheduleType type;
     double base_lr;          // the optimizer's lr (TrainingArguments.learning_rate)
-    int64_t warmup_steps;    // >= 0 (linear only)
+    int64_t warmup_steps;    // >= 0 (not for constant)
     int64_t training_steps;  // num_training_steps = max_steps
 } LrSchedule;
 
-const char* lr_schedule_name(LrScheduleType t);          // "linear", "constant"
+const char* lr_schedule_name(LrScheduleType t);          // "linear", "constant", ...
 bool lr_schedule_find(const char* name, LrScheduleType* out);
-const char* lr_schedule_names_list(void);                 // "linear, constant"
+const char* lr_schedule_names_list(void);                 // "linear, constant, cosine, ..."
+// The schedule's own refusals, as transformers raises them (polynomial: lr_end 1e-7 must be below
+// the lr; a decay of zero steps divides by zero at the scheduler step after the last): NULL when
+// fine, else a message (static).
+const char* lr_schedule_refusal(const LrSchedule* s);
 // TrainingArguments.get_warmup_steps for a fraction in [0, 1): ceil(training_steps * ratio).
 int64_t lr_schedule_warmup_from_ratio(double ratio, int64_t training_steps);
 
 // The lr of the optimizer step that follows `scheduler_steps` earlier scheduler steps, as
-// LambdaLR computes it: base_lr * lambda(scheduler_steps), in double. linear (transformers
-// _get_linear_schedule_with_warmup_lr_lambda): k < warmup: k / max(1, warmup); else
-// max(0, (N - k) / max(1, N - warmup)). The Trainer steps the scheduler only after an
+// LambdaLR computes it: base_lr * lambda(scheduler_steps), in double, with transformers 5.24's
+// lambdas (optimization.py), W warmup steps, N training steps, k = scheduler_steps:
+//   warmup (all but constant): k < W: k / max(1, W)
+//   linear:     max(0, (N - k) / max(1, N - W))
+//   cosine:     p = (k - W) / max(1, N - W); max(0, 0.5 * (1 + cos(((pi * 0.5) * 2) * p)))
+//   cosine_with_restarts: the same p; 0 when p >= 1, else max(0, 0.5 * (1 + cos(pi * ((1 * p) % 1))))
+//   polynomial: k > N: lr_end / lr; else ((lr - lr_end) * (1 - (k - W) / (N - W))^1 + lr_end) / lr
+//   constant_with_warmup: 1;  inverse_sqrt: 1 / sqrt((k + T - W) / T), T = W or 10,000
+// (each step the Python expression's own order of double operations). The Trainer steps the scheduler only after an
 // optimizer step that was not skipped by the GradScaler, so scheduler_steps is the number of
 // optimizer steps taken (OptimState.step), not the loop's step.
 double lr_schedule_lr(const LrSchedule* s, int64_t scheduler_steps);

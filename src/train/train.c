@@ -119,7 +119,7 @@ const Command cmd_train = {
         "     --num-train-examples N --num-eval-examples N]\n"
         "    [--init-scale X] [--growth-interval N] [--no-progress] [--force]\n"
         "    [--init-from DIR|FILE.safetensors] [--data-order shuffled|sequential]\n"
-        "    [--lr-scheduler-type linear|constant] [--warmup-steps N | --warmup-ratio X]\n"
+        "    [--lr-scheduler-type NAME] [--warmup-steps N | --warmup-ratio X]\n"
         "    [--max-grad-norm X] [--gradient-accumulation-steps N] [--profile]\n"
         "    [--ddp [--zero 0|1]]   (under mpirun -np R; README \"Distributed\")\n"
         "    [--dropout P] [--attention-dropout P] [--seq-classif-dropout P] [--dump-dropout-masks DIR]\n"
@@ -127,7 +127,9 @@ const Command cmd_train = {
         "  --backend auto: resuming, the checkpoint's backend; else onednn where it runs the precision's\n"
         "  GEMMs natively (fp32; bf16 on avx512_bf16 CPUs; fp16 on avx512_fp16/AMX-FP16), else openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
-        "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments)\n"
+        "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments); schedules:\n"
+        "  linear, constant, cosine, cosine_with_restarts, polynomial, constant_with_warmup, inverse_sqrt\n"
+        "  (transformers.get_scheduler without scheduler kwargs, as the Trainer makes them)\n"
         "  --gradient-accumulation-steps 1 (N: each optimizer step takes N micro-batches, loss / N;\n"
         "  --max-steps, --eval-steps, --logging-steps and --save-steps count optimizer steps)\n"
         "  --ddp: mpirun -np R trainbench train --ddp ...: each optimizer step takes R x N micro-batches,\n"
@@ -1012,7 +1014,7 @@ static Status resolve_init_from(Run* r) {
 
 // TrainingArguments' lr schedule: linear (default) or constant, warmup from --warmup-steps or
 // ceil(max_steps * --warmup-ratio) (transformers 5.x: warmup_steps < 1 is a ratio).
-static void setup_schedule(Run* r) {
+static int setup_schedule(Run* r) {
     const TrainArgs* a = &r->a;
     CHECK(lr_schedule_find(a->lr_scheduler_type, &r->schedule.type));
     r->schedule.base_lr = r->ocfg.lr;
@@ -1020,6 +1022,8 @@ static void setup_schedule(Run* r) {
     r->schedule.warmup_steps = a->warmup_steps >= 0 ? a->warmup_steps
                                : a->warmup_ratio >= 0 ? lr_schedule_warmup_from_ratio(a->warmup_ratio, a->max_steps)
                                                       : 0;
+    const char* why = lr_schedule_refusal(&r->schedule);
+    return why ? user_error("--lr-scheduler-type %s: %s", a->lr_scheduler_type, why) : 0;
 }
 
 // Before the big allocations: params + grads (fp32 table buffers), the optimizer state (its
@@ -1178,7 +1182,7 @@ static int setup(Run* r) {
     } else {
         r->state_bytes[0] = model_optim_measured_bytes(&r->mo);
     }
-    setup_schedule(r);
+    if ((rc = setup_schedule(r))) return rc;
     r->sequential = !strcmp(a->data_order, "sequential");
     int threads = a->threads > 0 ? (int)a->threads : cpu_logical_cores();
     omp_set_num_threads(threads);
