@@ -85,6 +85,9 @@ def parse_args():
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--learning-rate", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--adam-beta1", type=float, default=0.9, help="AdamW betas[0] (TrainingArguments.adam_beta1)")
+    ap.add_argument("--adam-beta2", type=float, default=0.999, help="AdamW betas[1] (TrainingArguments.adam_beta2)")
+    ap.add_argument("--adam-epsilon", type=float, default=1e-8, help="AdamW eps (TrainingArguments.adam_epsilon)")
     ap.add_argument("--lr-scheduler-type", default="linear",
                     choices=["linear", "constant", "cosine", "cosine_with_restarts", "polynomial",
                              "constant_with_warmup", "inverse_sqrt"])
@@ -220,7 +223,8 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None, masks_
     groups = [{"params": [p for n, p in named if n in decay], "weight_decay": a.weight_decay},
               {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
     if a.optim == "adamw_torch":
-        opt = torch.optim.AdamW(groups, lr=a.learning_rate, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+        opt = torch.optim.AdamW(groups, lr=a.learning_rate, betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_epsilon,
+                                foreach=False)
     else:
         opt = transformers.optimization.Adafactor(groups, lr=a.learning_rate, scale_parameter=False,
                                                   relative_step=False)
@@ -264,6 +268,7 @@ def trainbench_run(a, init_dir, data_path, out_dir, cfg):
     cmd = [a.trainbench, "train", "--init-from", init_dir, "--train-file", data_path, "--data-order", "sequential",
            "--per-device-train-batch-size", str(a.batch_size), "--max-steps", str(a.steps),
            "--learning-rate", repr(a.learning_rate), "--weight-decay", repr(a.weight_decay),
+           "--adam-beta1", repr(a.adam_beta1), "--adam-beta2", repr(a.adam_beta2), "--adam-epsilon", repr(a.adam_epsilon),
            "--lr-scheduler-type", a.lr_scheduler_type, "--warmup-steps", str(a.warmup_steps),
            "--max-grad-norm", repr(a.max_grad_norm), "--precision", a.precision, "--optim", a.optim,
            "--init-scale", repr(a.init_scale), "--growth-interval", str(a.growth_interval),

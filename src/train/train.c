@@ -48,6 +48,7 @@ typedef struct {
     const char* backend;
     double lr;                  // < 0: TrainingArguments default 5e-5
     double weight_decay;        // TrainingArguments default 0.0
+    double adam_beta1, adam_beta2, adam_epsilon;  // TrainingArguments: 0.9, 0.999, 1e-8 (AdamW optimizers)
     long max_steps;
     long batch_size, eval_batch_size, seq_len;
     long eval_steps, logging_steps, save_steps;
@@ -112,6 +113,7 @@ const Command cmd_train = {
         "trainbench train [--model tiny|small|distilbert-base-cased | --config FILE.json]\n"
         "    [--optim NAME] [--precision fp32|bf16|fp16|fp16-noscale | --fp16 | --bf16]\n"
         "    [--backend auto|naive|openblas|onednn] [--learning-rate X] [--weight-decay X]\n"
+        "    [--adam-beta1 X] [--adam-beta2 X] [--adam-epsilon X]\n"
         "    [--max-steps N] [--per-device-train-batch-size N] [--per-device-eval-batch-size N]\n"
         "    [--seq-len N] [--eval-steps N] [--logging-steps N] [--save-steps N] [--seed N]\n"
         "    [--threads N] [--output-dir DIR] [--resume-from-checkpoint DIR]\n"
@@ -127,6 +129,8 @@ const Command cmd_train = {
         "  --backend auto: resuming, the checkpoint's backend; else onednn where it runs the precision's\n"
         "  GEMMs natively (fp32; bf16 on avx512_bf16 CPUs; fp16 on avx512_fp16/AMX-FP16), else openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
+        "  --adam-beta1 0.9 --adam-beta2 0.999 --adam-epsilon 1e-8 (AdamW optimizers; Adafactor ignores them,\n"
+        "  as the Trainer does)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments); schedules:\n"
         "  linear, constant, cosine, cosine_with_restarts, polynomial, constant_with_warmup, inverse_sqrt\n"
         "  (transformers.get_scheduler without scheduler kwargs, as the Trainer makes them)\n"
@@ -850,6 +854,9 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     a->backend = BACKEND_AUTO;
     a->lr = -1;
     a->weight_decay = 0.0;
+    a->adam_beta1 = 0.9;
+    a->adam_beta2 = 0.999;
+    a->adam_epsilon = 1e-8;
     a->max_steps = 100;
     a->batch_size = 8;
     a->eval_batch_size = 8;
@@ -921,6 +928,12 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         } else if (flag_matches(arg, "--learning-rate")) {
             if (!parse_float_flag(argc, argv, &i, "--learning-rate", &a->lr)) return 2;
             if (!(a->lr > 0)) return cli_usage_error(&cmd_train, "--learning-rate must be > 0 (got %g)", a->lr);
+        } else if (flag_matches(arg, "--adam-beta1")) {
+            if (!parse_float_flag(argc, argv, &i, "--adam-beta1", &a->adam_beta1)) return 2;
+        } else if (flag_matches(arg, "--adam-beta2")) {
+            if (!parse_float_flag(argc, argv, &i, "--adam-beta2", &a->adam_beta2)) return 2;
+        } else if (flag_matches(arg, "--adam-epsilon")) {
+            if (!parse_float_flag(argc, argv, &i, "--adam-epsilon", &a->adam_epsilon)) return 2;
         } else if (flag_matches(arg, "--weight-decay")) {
             if (!parse_float_flag(argc, argv, &i, "--weight-decay", &a->weight_decay)) return 2;
             if (!(a->weight_decay >= 0))
@@ -1108,8 +1121,19 @@ static int setup(Run* r) {
     optim_defaults(r->optim, &r->ocfg);
     r->ocfg.lr = a->lr > 0 ? a->lr : 5e-5;
     r->ocfg.weight_decay = a->weight_decay;
+    // HF Trainer hands betas=(adam_beta1, adam_beta2), eps=adam_epsilon to the AdamW optimizers
+    // (get_optimizer_cls_and_kwargs' adam_kwargs) and not to Adafactor, which ignores the flags
+    const bool adam = r->optim == &optim_adamw_torch || r->optim == &optim_adamw_bnb_8bit;
+    if (adam) {
+        r->ocfg.beta1 = a->adam_beta1;
+        r->ocfg.beta2 = a->adam_beta2;
+        r->ocfg.eps = a->adam_epsilon;
+    }
     if (r->optim == &optim_adafactor_hf) r->ocfg.relative_step = false;  // as HF Trainer configures it
     s = r->optim->validate(&r->ocfg);
+    if (!status_is_ok(s) && adam)
+        return user_error("--optim %s with --adam-beta1 %g --adam-beta2 %g --adam-epsilon %g: %s", a->optim,
+                          a->adam_beta1, a->adam_beta2, a->adam_epsilon, s.msg);
     if (!status_is_ok(s)) return user_error("--optim %s: %s", a->optim, s.msg);
     GradScalerConfig gcfg = grad_scaler_defaults();
     gcfg.init_scale = a->init_scale;
@@ -1201,6 +1225,11 @@ static int setup(Run* r) {
     json_object_set_new(c, "optim", json_string(r->optim->name));
     json_object_set_new(c, "learning_rate", json_real(r->ocfg.lr));
     json_object_set_new(c, "weight_decay", json_real(r->ocfg.weight_decay));
+    // the AdamW hyper-parameters only when not TrainingArguments' defaults (results of runs with
+    // the defaults keep their form, and a resume compares this object key by key)
+    if (adam && (r->ocfg.beta1 != 0.9 || r->ocfg.beta2 != 0.999 || r->ocfg.eps != 1e-8))
+        json_object_set_new(c, "adam", json_pack("{s:f, s:f, s:f}", "beta1", r->ocfg.beta1, "beta2", r->ocfg.beta2,
+                                                 "epsilon", r->ocfg.eps));
     json_object_set_new(c, "weight_decay_groups",
                         json_string("HF Trainer: biases and LayerNorm weights without decay"));
     json_object_set_new(c, "lr_scheduler_type", json_string(lr_schedule_name(r->schedule.type)));
