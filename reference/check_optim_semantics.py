@@ -311,6 +311,41 @@ class AdamWTorch:
         return (p + upd).astype(f32)
 
 
+class AdamWTorchFused:
+    """torch.optim.AdamW(fused=True) on CPU (FusedAdamKernel.cpp as the AVX-512 build compiles it):
+    adamw_torch's operations with a correctly rounded sqrt (whatever --sqrt says: the kernel's
+    Vectorized sqrt and std::sqrt), and the flattened tensor's last numel % 8 elements computing
+    the second moment as fma(v, b2, (w2*g)*g)."""
+    def __init__(self, p, hp):
+        self.hp = hp
+        self.state = {"step": f32(0), "exp_avg": np.zeros_like(p), "exp_avg_sq": np.zeros_like(p)}
+
+    def step(self, p, g):
+        hp, st = self.hp, self.state
+        lr, (b1, b2), eps, wd = hp["lr"], hp["betas"], hp["eps"], hp["weight_decay"]
+        st["step"] = f32(st["step"] + f32(1))
+        t = float(st["step"])
+        shape = p.shape
+        p, g = p.reshape(-1), g.reshape(-1)
+        if wd != 0:
+            p = (p * f32(1 - lr * wd)).astype(f32)
+        m = lerp(st["exp_avg"].reshape(-1), g, 1 - b1)
+        v0 = st["exp_avg_sq"].reshape(-1)
+        w2g = (f32(1 - b2) * g).astype(f32)
+        v = fma(w2g, g, (v0 * f32(b2)).astype(f32))
+        k = p.size - p.size % 8
+        v[k:] = fma(v0[k:], np.full(p.size - k, f32(b2), f32), (w2g[k:] * g[k:]).astype(f32))
+        bc1 = 1 - b1 ** t
+        bc2 = 1 - b2 ** t
+        step_size = lr / bc1
+        with np.errstate(invalid="ignore"):
+            root = np.sqrt(v).astype(f32)
+        denom = ((root / f32(math.sqrt(bc2))).astype(f32) + f32(eps)).astype(f32)
+        upd = ((f32(-step_size) * m).astype(f32) / denom).astype(f32)
+        st["exp_avg"], st["exp_avg_sq"] = m.reshape(shape), v.reshape(shape)
+        return (p + upd).astype(f32).reshape(shape)
+
+
 class AdafactorHF:
     def __init__(self, p, hp):
         self.hp = hp
@@ -551,7 +586,7 @@ class AdamW8bitBnb:
         return p
 
 
-OPTIMS = {"adamw_torch": AdamWTorch, "adafactor": AdafactorHF, "adafactor_torch": AdafactorTorch,
+OPTIMS = {"adamw_torch": AdamWTorch, "adamw_torch_fused": AdamWTorchFused, "adafactor": AdafactorHF, "adafactor_torch": AdafactorTorch,
           "adamw_bnb_8bit": AdamW8bitBnb}
 
 

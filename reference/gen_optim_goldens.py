@@ -5,7 +5,8 @@
 
 Writes one safetensors file per case to <out>/optim/<optimizer>/<case>.safetensors and rewrites
 <out>/MANIFEST.tsv (rows of other generators are kept).  Optimizers (HF TrainingArguments.optim
-names): adamw_torch (torch.optim.AdamW, for-loop path), adafactor (transformers Adafactor as the
+names): adamw_torch (torch.optim.AdamW, for-loop path), adamw_torch_fused (torch.optim.AdamW with
+fused=True: the CPU fused kernel; the Trainer's default optim with torch >= 2.8), adafactor (transformers Adafactor as the
 HF Trainer configures it, plus flag variants), adafactor_torch (torch.optim.Adafactor, for-loop
 path), adamw_bnb_8bit (bitsandbytes.optim.AdamW8bit).
 
@@ -175,6 +176,15 @@ def adamw_torch_cases():
     base = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
                 maximize=False, foreach=False, capturable=False, differentiable=False, fused=False)
     return common_cases(base, dict(base, weight_decay=0.0)) + adam_family_edge_cases(base, 500)
+
+
+def adamw_torch_fused_cases():
+    """HF Trainer's optim="adamw_torch_fused" (TrainingArguments' default with torch >= 2.8):
+    torch.optim.AdamW(fused=True) on CPU, the same cases as adamw_torch (their sizes leave the
+    kernel's scalar tail, numel % 16, from 0 to 15 elements)."""
+    base = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
+                maximize=False, foreach=False, capturable=False, differentiable=False, fused=True)
+    return common_cases(base, dict(base, weight_decay=0.0)) + adam_family_edge_cases(base, 1500)
 
 
 def adam_family_edge_cases(base, seed0):
@@ -411,9 +421,10 @@ def adamw_bnb_8bit_cases():
     return cs
 
 
-OPTIMIZERS = ["adamw_torch", "adafactor", "adafactor_torch", "adamw_bnb_8bit"]
+OPTIMIZERS = ["adamw_torch", "adamw_torch_fused", "adafactor", "adafactor_torch", "adamw_bnb_8bit"]
 CASES = {
     "adamw_torch": adamw_torch_cases,
+    "adamw_torch_fused": adamw_torch_fused_cases,
     "adafactor": adafactor_hf_cases,
     "adafactor_torch": adafactor_torch_cases,
     "adamw_bnb_8bit": adamw_bnb_8bit_cases,
@@ -471,7 +482,7 @@ def make_inputs(torch, c):
 
 
 def make_optimizer(torch, transformers, bnb, name, params, hp):
-    if name == "adamw_torch":
+    if name in ("adamw_torch", "adamw_torch_fused"):  # fused=True in the latter's hparams
         kw = dict(hp)
         kw["betas"] = tuple(kw["betas"])
         return torch.optim.AdamW(params, **kw)

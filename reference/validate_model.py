@@ -80,7 +80,7 @@ def parse_args():
     ap.add_argument("--seq-len", type=int, default=0, help="T of the random data (default min(32, positions))")
     ap.add_argument("--data-seed", type=int, default=7)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "fp16-noscale"])
-    ap.add_argument("--optim", default="adamw_torch", choices=["adamw_torch", "adafactor"])
+    ap.add_argument("--optim", default="adamw_torch", choices=["adamw_torch", "adamw_torch_fused", "adafactor"])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--learning-rate", type=float, default=1e-3)
@@ -222,9 +222,10 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None, masks_
     params = [p for _, p in named]
     groups = [{"params": [p for n, p in named if n in decay], "weight_decay": a.weight_decay},
               {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
-    if a.optim == "adamw_torch":
+    if a.optim in ("adamw_torch", "adamw_torch_fused"):  # the Trainer's for-loop and fused AdamW
+        fused = {"fused": True} if a.optim == "adamw_torch_fused" else {"foreach": False}
         opt = torch.optim.AdamW(groups, lr=a.learning_rate, betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_epsilon,
-                                foreach=False)
+                                **fused)
     else:
         opt = transformers.optimization.Adafactor(groups, lr=a.learning_rate, scale_parameter=False,
                                                   relative_step=False)

@@ -299,7 +299,8 @@ static uint64_t spec_state_bytes(const char* optim, bool hf_trainer, const Param
     const uint64_t N = t->numel;
     const bool matrix = t->shape.ndim == 2;
     const uint64_t R = matrix ? (uint64_t)t->shape.dims[0] : 0, C = matrix ? (uint64_t)t->shape.dims[1] : 0;
-    if (!strcmp(optim, "adamw_torch")) return 8 * N + 4;
+    // SPEC.md 5: exp_avg + exp_avg_sq fp32 and a 0-d fp32 step (the fused kernel keeps the same)
+    if (!strcmp(optim, "adamw_torch") || !strcmp(optim, "adamw_torch_fused")) return 8 * N + 4;
     if (!strcmp(optim, "adafactor") || !strcmp(optim, "adafactor_torch")) return matrix ? 4 * (R + C) + 4 : 4 * N + 4;
     if (strcmp(optim, "adamw_bnb_8bit") != 0) {  // a new optimizer needs its formula here
         printf("no state formula for %s: add it to spec_state_bytes (tests/test_memory.c; README "

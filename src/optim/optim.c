@@ -11,6 +11,7 @@
 // tests/test_optim.c iterates this table; a registered optimizer without goldens FAILS.
 static const Optimizer* const OPTIMIZERS[] = {
     &optim_adamw_torch,
+    &optim_adamw_torch_fused,
     &optim_adafactor_hf,
     &optim_adafactor_torch,
     &optim_adamw_bnb_8bit,

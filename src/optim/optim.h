@@ -177,6 +177,7 @@ Status optim_check_ge0(const char* field, double v, const char* lib_msg);
 Status optim_not_implemented(const char* optim, const char* what);
 
 extern const Optimizer optim_adamw_torch;
+extern const Optimizer optim_adamw_torch_fused;
 extern const Optimizer optim_adafactor_hf;
 extern const Optimizer optim_adafactor_torch;
 extern const Optimizer optim_adamw_bnb_8bit;

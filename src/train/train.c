@@ -1123,7 +1123,7 @@ static int setup(Run* r) {
     r->ocfg.weight_decay = a->weight_decay;
     // HF Trainer hands betas=(adam_beta1, adam_beta2), eps=adam_epsilon to the AdamW optimizers
     // (get_optimizer_cls_and_kwargs' adam_kwargs) and not to Adafactor, which ignores the flags
-    const bool adam = r->optim == &optim_adamw_torch || r->optim == &optim_adamw_bnb_8bit;
+    const bool adam = r->optim == &optim_adamw_torch || r->optim == &optim_adamw_torch_fused || r->optim == &optim_adamw_bnb_8bit;
     if (adam) {
         r->ocfg.beta1 = a->adam_beta1;
         r->ocfg.beta2 = a->adam_beta2;
@@ -1135,6 +1135,18 @@ static int setup(Run* r) {
         return user_error("--optim %s with --adam-beta1 %g --adam-beta2 %g --adam-epsilon %g: %s", a->optim,
                           a->adam_beta1, a->adam_beta2, a->adam_epsilon, s.msg);
     if (!status_is_ok(s)) return user_error("--optim %s: %s", a->optim, s.msg);
+    // adamw_torch_fused under a GradScaler without clipping: the Trainer then never calls
+    // unscale_, and GradScaler.step hands the scale to the fused kernel, which divides each
+    // gradient by it; we multiply by its reciprocal as unscale_ does. The same bits while the
+    // scale is a power of two (the default 65536 and every growth/backoff of it), not otherwise.
+    if (r->optim == &optim_adamw_torch_fused && r->mode->loss_scaling && !(a->max_grad_norm > 0)) {
+        int e;
+        if (frexp(a->init_scale, &e) != 0.5)
+            return user_error("--optim adamw_torch_fused with --precision %s, --max-grad-norm 0 and --init-scale %g is "
+                              "not implemented: without clipping torch's fused kernel divides the gradients by the "
+                              "scale, which differs from unscaling unless the scale is a power of two (give one, or "
+                              "clip)", a->precision, a->init_scale);
+    }
     GradScalerConfig gcfg = grad_scaler_defaults();
     gcfg.init_scale = a->init_scale;
     gcfg.growth_interval = a->growth_interval;
