@@ -375,6 +375,9 @@ static void phase_tradeoff(Job* j) {
         for (size_t m = 0; m < ARRAY_LEN(TRADEOFF_MODES); m++)
             for (long seed = 1; seed <= j->tradeoff_seeds; seed++) {
                 const char* on = optim_at(o)->name;
+                // AdamW's fused kernel: adamw_torch's algorithm and state, its trajectory equal up
+                // to rounding; its rows would repeat adamw_torch's in the trade-off (6 runs, ~35 s)
+                if (!strcmp(on, "adamw_torch_fused")) continue;
                 const char* p = TRADEOFF_MODES[m];
                 phase(j, "tradeoff %s-%s seed %ld (%s, %s, %ld steps)", p, on, seed, TRADEOFF_MODEL, TRADEOFF_BACKEND,
                       j->tradeoff_steps);
