@@ -73,12 +73,12 @@ def draw_shape(r):
 def draw_hparams(r, opt):
     """Constructor keywords within the library's accepted ranges (its __init__ checks)."""
     wd = r.choice([0.0, loguniform(r, 1e-4, 1.0)])
-    if opt == "adamw_torch":
+    if opt in ("adamw_torch", "adamw_torch_fused"):
         return dict(lr=loguniform(r, 1e-5, 0.3),
                     betas=[r.choice([0.0, 0.5, 0.9, r.uniform(0.0, 0.999)]),
                            r.choice([0.9, 0.99, 0.999, r.uniform(0.5, 0.99999)])],
                     eps=loguniform(r, 1e-12, 1e-2), weight_decay=wd, amsgrad=False, maximize=False,
-                    foreach=False, capturable=False, differentiable=False, fused=False)
+                    foreach=False, capturable=False, differentiable=False, fused=opt == "adamw_torch_fused")
     if opt == "adafactor":
         rel = r.random() < 0.3  # relative_step needs lr=None (transformers refuses both)
         return dict(lr=None if rel else loguniform(r, 1e-5, 0.1),
