@@ -170,6 +170,8 @@ def optim_cases(torch, transformers, bnb, bnb_error):
          lambda ps: torch.optim.AdamW(ps, foreach=True, **adamw)),
         ("adamw_torch", "torch_fused", "torch.optim.AdamW(fused=True)",
          lambda ps: torch.optim.AdamW(ps, fused=True, **adamw)),
+        ("adamw_torch_fused", "torch", "torch.optim.AdamW(fused=True) (the kernel adamw_torch_fused mirrors)",
+         lambda ps: torch.optim.AdamW(ps, fused=True, **adamw)),
         ("adafactor_torch", "torch", "torch.optim.Adafactor(foreach=False)",
          lambda ps: torch.optim.Adafactor(ps, foreach=False, **aft)),
         ("adafactor_torch", "torch_foreach", "torch.optim.Adafactor(foreach=True)",
