@@ -567,6 +567,18 @@ def silu_case_list():
             for mode in ["fp32", "bf16"]]
 
 
+def label_smoothing_case_list():
+    return [dict(name=f"grads_label_smoothing_{mode}", kind="grads", mode=mode, labels=3, nopad=False, shape="cfg2",
+                 label_smoothing=0.1,
+                 flags=["padding", "forward_backward", "labels3", "label_smoothing"] + ([] if mode == "fp32" else ["autocast"]),
+                 comment=f"one forward+backward of the second configuration (3 labels) with HF Trainer's label smoothing "
+                         f"(TrainingArguments.label_smoothing_factor=0.1: transformers' LabelSmoother on the logits "
+                         f"under the same autocast), {mode}")
+            # fp32 only: under CPU autocast the smoother's log_softmax and its sums run in the low dtype
+            # (measured), which trainbench does not model (it refuses label smoothing there)
+            for mode in ["fp32"]]
+
+
 def regression_case_list():
     return [dict(name=f"grads_regression_{mode}", kind="grads", mode=mode, labels=1, nopad=False,
                  shape="regression",
@@ -693,12 +705,18 @@ def run_schedules(torch, transformers, c, base_meta):
 
 def all_cases():
     return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
-            + relu_case_list() + silu_case_list() + regression_case_list() + table_case_list()
+            + relu_case_list() + silu_case_list() + regression_case_list() + label_smoothing_case_list()
+            + table_case_list()
             + sinusoidal_case_list() + schedules_case_list())
 
 
-def forward(torch, model, mode, ids, mask, labels, **kw):
+def forward(torch, model, mode, ids, mask, labels, label_smoothing=0.0, **kw):
     with autocast_ctx(torch, mode):
+        if label_smoothing:  # as Trainer.compute_loss: labels popped, its LabelSmoother under the autocast
+            from transformers.trainer_pt_utils import LabelSmoother
+            out = model(input_ids=ids, attention_mask=mask, **kw)
+            out["loss"] = LabelSmoother(epsilon=label_smoothing)(out, labels)
+            return out
         return model(input_ids=ids, attention_mask=mask, labels=labels, **kw)
 
 
@@ -708,7 +726,8 @@ def run_grads(torch, transformers, c, base_meta):
     init = {n: p.detach().clone() for n, p in model.named_parameters()}
     ids, mask, labels = grads_batch(torch, c["labels"], c["nopad"])
 
-    out = forward(torch, model, c["mode"], ids, mask, labels)
+    ls = c.get("label_smoothing", 0.0)
+    out = forward(torch, model, c["mode"], ids, mask, labels, label_smoothing=ls)
     logits_dtype = out.logits.dtype
     out.loss.backward()
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
@@ -723,7 +742,7 @@ def run_grads(torch, transformers, c, base_meta):
     tf, tb = Tracer(), Tracer()
     counter = make_counter(torch)()
     with tf:
-        out2 = forward(torch, model, c["mode"], ids, mask, labels, output_hidden_states=True,
+        out2 = forward(torch, model, c["mode"], ids, mask, labels, label_smoothing=ls, output_hidden_states=True,
                        output_attentions=True)
     with counter, tb:
         out2.loss.backward()
@@ -781,6 +800,8 @@ def run_grads(torch, transformers, c, base_meta):
                   "expect.attention.<layer> (softmax probabilities, (B,heads,T,T)) come from "
                   "output_hidden_states/output_attentions; all F32 as returned",
     })
+    if ls:
+        meta["label_smoothing"] = repr(ls)
     if low_dtype(torch, c["mode"]) is not None:
         meta["counters"] = COUNTERS_DOC
         meta["low_grad_params"] = "Linear weights and biases (gradients rounded to the low dtype); " \
@@ -1437,7 +1458,7 @@ def main():
         known = {c["name"] for c in cases}
         for s in only:
             if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "regression", "table",
-                                            "sinusoidal", "schedules"):
+                                            "sinusoidal", "schedules", "label_smoothing"):
                 die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, regression, table, "
                     f"sinusoidal, schedules, "
                     f"{', '.join(sorted(known))})")

@@ -85,6 +85,8 @@ def parse_args():
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--learning-rate", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--label-smoothing-factor", type=float, default=0.0,
+                    help="TrainingArguments.label_smoothing_factor (the Trainer's LabelSmoother; trainbench: fp32 only)")
     ap.add_argument("--adam-beta1", type=float, default=0.9, help="AdamW betas[0] (TrainingArguments.adam_beta1)")
     ap.add_argument("--adam-beta2", type=float, default=0.999, help="AdamW betas[1] (TrainingArguments.adam_beta2)")
     ap.add_argument("--adam-epsilon", type=float, default=1e-8, help="AdamW eps (TrainingArguments.adam_epsilon)")
@@ -245,7 +247,12 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None, masks_
                                            load_masks(st, cfg, a, masks_dir, s + 1, len(r), ids.shape[1])])
                 if masks_dir else contextlib.nullcontext())
         with ctx, drop:
-            out = model(input_ids=rev(ids[r]), attention_mask=rev(mask[r]), labels=rev(labels[r]))
+            if a.label_smoothing_factor:  # Trainer.compute_loss: labels popped, its LabelSmoother on the logits
+                from transformers.trainer_pt_utils import LabelSmoother
+                out = model(input_ids=rev(ids[r]), attention_mask=rev(mask[r]))
+                out["loss"] = LabelSmoother(epsilon=a.label_smoothing_factor)(out, rev(labels[r]))
+            else:
+                out = model(input_ids=rev(ids[r]), attention_mask=rev(mask[r]), labels=rev(labels[r]))
         scale = scaler.get_scale() if scaler is not None else 1.0
         (scaler.scale(out.loss) if scaler is not None else out.loss).backward()
         if scaler is not None:
@@ -270,6 +277,7 @@ def trainbench_run(a, init_dir, data_path, out_dir, cfg):
            "--per-device-train-batch-size", str(a.batch_size), "--max-steps", str(a.steps),
            "--learning-rate", repr(a.learning_rate), "--weight-decay", repr(a.weight_decay),
            "--adam-beta1", repr(a.adam_beta1), "--adam-beta2", repr(a.adam_beta2), "--adam-epsilon", repr(a.adam_epsilon),
+           "--label-smoothing-factor", repr(a.label_smoothing_factor),
            "--lr-scheduler-type", a.lr_scheduler_type, "--warmup-steps", str(a.warmup_steps),
            "--max-grad-norm", repr(a.max_grad_norm), "--precision", a.precision, "--optim", a.optim,
            "--init-scale", repr(a.init_scale), "--growth-interval", str(a.growth_interval),

@@ -306,6 +306,9 @@ static void run_golden(const char* path, CaseResult* r) {
     assert_true(status_is_ok(gemm_open(&gemm, &gemm_backend_naive, 1)));
     ModelWorkspace* ws;
     assert_true(status_is_ok(model_workspace_new(&table, B, T, &ws)));
+    // grads_label_smoothing_*: the loss is HF Trainer's LabelSmoother with this factor
+    const char* ls = st_meta(&st, "label_smoothing");
+    if (ls) assert_true(status_is_ok(model_workspace_set_label_smoothing(ws, atof(ls))));
     const int L = (int)cfg.n_labels, D = (int)cfg.dim, H = (int)cfg.n_heads;
     double* S = malloc(table.n * sizeof(double));
     term_scales(&table, params, &batch, ws, &gemm, S);

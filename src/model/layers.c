@@ -1877,6 +1877,36 @@ float cross_entropy_forward(float* logp, const float* logits, const int32_t* lab
     return -total / (float)B;
 }
 
+float label_smoothing_forward(float* logp, float* work, const float* logits, const int32_t* labels, int B, int L,
+                              double eps) {
+    (void)cross_entropy_forward(logp, logits, labels, B, L);  // logp = log_softmax(logits), as torch's
+    float row[64];
+    CHECK(L <= 64, "label smoothing over %d labels", L);
+    for (int i = 0; i < B; i++) work[i] = -logp[(size_t)i * (size_t)L + (size_t)labels[i]];  // gather of -logp
+    const float nll = torch_sum_f32(work, (size_t)B) / (float)B;
+    for (int i = 0; i < B; i++) {  // log_probs.sum(dim=-1): each row's sum in torch's order
+        for (int j = 0; j < L; j++) row[j] = -logp[(size_t)i * (size_t)L + (size_t)j];
+        work[i] = torch_sum_f32(row, (size_t)L);
+    }
+    const float smooth = torch_sum_f32(work, (size_t)B) / (float)((int64_t)B * L);
+    return (float)(1.0 - eps) * nll + (float)eps * smooth;  // two products, one sum (float32 each)
+}
+
+void label_smoothing_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L,
+                              double eps) {
+    const float g_nll = (dloss * (float)(1.0 - eps)) / (float)B;
+    const float g_sm = (dloss * (float)eps) / (float)((int64_t)B * L);
+    float d[64];
+    CHECK(L <= 64, "label smoothing over %d labels", L);
+    for (int i = 0; i < B; i++) {
+        const float* lp = logp + (size_t)i * (size_t)L;
+        for (int j = 0; j < L; j++) d[j] = -(j == labels[i] ? g_sm + g_nll : g_sm);  // neg's backward
+        float sum = 0.0f;  // log_softmax backward: the row's gradient summed left to right
+        for (int j = 0; j < L; j++) sum = j ? sum + d[j] : d[j];
+        for (int j = 0; j < L; j++) dlogits[(size_t)i * (size_t)L + (size_t)j] = d[j] - expf(lp[j]) * sum;
+    }
+}
+
 float mse_forward(float* sq, const float* logits, const int32_t* labels, int B) {
     for (int i = 0; i < B; i++) {
         const float d = logits[i] - (float)labels[i];  // mse kernel: diff = a - b; diff * diff

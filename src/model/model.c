@@ -869,6 +869,8 @@ struct ModelWorkspace {
     int32_t* labels;  // (B)
     int B, T;
     bool has_mask;
+    double label_smoothing;  // HF Trainer's label_smoothing_factor (0: the model's own loss)
+    float* ls_work;          // (max_B) label smoothing's per-example sums
     const PrecisionMode* mode;  // of the last forward; NULL before the first
     // low modes: the kept low copies (LowCopy, layers.h) of every linear's weight and of the fp32
     // activations that feed GEMMs, converted once per forward and reused by the backward. One
@@ -1013,8 +1015,23 @@ Status model_workspace_estimate_bytes(const ParamTable* t, int max_B, int max_T,
     return workspace_make(t, max_B, max_T, &none, bytes);
 }
 
+Status model_workspace_set_label_smoothing(ModelWorkspace* ws, double eps) {
+    if (!(eps >= 0 && eps < 1))
+        return status_make(STATUS_INVALID, "label smoothing factor %g (allowed: 0 <= factor < 1)", eps);
+    if (eps > 0 && ws->cfg.regression)
+        return status_make(STATUS_INVALID, "label smoothing on a regression model (num_labels 1): the smoother's "
+                           "log_softmax over one logit is not a loss; not implemented");
+    if (eps > 0 && ws->cfg.n_labels > 64)
+        return status_make(STATUS_INVALID, "label smoothing over %lld labels (implemented up to 64)",
+                           (long long)ws->cfg.n_labels);
+    if (eps > 0 && !ws->ls_work) ws->ls_work = xcalloc((size_t)ws->max_B, sizeof(float));
+    ws->label_smoothing = eps;
+    return status_ok();
+}
+
 void model_workspace_free(ModelWorkspace* ws) {
     if (!ws) return;
+    free(ws->ls_work);
     free(ws->drop_arena);
     free(ws->keep_att);
     free(ws->keep_ffn);
@@ -1315,8 +1332,15 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
     phase_enter(pc, PHASE_LOSS);
     // regression (L = 1): logp holds the squared errors (B)
-    *loss = ws->cfg.regression ? mse_forward(ws->logp, ws->logits, ws->labels, B)
-                               : cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
+    if (ws->label_smoothing > 0 && mode->low != DTYPE_F32)
+        return status_make(STATUS_UNSUPPORTED, "label smoothing in %s: under CPU autocast the Trainer's LabelSmoother "
+                           "runs log_softmax and its sums in the low dtype, which is not implemented (fp32 only)",
+                           mode->name);
+    if (ws->label_smoothing > 0)
+        *loss = label_smoothing_forward(ws->logp, ws->ls_work, ws->logits, ws->labels, B, L, ws->label_smoothing);
+    else
+        *loss = ws->cfg.regression ? mse_forward(ws->logp, ws->logits, ws->labels, B)
+                                   : cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
     phase_enter(pc, PHASE_OTHER);
     if (logits) memcpy(logits, ws->logits, (size_t)B * (size_t)L * sizeof(float));
     ws->mode = mode;
@@ -1375,7 +1399,9 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     phase_direction(pc, PHASE_BACKWARD);
     phase_enter(pc, PHASE_LOSS);
     memset(ws->dlogits, 0, (size_t)B * (size_t)L * sizeof(float));
-    if (ws->cfg.regression) mse_backward(ws->dlogits, ws->logits, ws->labels, loss_scale, B);
+    if (ws->label_smoothing > 0)
+        label_smoothing_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L, ws->label_smoothing);
+    else if (ws->cfg.regression) mse_backward(ws->dlogits, ws->logits, ws->labels, loss_scale, B);
     else cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
     amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);
     phase_enter(pc, PHASE_OTHER);

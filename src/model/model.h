@@ -283,6 +283,10 @@ typedef struct ModelWorkspace ModelWorkspace;
 // STATUS_INVALID when max_B < 1, max_T < 1 or max_T > max_position_embeddings.
 Status model_workspace_new(const ParamTable* table, int max_B, int max_T, ModelWorkspace** out);
 void model_workspace_free(ModelWorkspace* ws);  // NULL is fine
+// HF Trainer's label_smoothing_factor (TrainingArguments; 0, the default: the model's own loss):
+// the loss of every later forward is the Trainer's LabelSmoother's (layers.h). STATUS_INVALID
+// outside [0, 1), on a regression model, or above 64 labels.
+Status model_workspace_set_label_smoothing(ModelWorkspace* ws, double eps);
 // The bytes model_workspace_new(t, max_B, max_T) would allocate (activation arena, id and label
 // buffers; the GEMM scratch allocated on first use is not counted), allocating nothing; the
 // same errors as model_workspace_new. For up-front memory checks.

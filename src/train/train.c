@@ -49,6 +49,7 @@ typedef struct {
     double lr;                  // < 0: TrainingArguments default 5e-5
     double weight_decay;        // TrainingArguments default 0.0
     double adam_beta1, adam_beta2, adam_epsilon;  // TrainingArguments: 0.9, 0.999, 1e-8 (AdamW optimizers)
+    double label_smoothing;     // TrainingArguments.label_smoothing_factor (0: none)
     long max_steps;
     long batch_size, eval_batch_size, seq_len;
     long eval_steps, logging_steps, save_steps;
@@ -113,7 +114,7 @@ const Command cmd_train = {
         "trainbench train [--model tiny|small|distilbert-base-cased | --config FILE.json]\n"
         "    [--optim NAME] [--precision fp32|bf16|fp16|fp16-noscale | --fp16 | --bf16]\n"
         "    [--backend auto|naive|openblas|onednn] [--learning-rate X] [--weight-decay X]\n"
-        "    [--adam-beta1 X] [--adam-beta2 X] [--adam-epsilon X]\n"
+        "    [--adam-beta1 X] [--adam-beta2 X] [--adam-epsilon X] [--label-smoothing-factor X]\n"
         "    [--max-steps N] [--per-device-train-batch-size N] [--per-device-eval-batch-size N]\n"
         "    [--seq-len N] [--eval-steps N] [--logging-steps N] [--save-steps N] [--seed N]\n"
         "    [--threads N] [--output-dir DIR] [--resume-from-checkpoint DIR]\n"
@@ -130,7 +131,7 @@ const Command cmd_train = {
         "  GEMMs natively (fp32; bf16 on avx512_bf16 CPUs; fp16 on avx512_fp16/AMX-FP16), else openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
         "  --adam-beta1 0.9 --adam-beta2 0.999 --adam-epsilon 1e-8 (AdamW optimizers; Adafactor ignores them,\n"
-        "  as the Trainer does)\n"
+        "  as the Trainer does); --label-smoothing-factor 0 (X > 0: the Trainer's LabelSmoother; fp32 only)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments); schedules:\n"
         "  linear, constant, cosine, cosine_with_restarts, polynomial, constant_with_warmup, inverse_sqrt\n"
         "  (transformers.get_scheduler without scheduler kwargs, as the Trainer makes them)\n"
@@ -928,6 +929,11 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         } else if (flag_matches(arg, "--learning-rate")) {
             if (!parse_float_flag(argc, argv, &i, "--learning-rate", &a->lr)) return 2;
             if (!(a->lr > 0)) return cli_usage_error(&cmd_train, "--learning-rate must be > 0 (got %g)", a->lr);
+        } else if (flag_matches(arg, "--label-smoothing-factor")) {
+            if (!parse_float_flag(argc, argv, &i, "--label-smoothing-factor", &a->label_smoothing)) return 2;
+            if (!(a->label_smoothing >= 0 && a->label_smoothing < 1))
+                return cli_usage_error(&cmd_train, "--label-smoothing-factor must be in [0, 1) (got %g)",
+                                       a->label_smoothing);
         } else if (flag_matches(arg, "--adam-beta1")) {
             if (!parse_float_flag(argc, argv, &i, "--adam-beta1", &a->adam_beta1)) return 2;
         } else if (flag_matches(arg, "--adam-beta2")) {
@@ -1205,6 +1211,18 @@ static int setup(Run* r) {
     }
     s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
+    if (a->label_smoothing > 0) {
+        // the Trainer's LabelSmoother as it normalizes a whole batch; with accumulation it divides by
+        // the items of all micro-batches (num_items_in_batch), under autocast it runs in the low dtype
+        if (r->mode->low != DTYPE_F32 || a->grad_accum > 1 || r->ddp)
+            return user_error("--label-smoothing-factor with %s is not implemented (fp32, one micro-batch per step "
+                              "and one process only: under autocast the Trainer's LabelSmoother runs in the low dtype, "
+                              "with accumulation it normalizes by the items of all micro-batches)",
+                              r->mode->low != DTYPE_F32 ? "--precision bf16/fp16" : a->grad_accum > 1
+                                  ? "--gradient-accumulation-steps > 1" : "--ddp");
+        s = model_workspace_set_label_smoothing(r->ws, a->label_smoothing);
+        if (!status_is_ok(s)) return user_error("--label-smoothing-factor: %s", s.msg);
+    }
     model_optim_init_owned(&r->mo, &r->table, r->optim, &r->ocfg, false, r->zero_owner, r->rank);
     r->mo.decay_groups = true;  // HF Trainer: no decay for biases and LayerNorm weights
     r->state_bytes = xcalloc((size_t)r->ranks, sizeof(uint64_t));
@@ -1237,6 +1255,7 @@ static int setup(Run* r) {
     json_object_set_new(c, "optim", json_string(r->optim->name));
     json_object_set_new(c, "learning_rate", json_real(r->ocfg.lr));
     json_object_set_new(c, "weight_decay", json_real(r->ocfg.weight_decay));
+    if (a->label_smoothing > 0) json_object_set_new(c, "label_smoothing_factor", json_real(a->label_smoothing));
     // the AdamW hyper-parameters only when not TrainingArguments' defaults (results of runs with
     // the defaults keep their form, and a resume compares this object key by key)
     if (adam && (r->ocfg.beta1 != 0.9 || r->ocfg.beta2 != 0.999 || r->ocfg.eps != 1e-8))
