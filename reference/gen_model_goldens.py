@@ -569,14 +569,13 @@ def silu_case_list():
 
 def label_smoothing_case_list():
     return [dict(name=f"grads_label_smoothing_{mode}", kind="grads", mode=mode, labels=3, nopad=False, shape="cfg2",
-                 label_smoothing=0.1,
+                 label_smoothing=0.1, classifier_scale=150.0,
                  flags=["padding", "forward_backward", "labels3", "label_smoothing"] + ([] if mode == "fp32" else ["autocast"]),
                  comment=f"one forward+backward of the second configuration (3 labels) with HF Trainer's label smoothing "
                          f"(TrainingArguments.label_smoothing_factor=0.1: transformers' LabelSmoother on the logits "
-                         f"under the same autocast), {mode}")
-            # fp32 only: under CPU autocast the smoother's log_softmax and its sums run in the low dtype
-            # (measured), which trainbench does not model (it refuses label smoothing there)
-            for mode in ["fp32"]]
+                         f"under the same autocast), {mode}; the classifier weight x150 after the init so that the "
+                         f"logits are of order 1")
+            for mode in ["fp32", "bf16", "fp16"]]
 
 
 def regression_case_list():
@@ -722,6 +721,9 @@ def forward(torch, model, mode, ids, mask, labels, label_smoothing=0.0, **kw):
 
 def run_grads(torch, transformers, c, base_meta):
     model = build_model(torch, transformers, c["labels"])
+    if c.get("classifier_scale"):  # logits of order 1 instead of ~1e-2 (HF init): every rounding matters
+        with torch.no_grad():
+            model.classifier.weight.mul_(c["classifier_scale"])
     names = param_names(model)
     init = {n: p.detach().clone() for n, p in model.named_parameters()}
     ids, mask, labels = grads_batch(torch, c["labels"], c["nopad"])
@@ -802,6 +804,8 @@ def run_grads(torch, transformers, c, base_meta):
     })
     if ls:
         meta["label_smoothing"] = repr(ls)
+    if c.get("classifier_scale"):
+        meta["classifier_scale"] = repr(c["classifier_scale"])
     if low_dtype(torch, c["mode"]) is not None:
         meta["counters"] = COUNTERS_DOC
         meta["low_grad_params"] = "Linear weights and biases (gradients rounded to the low dtype); " \

@@ -872,7 +872,7 @@ static void test_adam_flags(void** s) {
 }
 
 // --label-smoothing-factor: the Trainer's LabelSmoother (its values: test_model_golden's
-// grads_label_smoothing_fp32 against transformers; validate_model.py end to end): recorded in the
+// grads_label_smoothing_* against transformers; validate_model.py end to end): recorded in the
 // config, it changes the loss, and what is not implemented is refused by name.
 static void test_label_smoothing_flag(void** s) {
     (void)s;
@@ -893,9 +893,10 @@ static void test_label_smoothing_flag(void** s) {
     assert_true(la != lb);
     json_decref(ra);
     json_decref(rb);
+    snprintf(args, sizeof args, "--max-steps 2 --num-eval-examples 8 --label-smoothing-factor 0.2 --bf16 --output-dir "
+             "%s/ls-bf16", g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);  // every precision (its bits: the goldens)
     expect_exit2("--label-smoothing-factor 1 --max-steps 1", "--label-smoothing-factor must be in [0, 1) (got 1)");
-    expect_exit2("--label-smoothing-factor 0.1 --bf16 --max-steps 1", "--label-smoothing-factor with --precision bf16/fp16 "
-                 "is not implemented");
     expect_exit2("--label-smoothing-factor 0.1 --gradient-accumulation-steps 2 --max-steps 1",
                  "--label-smoothing-factor with --gradient-accumulation-steps > 1 is not implemented");
 }

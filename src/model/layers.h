@@ -332,15 +332,17 @@ void cross_entropy_backward(float* dlogits, const float* logp, const int32_t* la
 // lpn = -log_softmax(logits) (logp, torch's log_softmax as cross_entropy_forward computes it,
 // saved (B, L)); nll = sum_i lpn[i, labels[i]] / B; smooth = sum_i (sum_j lpn[i, j]) / (B * L)
 // (the sums in torch's float32 order); loss = f32(1-eps) * nll + f32(eps) * smooth.
-// work (B) scratch. labels in [0, L).
+// work (B) scratch. labels in [0, L). dt: the precision mode's low dtype: under CPU autocast
+// log_softmax runs on the low logits (on no autocast list), so log_probs, the gather, the nll sum
+// and its scalar ops are in dt, the smoothed sum in fp32 (dtype=float32), their sum fp32.
 float label_smoothing_forward(float* logp, float* work, const float* logits, const int32_t* labels, int B, int L,
-                              double eps);
+                              double eps, DType dt);
 // dlogits (B, L) = the backward of the above with incoming gradient dloss, as autograd runs it:
 // g_nll = (dloss * f32(1-eps)) / B, g_sm = (dloss * f32(eps)) / (B*L); the gradient of lpn is
 // g_sm everywhere plus g_nll at the label; log_softmax's backward d - exp(logp) * sum_j d
 // with d = -(that gradient).
 void label_smoothing_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L,
-                              double eps);
+                              double eps, DType dt);
 
 // ---- regression (num_labels 1: transformers' MSELoss on logits.squeeze() and labels.squeeze()),
 // in fp32 (autocast's fp32 list): the integer labels become float targets y = float(label) (as

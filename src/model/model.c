@@ -1332,12 +1332,9 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
     phase_enter(pc, PHASE_LOSS);
     // regression (L = 1): logp holds the squared errors (B)
-    if (ws->label_smoothing > 0 && mode->low != DTYPE_F32)
-        return status_make(STATUS_UNSUPPORTED, "label smoothing in %s: under CPU autocast the Trainer's LabelSmoother "
-                           "runs log_softmax and its sums in the low dtype, which is not implemented (fp32 only)",
-                           mode->name);
     if (ws->label_smoothing > 0)
-        *loss = label_smoothing_forward(ws->logp, ws->ls_work, ws->logits, ws->labels, B, L, ws->label_smoothing);
+        *loss = label_smoothing_forward(ws->logp, ws->ls_work, ws->logits, ws->labels, B, L, ws->label_smoothing,
+                                        mode->low);
     else
         *loss = ws->cfg.regression ? mse_forward(ws->logp, ws->logits, ws->labels, B)
                                    : cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
@@ -1400,7 +1397,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     phase_enter(pc, PHASE_LOSS);
     memset(ws->dlogits, 0, (size_t)B * (size_t)L * sizeof(float));
     if (ws->label_smoothing > 0)
-        label_smoothing_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L, ws->label_smoothing);
+        label_smoothing_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L, ws->label_smoothing, low);
     else if (ws->cfg.regression) mse_backward(ws->dlogits, ws->logits, ws->labels, loss_scale, B);
     else cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
     amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);

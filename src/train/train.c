@@ -131,7 +131,7 @@ const Command cmd_train = {
         "  GEMMs natively (fp32; bf16 on avx512_bf16 CPUs; fp16 on avx512_fp16/AMX-FP16), else openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
         "  --adam-beta1 0.9 --adam-beta2 0.999 --adam-epsilon 1e-8 (AdamW optimizers; Adafactor ignores them,\n"
-        "  as the Trainer does); --label-smoothing-factor 0 (X > 0: the Trainer's LabelSmoother; fp32 only)\n"
+        "  as the Trainer does); --label-smoothing-factor 0 (X > 0: the Trainer's LabelSmoother)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments); schedules:\n"
         "  linear, constant, cosine, cosine_with_restarts, polynomial, constant_with_warmup, inverse_sqrt\n"
         "  (transformers.get_scheduler without scheduler kwargs, as the Trainer makes them)\n"
@@ -1212,14 +1212,12 @@ static int setup(Run* r) {
     s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
     if (a->label_smoothing > 0) {
-        // the Trainer's LabelSmoother as it normalizes a whole batch; with accumulation it divides by
-        // the items of all micro-batches (num_items_in_batch), under autocast it runs in the low dtype
-        if (r->mode->low != DTYPE_F32 || a->grad_accum > 1 || r->ddp)
-            return user_error("--label-smoothing-factor with %s is not implemented (fp32, one micro-batch per step "
-                              "and one process only: under autocast the Trainer's LabelSmoother runs in the low dtype, "
-                              "with accumulation it normalizes by the items of all micro-batches)",
-                              r->mode->low != DTYPE_F32 ? "--precision bf16/fp16" : a->grad_accum > 1
-                                  ? "--gradient-accumulation-steps > 1" : "--ddp");
+        // the Trainer's LabelSmoother as it normalizes one micro-batch; with accumulation (and so
+        // with --ddp) it divides by the items of all micro-batches (num_items_in_batch)
+        if (a->grad_accum > 1 || r->ddp)
+            return user_error("--label-smoothing-factor with %s is not implemented (one micro-batch per step and one "
+                              "process only: with accumulation the Trainer's LabelSmoother normalizes by the items of "
+                              "all micro-batches)", a->grad_accum > 1 ? "--gradient-accumulation-steps > 1" : "--ddp");
         s = model_workspace_set_label_smoothing(r->ws, a->label_smoothing);
         if (!status_is_ok(s)) return user_error("--label-smoothing-factor: %s", s.msg);
     }
