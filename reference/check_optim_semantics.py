@@ -311,15 +311,11 @@ class AdamWTorch:
         return (p + upd).astype(f32)
 
 
-class AdamWTorchFused:
+class AdamWTorchFused(AdamWTorch):
     """torch.optim.AdamW(fused=True) on CPU (FusedAdamKernel.cpp as the AVX-512 build compiles it):
-    adamw_torch's operations with a correctly rounded sqrt (whatever --sqrt says: the kernel's
-    Vectorized sqrt and std::sqrt), and the flattened tensor's last numel % 8 elements computing
-    the second moment as fma(v, b2, (w2*g)*g)."""
-    def __init__(self, p, hp):
-        self.hp = hp
-        self.state = {"step": f32(0), "exp_avg": np.zeros_like(p), "exp_avg_sq": np.zeros_like(p)}
-
+    adamw_torch's state and operations with a correctly rounded sqrt (whatever --sqrt says: the
+    kernel's Vectorized sqrt and std::sqrt), and the flattened tensor's last numel % 8 elements
+    computing the second moment as fma(v, b2, (w2*g)*g)."""
     def step(self, p, g):
         hp, st = self.hp, self.state
         lr, (b1, b2), eps, wd = hp["lr"], hp["betas"], hp["eps"], hp["weight_decay"]

@@ -113,6 +113,11 @@ static void assert_checkpoints_equal(const char* a, const char* b) {
 
 // The runs in directories a and b recorded n steps each, with the same loss, loss scale and
 // skip flag at every step (results.json "records")
+// results.json's records[k].loss
+static double record_loss(json_t* results, size_t k) {
+    return json_number_value(json_object_get(json_array_get(json_object_get(results, "records"), k), "loss"));
+}
+
 static void assert_same_losses(const char* a, const char* b, size_t n) {
     json_t* ja = load_results(a);
     json_t* jb = load_results(b);
@@ -853,8 +858,7 @@ static void test_adam_flags(void** s) {
     assert_non_null(adam);
     assert_true(json_real_value(json_object_get(adam, "beta2")) == 0.9);
     assert_true(json_real_value(json_object_get(adam, "epsilon")) == 1e-3);
-    const double la = json_number_value(json_object_get(json_array_get(json_object_get(ra, "records"), 2), "loss"));
-    const double lc = json_number_value(json_object_get(json_array_get(json_object_get(r, "records"), 2), "loss"));
+    const double la = record_loss(ra, 2), lc = record_loss(r, 2);
     printf("step-3 loss: defaults %.9g, beta2 0.9 eps 1e-3 %.9g\n", la, lc);
     assert_true(la != lc);
     json_decref(ra);
@@ -887,8 +891,7 @@ static void test_label_smoothing_flag(void** s) {
     json_t* rb = load_results(b);
     assert_null(json_object_get(json_object_get(ra, "config"), "label_smoothing_factor"));
     assert_true(json_real_value(json_object_get(json_object_get(rb, "config"), "label_smoothing_factor")) == 0.2);
-    const double la = json_number_value(json_object_get(json_array_get(json_object_get(ra, "records"), 0), "loss"));
-    const double lb = json_number_value(json_object_get(json_array_get(json_object_get(rb, "records"), 0), "loss"));
+    const double la = record_loss(ra, 0), lb = record_loss(rb, 0);
     printf("step-1 loss without / with label smoothing 0.2: %.9g / %.9g\n", la, lb);
     assert_true(la != lb);
     json_decref(ra);

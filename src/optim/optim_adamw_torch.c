@@ -35,28 +35,13 @@ static const char* const ADAMW_KEYWORDS[] = {
     NULL,
 };
 
-// torch/optim/adam.py Adam.__init__'s rules (AdamW passes its arguments through), then what we
-// do not mirror. foreach/fused=True are accepted: they compute the same formulas and land within
-// conform_tolerance (the fused path rounds exp_avg_sq's tail elements differently).
+// torch/optim/adam.py Adam.__init__'s rules (optim_torch_adamw_check), then what we do not mirror.
+// foreach/fused=True are accepted: they compute the same formulas and land within
+// conform_tolerance (the fused kernel's exact bits are adamw_torch_fused's: another sqrt, and
+// another second-moment contraction in its last numel % 8 elements).
 static Status adamw_validate(const OptimConfig* c) {
-    Status s;
-    if (c->lr_none)  // Python: `0.0 <= None` raises TypeError
-        return status_make(STATUS_INVALID, "lr must be a number (got null): torch.optim.AdamW has no lr=None");
-    if (!status_is_ok(s = optim_check_ge0("lr", c->lr, "Invalid learning rate"))) return s;
-    if (!status_is_ok(s = optim_check_ge0("eps", c->eps, "Invalid epsilon value"))) return s;
-    if (!(0.0 <= c->beta1 && c->beta1 < 1.0))
-        return status_make(STATUS_INVALID, "beta1 (betas[0]) must be in [0, 1) (got %g); torch refuses it too: "
-                           "\"Invalid beta parameter at index 0\"", c->beta1);
-    if (!(0.0 <= c->beta2 && c->beta2 < 1.0))
-        return status_make(STATUS_INVALID, "beta2 (betas[1]) must be in [0, 1) (got %g); torch refuses it too: "
-                           "\"Invalid beta parameter at index 1\"", c->beta2);
-    if (!status_is_ok(s = optim_check_ge0("weight_decay", c->weight_decay, "Invalid weight_decay value"))) return s;
-    if (c->fused && c->foreach)
-        return status_make(STATUS_INVALID, "fused=true and foreach=true together: torch refuses it too: "
-                           "\"`fused` and `foreach` cannot be `True` together.\"");
-    if (c->fused && c->differentiable)
-        return status_make(STATUS_INVALID, "fused=true and differentiable=true together: torch refuses it too: "
-                           "\"`fused` does not support `differentiable`\"");
+    Status s = optim_torch_adamw_check(c);
+    if (!status_is_ok(s)) return s;
     if (c->amsgrad) return optim_not_implemented("adamw_torch", "amsgrad=true (max_exp_avg_sq)");
     if (c->maximize) return optim_not_implemented("adamw_torch", "maximize=true");
     if (c->capturable) return optim_not_implemented("adamw_torch", "capturable=true (tensor bias corrections)");

@@ -48,27 +48,11 @@ static const char* const FUSED_KEYWORDS[] = {
 };
 
 static Status fused_validate(const OptimConfig* c) {
-    Status s;
-    if (c->lr_none)
-        return status_make(STATUS_INVALID, "lr must be a number (got null): torch.optim.AdamW has no lr=None");
-    if (!status_is_ok(s = optim_check_ge0("lr", c->lr, "Invalid learning rate"))) return s;
-    if (!status_is_ok(s = optim_check_ge0("eps", c->eps, "Invalid epsilon value"))) return s;
-    if (!(0.0 <= c->beta1 && c->beta1 < 1.0))
-        return status_make(STATUS_INVALID, "beta1 (betas[0]) must be in [0, 1) (got %g); torch refuses it too: "
-                           "\"Invalid beta parameter at index 0\"", c->beta1);
-    if (!(0.0 <= c->beta2 && c->beta2 < 1.0))
-        return status_make(STATUS_INVALID, "beta2 (betas[1]) must be in [0, 1) (got %g); torch refuses it too: "
-                           "\"Invalid beta parameter at index 1\"", c->beta2);
-    if (!status_is_ok(s = optim_check_ge0("weight_decay", c->weight_decay, "Invalid weight_decay value"))) return s;
+    Status s = optim_torch_adamw_check(c);
+    if (!status_is_ok(s)) return s;
     if (!c->fused)
         return status_make(STATUS_INVALID, "fused=false: adamw_torch_fused is the fused kernel (the for-loop path "
                            "is adamw_torch)");
-    if (c->foreach)
-        return status_make(STATUS_INVALID, "fused=true and foreach=true together: torch refuses it too: "
-                           "\"`fused` and `foreach` cannot be `True` together.\"");
-    if (c->differentiable)
-        return status_make(STATUS_INVALID, "fused=true and differentiable=true together: torch refuses it too: "
-                           "\"`fused` does not support `differentiable`\"");
     if (c->amsgrad) return optim_not_implemented("adamw_torch_fused", "amsgrad=true (max_exp_avg_sq)");
     if (c->maximize) return optim_not_implemented("adamw_torch_fused", "maximize=true");
     if (c->capturable) return optim_not_implemented("adamw_torch_fused", "capturable=true");
