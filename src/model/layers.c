@@ -1860,75 +1860,63 @@ Status classifier_backward(LayerCtx* c, float* dh, const ClassifierGrads* g, con
 // reference: pytorch SoftMaxKernel.cpp _vec_log_softmax_lastdim (x - max - log(sum exp(x - max))),
 // LossNLL.cpp nll_loss_out_frame (mean: -sum / total_weight) and nll_loss_backward_out_frame
 // (-(grad / total_weight) at the target), _vec_log_softmax_backward (dy - exp(y) * sum(dy))
+// one row's log_softmax, lp = R((x - max) - R(log(R(sum_j exp(x_j - max))))), the sum in float,
+// left to right. In fp32 R is the identity; under autocast log_softmax runs on the low logits (on
+// no CPU autocast list) and ATen's reduced-type kernel keeps the sum of exponentials and its log
+// in that dtype (measured against torch for bf16 and fp16, 2..64 labels: 0 differences)
+static void log_softmax_row(float* lp, const float* x, int L, DType dt) {  // lp, x (L)
+    float mx = -INFINITY;
+    for (int j = 0; j < L; j++) mx = x[j] > mx ? x[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j < L; j++) sum += expf(x[j] - mx);
+    const float lse = dtype_round(logf(dtype_round(sum, dt)), dt);
+    for (int j = 0; j < L; j++) lp[j] = dtype_round((x[j] - mx) - lse, dt);
+}
+
 float cross_entropy_forward(float* logp, const float* logits, const int32_t* labels, int B, int L) {
     float total = 0.0f;
     for (int i = 0; i < B; i++) {
-        const float* x = logits + (size_t)i * (size_t)L;  // (L)
-        float* lp = logp + (size_t)i * (size_t)L;         // (L)
+        float* lp = logp + (size_t)i * (size_t)L;  // (L)
         CHECK(labels[i] >= 0 && labels[i] < L, "label %d of row %d outside [0, %d)", labels[i], i, L);
-        float mx = -INFINITY;
-        for (int j = 0; j < L; j++) mx = x[j] > mx ? x[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j < L; j++) sum += expf(x[j] - mx);
-        const float lse = logf(sum);
-        for (int j = 0; j < L; j++) lp[j] = x[j] - mx - lse;
+        log_softmax_row(lp, logits + (size_t)i * (size_t)L, L, DTYPE_F32);
         total += lp[labels[i]];
     }
     return -total / (float)B;
 }
 
-// R: a value rounded to the low dtype dt (identity in fp32: every op there rounds to fp32 anyway)
-static float ls_round(float x, DType dt) { return dt == DTYPE_F32 ? x : dtype_round(x, dt); }
-
 float label_smoothing_forward(float* logp, float* work, const float* logits, const int32_t* labels, int B, int L,
                               double eps, DType dt) {
-    // log_softmax: in fp32 as cross-entropy's; under autocast it runs on the low logits (on no CPU
-    // autocast list), and ATen's reduced-type kernel keeps the sum of exponentials and its log in
-    // that dtype: R((x - max) - R(log(R(sum_j exp(x_j - max))))), the sum in float, left to right
-    // (measured against torch for bf16 and fp16, 2..64 labels: 0 differences)
-    if (dt == DTYPE_F32) {
-        (void)cross_entropy_forward(logp, logits, labels, B, L);
-    } else {
-        for (int i = 0; i < B; i++) {
-            const float* x = logits + (size_t)i * (size_t)L;
-            float* lp = logp + (size_t)i * (size_t)L;
-            float mx = -INFINITY;
-            for (int j = 0; j < L; j++) mx = x[j] > mx ? x[j] : mx;
-            float sum = 0.0f;
-            for (int j = 0; j < L; j++) sum += expf(x[j] - mx);
-            const float lse = dtype_round(logf(dtype_round(sum, dt)), dt);
-            for (int j = 0; j < L; j++) lp[j] = dtype_round((x[j] - mx) - lse, dt);
-        }
+    // R: a value rounded to the low dtype dt (dtype_round; the identity in fp32)
+    for (int i = 0; i < B; i++) {
+        CHECK(labels[i] >= 0 && labels[i] < L, "label %d of row %d outside [0, %d)", labels[i], i, L);
+        log_softmax_row(logp + (size_t)i * (size_t)L, logits + (size_t)i * (size_t)L, L, dt);
+        work[i] = -logp[(size_t)i * (size_t)L + (size_t)labels[i]];  // gather of -logp
     }
-    float row[64];
-    CHECK(L <= 64, "label smoothing over %d labels", L);
-    for (int i = 0; i < B; i++) work[i] = -logp[(size_t)i * (size_t)L + (size_t)labels[i]];  // gather of -logp
     // nll_loss.sum() in the low dtype (a float sum rounded once), / B in that dtype
-    const float nll = ls_round(ls_round(torch_sum_f32(work, (size_t)B), dt) / (float)B, dt);
-    for (int i = 0; i < B; i++) {  // log_probs.sum(dim=-1, dtype=float32): each row's sum in torch's order
-        for (int j = 0; j < L; j++) row[j] = -logp[(size_t)i * (size_t)L + (size_t)j];
-        work[i] = torch_sum_f32(row, (size_t)L);
-    }
+    const float nll = dtype_round(dtype_round(torch_sum_f32(work, (size_t)B), dt) / (float)B, dt);
+    // log_probs.sum(dim=-1, dtype=float32) of -logp: each row's sum in torch's order, negated after
+    // (round to nearest is sign-symmetric, so the same bits)
+    for (int i = 0; i < B; i++) work[i] = -torch_sum_f32(logp + (size_t)i * (size_t)L, (size_t)L);
     const float smooth = torch_sum_f32(work, (size_t)B) / (float)((int64_t)B * L);
     // (1 - eps) * nll in nll's dtype; + the fp32 term promotes to fp32
-    return ls_round((float)(1.0 - eps) * nll, dt) + (float)eps * smooth;
+    return dtype_round((float)(1.0 - eps) * nll, dt) + (float)eps * smooth;
 }
 
 void label_smoothing_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L,
                               double eps, DType dt) {
     // the nll branch runs in the low dtype (add's backward casts dloss to it), the smoothed one
     // in fp32 until sum(dtype=float32)'s backward casts it back to log_probs' dtype
-    const float g_nll = ls_round(ls_round(ls_round(dloss, dt) * (float)(1.0 - eps), dt) / (float)B, dt);
-    const float g_sm = ls_round((dloss * (float)eps) / (float)((int64_t)B * L), dt);
+    const float g_nll = dtype_round(dtype_round(dtype_round(dloss, dt) * (float)(1.0 - eps), dt) / (float)B, dt);
+    const float g_sm = dtype_round((dloss * (float)eps) / (float)((int64_t)B * L), dt);
     float d[64];
     CHECK(L <= 64, "label smoothing over %d labels", L);
     for (int i = 0; i < B; i++) {
         const float* lp = logp + (size_t)i * (size_t)L;
-        for (int j = 0; j < L; j++) d[j] = -(j == labels[i] ? ls_round(g_sm + g_nll, dt) : g_sm);  // neg's backward
+        for (int j = 0; j < L; j++) d[j] = -(j == labels[i] ? dtype_round(g_sm + g_nll, dt) : g_sm);  // neg's backward
         float sum = 0.0f;  // log_softmax backward: the row's gradient summed left to right
         for (int j = 0; j < L; j++) sum = j ? sum + d[j] : d[j];
         for (int j = 0; j < L; j++)
-            dlogits[(size_t)i * (size_t)L + (size_t)j] = ls_round(d[j] - expf(lp[j]) * sum, dt);
+            dlogits[(size_t)i * (size_t)L + (size_t)j] = dtype_round(d[j] - expf(lp[j]) * sum, dt);
     }
 }
 

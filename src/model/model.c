@@ -1331,11 +1331,10 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     phase_enter(pc, PHASE_CLASSIFIER);
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
     phase_enter(pc, PHASE_LOSS);
-    // regression (L = 1): logp holds the squared errors (B)
     if (ws->label_smoothing > 0)
         *loss = label_smoothing_forward(ws->logp, ws->ls_work, ws->logits, ws->labels, B, L, ws->label_smoothing,
                                         mode->low);
-    else
+    else  // regression (L = 1): logp holds the squared errors (B)
         *loss = ws->cfg.regression ? mse_forward(ws->logp, ws->logits, ws->labels, B)
                                    : cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
     phase_enter(pc, PHASE_OTHER);
