@@ -187,7 +187,7 @@ const char* optim_keywords_list(const Optimizer* o, char* buf, size_t len) {
 
 static Status config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg, bool skip_unknown);
 
-static bool has_keyword(const Optimizer* o, const char* key) {
+bool optim_has_keyword(const Optimizer* o, const char* key) {
     for (const char* const* k = o->keywords; k && *k; k++)
         if (!strcmp(*k, key)) return true;
     return false;
@@ -208,7 +208,7 @@ static Status config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg,
     const char* key;
     json_t* v;
     json_object_foreach(hp, key, v) {
-        if (!has_keyword(o, key)) {
+        if (!optim_has_keyword(o, key)) {
             if (skip_unknown) continue;
             char kw[512];
             return status_make(STATUS_INVALID, "unknown hyperparameter '%s': %s takes no keyword '%s' (its keywords: %s)",

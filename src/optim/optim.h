@@ -177,6 +177,12 @@ Status optim_check_ge0(const char* field, double v, const char* lib_msg);
 // with torch's messages: lr a number >= 0, eps >= 0, betas in [0, 1), weight_decay >= 0, and
 // fused and foreach / differentiable not together. adamw_torch and adamw_torch_fused share them.
 Status optim_torch_adamw_check(const OptimConfig* c);
+// AdamW's rounding-order band (Optimizer.rounding_band_step; optim_adamw_torch.c): adamw_torch's,
+// shared by adamw_torch_fused and used inside bitsandbytes' and the mistake variants' bands.
+void optim_adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
+                                    const float* g, const OptimConfig* c);
+// Whether o's constructor takes the keyword `key` (its keywords table).
+bool optim_has_keyword(const Optimizer* o, const char* key);
 // A value the library accepts but trainbench does not mirror: STATUS_INVALID saying so.
 Status optim_not_implemented(const char* optim, const char* what);
 

@@ -152,8 +152,8 @@ static void adamw_step(OptimState* st, float* p, const float* g, const OptimConf
 // does not (w2*(g*g) for |g| ~ 1e20, where torch's addcmul computes (w2*g)*g) is outside it.
 #define BAND_U 0x1p-24
 #define BAND_SUB (8 * 0x1p-149)
-static void adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
-                                     const float* g, const OptimConfig* c) {
+void optim_adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
+                                    const float* g, const OptimConfig* c) {
     const float* m = st->tensors[0].data;
     const float* v = st->tensors[1].data;
     const double t = (double)st->step, b1 = c->beta1, b2 = c->beta2;
@@ -185,5 +185,5 @@ const Optimizer optim_adamw_torch = {
     .step_scaled = adamw_step_scaled,
     .free = optim_state_free_tensors,
     .keywords = ADAMW_KEYWORDS,
-    .rounding_band_step = adamw_rounding_band_step,
+    .rounding_band_step = optim_adamw_rounding_band_step,
 };

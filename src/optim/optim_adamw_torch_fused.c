@@ -179,4 +179,7 @@ const Optimizer optim_adamw_torch_fused = {
     .step_scaled = fused_step_scaled,
     .free = optim_state_free_tensors,
     .keywords = FUSED_KEYWORDS,
+    // AdamW's formulas in another rounding order (a correctly rounded sqrt, the tail's
+    // second-moment fma): adamw_torch's band, whose terms bound each rounding
+    .rounding_band_step = optim_adamw_rounding_band_step,
 };

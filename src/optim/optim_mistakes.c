@@ -108,7 +108,7 @@ void optim_mistake_band_l2_decay(RoundingBand* b, const OptimState* st, const fl
     }
     OptimConfig c2 = *c;
     c2.weight_decay = 0;
-    optim_adamw_torch.rounding_band_step(b, st, p_prev, p, g2, &c2);
+    optim_adamw_rounding_band_step(b, st, p_prev, p, g2, &c2);
     for (size_t i = 0; i < b->n; i++) {
         b->state[0][i] += (1 - c->beta1) * wd * ep_prev[i];
         // v = b2*v + (1-b2)*g'^2: g' = g + wd*p carries its own rounding (u of |g| + |wd*p|,

@@ -151,7 +151,6 @@ Status checkpoint_resolve(const char* dir, char* out, size_t cap) {
 }
 
 void checkpoint_backend_peek(const char* dir, char* out, size_t cap) {
-    enum { HEADER_MAX = 100 << 20 };  // safetensors' own header limit
     snprintf(out, cap, "%s", "");
     char ck[4400], path[4500];
     if (!status_is_ok(checkpoint_resolve(dir, ck, sizeof ck))) return;
@@ -163,7 +162,7 @@ void checkpoint_backend_peek(const char* dir, char* out, size_t cap) {
     char* header = NULL;
     if (fread(len8, 1, sizeof len8, f) == sizeof len8) {
         for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];  // little-endian u64
-        if (n > 0 && n <= HEADER_MAX && (header = malloc((size_t)n)) && fread(header, 1, (size_t)n, f) != (size_t)n) {
+        if (n > 0 && n <= ST_MAX_HEADER_BYTES && (header = malloc((size_t)n)) && fread(header, 1, (size_t)n, f) != (size_t)n) {
             free(header);
             header = NULL;
         }

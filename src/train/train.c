@@ -1128,8 +1128,9 @@ static int setup(Run* r) {
     r->ocfg.lr = a->lr > 0 ? a->lr : 5e-5;
     r->ocfg.weight_decay = a->weight_decay;
     // HF Trainer hands betas=(adam_beta1, adam_beta2), eps=adam_epsilon to the AdamW optimizers
-    // (get_optimizer_cls_and_kwargs' adam_kwargs) and not to Adafactor, which ignores the flags
-    const bool adam = r->optim == &optim_adamw_torch || r->optim == &optim_adamw_torch_fused || r->optim == &optim_adamw_bnb_8bit;
+    // (get_optimizer_cls_and_kwargs' adam_kwargs) and not to Adafactor, which ignores the flags:
+    // the optimizers whose constructor takes betas and eps (Adafactor's take beta1 or beta2_decay)
+    const bool adam = optim_has_keyword(r->optim, "betas") && optim_has_keyword(r->optim, "eps");
     if (adam) {
         r->ocfg.beta1 = a->adam_beta1;
         r->ocfg.beta2 = a->adam_beta2;

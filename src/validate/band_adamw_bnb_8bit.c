@@ -172,7 +172,7 @@ void band_adamw_bnb_8bit_step(RoundingBand* b, const OptimState* st, const float
     const bool l2 = b->recurrence && !strcmp(b->recurrence, "l2_decay");  // the L2 variant's recurrence
     if (!s1 || s1->dtype == DTYPE_F32) {  // the 32-bit path: AdamW's recurrence, AdamW's band
         if (l2) optim_mistake_band_l2_decay(b, st, p_prev, p, g, c);
-        else optim_adamw_torch.rounding_band_step(b, st, p_prev, p, g, c);
+        else optim_adamw_rounding_band_step(b, st, p_prev, p, g, c);
         return;
     }
     const bool nearest = b->recurrence && !strcmp(b->recurrence, "nearest_code");

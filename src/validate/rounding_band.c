@@ -1,7 +1,7 @@
 // rounding_band.c — the registry of the rounding-order bands kept in src/validate
 // (rounding_band_of) and the band arrays (rounding_band.h). The bands themselves:
 // band_adafactor.c, band_adamw_bnb_8bit.c, and adamw_torch's own (optim_adamw_torch.c), which
-// adamw_torch_fused shares.
+// adamw_torch_fused names too.
 #include "validate/rounding_band.h"
 
 #include <stdlib.h>
@@ -10,9 +10,6 @@
 RoundingBandStep rounding_band_of(const Optimizer* o) {
     if (!o) return NULL;
     if (o->rounding_band_step) return o->rounding_band_step;
-    // the fused kernel computes AdamW's formulas in another rounding order (a correctly rounded
-    // sqrt, the tail's second-moment fma): adamw_torch's band, whose terms bound each rounding
-    if (!strcmp(o->name, "adamw_torch_fused")) return optim_adamw_torch.rounding_band_step;
     static const struct {
         const char* name;
         RoundingBandStep step;
