@@ -151,6 +151,23 @@ Status optim_torch_adamw_check(const OptimConfig* c) {
     return status_ok();
 }
 
+const char* const optim_torch_adamw_keywords[] = {
+    "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "foreach", "capturable", "differentiable", "fused",
+    NULL,
+};
+
+OptimState* optim_torch_adamw_state_new(const Optimizer* o, const TensorShape* shape) {
+    OptimState* st = optim_state_new(o, sizeof(OptimState), shape);
+    optim_state_add(st, "exp_avg", DTYPE_F32, *shape);
+    optim_state_add(st, "exp_avg_sq", DTYPE_F32, *shape);
+    optim_state_add(st, "step", DTYPE_F32, (TensorShape){0, {0}});
+    return st;
+}
+
+size_t optim_torch_adamw_state_bytes(const TensorShape* shape, const OptimConfig* c) {
+    return 8 * shape_numel(shape) + 4;  // exp_avg + exp_avg_sq (fp32) + 0-d fp32 step
+}
+
 Status optim_not_implemented(const char* optim, const char* what) {
     return status_make(STATUS_INVALID, "%s: %s is not implemented (the library accepts it; trainbench does not "
                        "mirror that code path)", optim, what);

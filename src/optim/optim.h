@@ -177,6 +177,12 @@ Status optim_check_ge0(const char* field, double v, const char* lib_msg);
 // with torch's messages: lr a number >= 0, eps >= 0, betas in [0, 1), weight_decay >= 0, and
 // fused and foreach / differentiable not together. adamw_torch and adamw_torch_fused share them.
 Status optim_torch_adamw_check(const OptimConfig* c);
+// torch.optim.AdamW.__init__'s keywords (torch 2.15; Optimizer.keywords of both torch AdamWs)
+extern const char* const optim_torch_adamw_keywords[];
+// torch.optim.AdamW's state, as both torch AdamWs keep it: exp_avg, exp_avg_sq (fp32, the
+// parameter's shape) and step (0-d fp32), zeroed; owned by optimizer o. Its closed-form size.
+OptimState* optim_torch_adamw_state_new(const Optimizer* o, const TensorShape* shape);
+size_t optim_torch_adamw_state_bytes(const TensorShape* shape, const OptimConfig* c);
 // AdamW's rounding-order band (Optimizer.rounding_band_step; optim_adamw_torch.c): adamw_torch's,
 // shared by adamw_torch_fused and used inside bitsandbytes' and the mistake variants' bands.
 void optim_adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,

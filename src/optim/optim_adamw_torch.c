@@ -29,12 +29,6 @@ static void adamw_defaults(OptimConfig* c) {
     c->weight_decay = 1e-2;
 }
 
-// The hyper-parameter table: torch.optim.AdamW.__init__'s keywords (torch 2.15).
-static const char* const ADAMW_KEYWORDS[] = {
-    "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "foreach", "capturable", "differentiable", "fused",
-    NULL,
-};
-
 // torch/optim/adam.py Adam.__init__'s rules (optim_torch_adamw_check), then what we do not mirror.
 // foreach/fused=True are accepted: they compute the same formulas and land within
 // conform_tolerance (the fused kernel's exact bits are adamw_torch_fused's: another sqrt, and
@@ -48,16 +42,8 @@ static Status adamw_validate(const OptimConfig* c) {
     return status_ok();
 }
 
-static size_t adamw_state_bytes(const TensorShape* shape, const OptimConfig* c) {
-    return 8 * shape_numel(shape) + 4;  // exp_avg + exp_avg_sq (fp32) + 0-d fp32 step
-}
-
 static OptimState* adamw_init(const TensorShape* shape, const OptimConfig* c) {
-    OptimState* st = optim_state_new(&optim_adamw_torch, sizeof(OptimState), shape);
-    optim_state_add(st, "exp_avg", DTYPE_F32, *shape);
-    optim_state_add(st, "exp_avg_sq", DTYPE_F32, *shape);
-    optim_state_add(st, "step", DTYPE_F32, (TensorShape){0, {0}});
-    return st;
+    return optim_torch_adamw_state_new(&optim_adamw_torch, shape);
 }
 
 // Portable kernel: any CPU; torch_sqrtf's table lookup keeps GCC from vectorizing it.
@@ -178,12 +164,12 @@ const Optimizer optim_adamw_torch = {
     .reference = "torch.optim.AdamW, single-tensor for-loop path (torch/optim/adam.py _single_tensor_adam)",
     .defaults = adamw_defaults,
     .validate = adamw_validate,
-    .state_bytes = adamw_state_bytes,
+    .state_bytes = optim_torch_adamw_state_bytes,
     .shared_state_bytes = NULL,
     .init = adamw_init,
     .step = adamw_step,
     .step_scaled = adamw_step_scaled,
     .free = optim_state_free_tensors,
-    .keywords = ADAMW_KEYWORDS,
+    .keywords = optim_torch_adamw_keywords,
     .rounding_band_step = optim_adamw_rounding_band_step,
 };

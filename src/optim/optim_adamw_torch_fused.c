@@ -32,20 +32,10 @@
 
 enum { FUSED_SCALAR_TAIL = 8 };  // the last numel % 8 elements: the kernel's one-by-one loop
 
-static void fused_defaults(OptimConfig* c) {
-    c->lr = 1e-3;
-    c->beta1 = 0.9;
-    c->beta2 = 0.999;
-    c->eps = 1e-8;
-    c->weight_decay = 1e-2;
+static void fused_defaults(OptimConfig* c) {  // torch.optim.AdamW's, with fused=True
+    optim_adamw_torch.defaults(c);
     c->fused = true;
 }
-
-// torch.optim.AdamW.__init__'s keywords (torch 2.15); fused is this optimizer's own value.
-static const char* const FUSED_KEYWORDS[] = {
-    "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "foreach", "capturable", "differentiable", "fused",
-    NULL,
-};
 
 static Status fused_validate(const OptimConfig* c) {
     Status s = optim_torch_adamw_check(c);
@@ -59,16 +49,8 @@ static Status fused_validate(const OptimConfig* c) {
     return status_ok();
 }
 
-static size_t fused_state_bytes(const TensorShape* shape, const OptimConfig* c) {
-    return 8 * shape_numel(shape) + 4;  // exp_avg + exp_avg_sq (fp32) + 0-d fp32 step
-}
-
 static OptimState* fused_init(const TensorShape* shape, const OptimConfig* c) {
-    OptimState* st = optim_state_new(&optim_adamw_torch_fused, sizeof(OptimState), shape);
-    optim_state_add(st, "exp_avg", DTYPE_F32, *shape);
-    optim_state_add(st, "exp_avg_sq", DTYPE_F32, *shape);
-    optim_state_add(st, "step", DTYPE_F32, (TensorShape){0, {0}});
-    return st;
+    return optim_torch_adamw_state_new(&optim_adamw_torch_fused, shape);
 }
 
 typedef struct {
@@ -172,13 +154,13 @@ const Optimizer optim_adamw_torch_fused = {
     .reference = "torch.optim.AdamW(fused=True) on CPU (aten/src/ATen/native/cpu/FusedAdamKernel.cpp, AVX-512 build)",
     .defaults = fused_defaults,
     .validate = fused_validate,
-    .state_bytes = fused_state_bytes,
+    .state_bytes = optim_torch_adamw_state_bytes,
     .shared_state_bytes = NULL,
     .init = fused_init,
     .step = fused_step,
     .step_scaled = fused_step_scaled,
     .free = optim_state_free_tensors,
-    .keywords = FUSED_KEYWORDS,
+    .keywords = optim_torch_adamw_keywords,  // fused: this optimizer's own value
     // AdamW's formulas in another rounding order (a correctly rounded sqrt, the tail's
     // second-moment fma): adamw_torch's band, whose terms bound each rounding
     .rounding_band_step = optim_adamw_rounding_band_step,
