@@ -86,7 +86,7 @@ def parse_args():
     ap.add_argument("--learning-rate", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--label-smoothing-factor", type=float, default=0.0,
-                    help="TrainingArguments.label_smoothing_factor (the Trainer's LabelSmoother; trainbench: fp32 only)")
+                    help="TrainingArguments.label_smoothing_factor (the Trainer's LabelSmoother; every precision)")
     ap.add_argument("--adam-beta1", type=float, default=0.9, help="AdamW betas[0] (TrainingArguments.adam_beta1)")
     ap.add_argument("--adam-beta2", type=float, default=0.999, help="AdamW betas[1] (TrainingArguments.adam_beta2)")
     ap.add_argument("--adam-epsilon", type=float, default=1e-8, help="AdamW eps (TrainingArguments.adam_epsilon)")
