@@ -36,7 +36,7 @@ Cases:
   grads_regression_<mode>  fp32, bf16, fp16: one forward+backward of a fifth configuration with
                         num_labels 1 and problem_type "regression" (MSELoss on the one logit against
                         the integer labels as float targets; REGRESSION: 3 heads of 8, FFN 40)
-  activations_low       gelu, relu, silu and gelu_pytorch_tanh (get_activation) on every bf16 and fp16 pattern, forward
+  activations_low       gelu, relu, silu, gelu_pytorch_tanh and gelu_new (get_activation) on every bf16 and fp16 pattern, forward
                         and backward in that dtype
   lr_schedules          the lr after each scheduler step of transformers.get_scheduler for every
                         lr_scheduler_type trainbench implements, at several (lr, warmup, steps)
@@ -590,11 +590,11 @@ def regression_case_list():
 
 def table_case_list():
     return [dict(name="activations_low", kind="table", mode="bf16", flags=["activation_table"],
-                 comment="transformers' FFN activations (gelu, relu, silu, gelu_pytorch_tanh: get_activation) on every bf16 and fp16 "
+                 comment="transformers' FFN activations (gelu, relu, silu, gelu_pytorch_tanh, gelu_new: get_activation) on every bf16 and fp16 "
                          "bit pattern, forward and backward in that dtype")]
 
 
-ACT_TABLE = ["gelu", "relu", "silu", "gelu_pytorch_tanh"]
+ACT_TABLE = ["gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new"]
 
 
 def run_table(torch, transformers, c, base_meta):

@@ -724,9 +724,9 @@ static void test_activation_tables(void** state) {
         const StTensor* dy = need(&st, name);
         assert_int_equal(x->numel, N);
         assert_int_equal(dy->numel, N);
-        for (int a = 0; a < 4; a++) {
-            const FfnActivation act =
-                (FfnActivation[]){FFN_ACT_GELU, FFN_ACT_RELU, FFN_ACT_SILU, FFN_ACT_GELU_TANH}[a];
+        for (int a = 0; a < 5; a++) {
+            const FfnActivation act = (FfnActivation[]){FFN_ACT_GELU, FFN_ACT_RELU, FFN_ACT_SILU, FFN_ACT_GELU_TANH,
+                                                        FFN_ACT_GELU_NEW}[a];
             snprintf(name, sizeof name, "expect.%s.%s.y", ffn_activation_name(act), DT[d]);
             const uint16_t* yr = (const uint16_t*)need(&st, name)->data;
             snprintf(name, sizeof name, "expect.%s.%s.dx", ffn_activation_name(act), DT[d]);

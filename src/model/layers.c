@@ -1181,14 +1181,101 @@ GELU_CLONES static void gelu_tanh_grad_rows(float* t, const float* dy, const flo
     }
 }
 
+// transformers' NewGELUActivation ("gelu_new"): 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 *
+// pow(x, 3)))) as eight torch operations on the activation's own dtype, each result rounded to it
+// (R; in fp32 the identity), and autograd's backward through them, on chunks of at most
+// GELU_NEW_CHUNK values. Forward: p = pow(x, 3) (bf16: Vectorized<BFloat16>'s R(R(x x) x); fp16
+// and fp32: (x x) x in float, rounded once), m = R(k p), a = R(x + m), s = R(c a), t = R(tanh s),
+// o = R(1 + t), h = R(0.5 x), y = R(h o), with k = f32(0.044715), c = f32(sqrt(2/pi)) (a Python
+// float times a tensor: the float scalar) and tanh vtanh_sleef (Vectorized tanh: the reduced
+// types' kernel; fp32 tensors get MKL's vsTanh in torch, which differs by an ulp on 0.2% of floats:
+// fp32 is compared within tolerances anyway). Backward, in autograd's order (nodes by decreasing
+// creation): dh = R(dy o), do = R(dy h); ds = R(do fma(-t, t, 1)) (tanh_backward); da = R(ds c);
+// dp = R(da k); pow_backward's R(dp R(3 R(x x))); 0.5 x's R(dh 0.5); x's gradient sums the three
+// in arrival order, R(R(da + dpow) + dhalf).
+enum { GELU_NEW_CHUNK = 256 };
+#define GELU_NEW_K ((float)0.044715)
+#define GELU_NEW_C ((float)0.7978845608028654)  // f32(math.sqrt(2.0 / math.pi))
+
+static void rnd_row(float* v, size_t m, DType dt) {
+    if (dt != DTYPE_F32) dtype_round_row(v, dt, m);
+}
+
+// the forward's t (tanh), o and h of x (m <= GELU_NEW_CHUNK values)
+static void gelu_new_parts(DType dt, float* t, float* o, float* h, const float* x, size_t m) {
+    float p[GELU_NEW_CHUNK];
+    for (size_t i = 0; i < m; i++) p[i] = x[i] * x[i];
+    if (dt == DTYPE_BF16) rnd_row(p, m, dt);
+    for (size_t i = 0; i < m; i++) p[i] = p[i] * x[i];
+    rnd_row(p, m, dt);
+    for (size_t i = 0; i < m; i++) p[i] = GELU_NEW_K * p[i];
+    rnd_row(p, m, dt);
+    for (size_t i = 0; i < m; i++) p[i] = x[i] + p[i];
+    rnd_row(p, m, dt);
+    for (size_t i = 0; i < m; i++) p[i] = GELU_NEW_C * p[i];
+    rnd_row(p, m, dt);
+    for (size_t i = 0; i < m; i++) t[i] = vtanh_sleef(p[i]);
+    rnd_row(t, m, dt);
+    for (size_t i = 0; i < m; i++) o[i] = 1.0f + t[i];
+    rnd_row(o, m, dt);
+    for (size_t i = 0; i < m; i++) h[i] = 0.5f * x[i];
+    rnd_row(h, m, dt);
+}
+
+static void gelu_new_rows(DType dt, float* y, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float t[GELU_NEW_CHUNK], o[GELU_NEW_CHUNK], h[GELU_NEW_CHUNK];
+        gelu_new_parts(dt, t, o, h, x + i0, n);
+        for (size_t i = 0; i < n; i++) y[i0 + i] = h[i] * o[i];
+        rnd_row(y + i0, n, dt);
+    }
+}
+
+static void gelu_new_grad_rows(DType dt, float* g, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        const float *xc = x + i0, *dyc = dy + i0;
+        float t[GELU_NEW_CHUNK], o[GELU_NEW_CHUNK], h[GELU_NEW_CHUNK], a[GELU_NEW_CHUNK], b[GELU_NEW_CHUNK];
+        gelu_new_parts(dt, t, o, h, xc, n);
+        for (size_t i = 0; i < n; i++) a[i] = dyc[i] * o[i];  // dh
+        rnd_row(a, n, dt);
+        for (size_t i = 0; i < n; i++) b[i] = dyc[i] * h[i];  // do
+        rnd_row(b, n, dt);
+        for (size_t i = 0; i < n; i++) b[i] = b[i] * fmaf(-t[i], t[i], 1.0f);  // ds
+        rnd_row(b, n, dt);
+        for (size_t i = 0; i < n; i++) b[i] = b[i] * GELU_NEW_C;  // da: x's first gradient, and dm
+        rnd_row(b, n, dt);
+        for (size_t i = 0; i < n; i++) o[i] = b[i] * GELU_NEW_K;  // dp
+        rnd_row(o, n, dt);
+        for (size_t i = 0; i < n; i++) h[i] = xc[i] * xc[i];  // pow(x, 2)
+        rnd_row(h, n, dt);
+        for (size_t i = 0; i < n; i++) h[i] = 3.0f * h[i];
+        rnd_row(h, n, dt);
+        for (size_t i = 0; i < n; i++) h[i] = o[i] * h[i];  // pow's gradient
+        rnd_row(h, n, dt);
+        for (size_t i = 0; i < n; i++) a[i] = a[i] * 0.5f;  // 0.5 x's gradient
+        rnd_row(a, n, dt);
+        float* gc = g + i0;
+        for (size_t i = 0; i < n; i++) gc[i] = b[i] + h[i];
+        rnd_row(gc, n, dt);
+        for (size_t i = 0; i < n; i++) gc[i] = gc[i] + a[i];
+        rnd_row(gc, n, dt);
+    }
+}
+
 const char* ffn_activation_name(FfnActivation a) {
-    return a == FFN_ACT_RELU ? "relu" : a == FFN_ACT_SILU ? "silu" : a == FFN_ACT_GELU_TANH ? "gelu_pytorch_tanh" : "gelu";
+    return a == FFN_ACT_RELU        ? "relu"
+           : a == FFN_ACT_SILU      ? "silu"
+           : a == FFN_ACT_GELU_TANH ? "gelu_pytorch_tanh"
+           : a == FFN_ACT_GELU_NEW  ? "gelu_new"
+                                    : "gelu";
 }
 
 bool ffn_activation_from_name(const char* name, FfnActivation* out) {
     static const struct { const char* name; FfnActivation act; } NAMES[] = {
         {"gelu", FFN_ACT_GELU}, {"relu", FFN_ACT_RELU}, {"silu", FFN_ACT_SILU}, {"swish", FFN_ACT_SILU},
-        {"gelu_pytorch_tanh", FFN_ACT_GELU_TANH}};
+        {"gelu_pytorch_tanh", FFN_ACT_GELU_TANH}, {"gelu_new", FFN_ACT_GELU_NEW}};
     for (size_t i = 0; name && i < sizeof NAMES / sizeof NAMES[0]; i++)
         if (!strcmp(name, NAMES[i].name)) {
             *out = NAMES[i].act;
@@ -1203,6 +1290,7 @@ static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size
     if (act == FFN_ACT_RELU) relu_rows(y, x, m);
     else if (act == FFN_ACT_SILU) silu_rows(y, x, m);
     else if (act == FFN_ACT_GELU_TANH) gelu_tanh_rows(y, x, m);
+    else if (act == FFN_ACT_GELU_NEW) gelu_new_rows(dt, y, x, m);
     else if (gelu_low_aten(dt)) gelu_rows_aten(y, x, m);
     else if (gelu_low_onednn(dt)) gelu_rows_onednn(y, x, m);
     else gelu_rows(y, x, m);
@@ -1211,6 +1299,7 @@ static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy
     if (act == FFN_ACT_RELU) relu_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_SILU) silu_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_GELU_TANH) gelu_tanh_grad_rows(t, dy, x, m);
+    else if (act == FFN_ACT_GELU_NEW) gelu_new_grad_rows(dt, t, dy, x, m);
     else if (gelu_low_aten(dt)) gelu_grad_rows_aten(t, dy, x, m);
     else gelu_grad_rows(t, dy, x, m);
 }

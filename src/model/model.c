@@ -164,8 +164,8 @@ Status model_config_validate(const ModelConfig* c) {
         return status_make(STATUS_INVALID, "dim (%lld) must be divisible by n_heads (%lld)", (long long)c->dim,
                            (long long)c->n_heads);
     if (c->activation != FFN_ACT_GELU && c->activation != FFN_ACT_RELU && c->activation != FFN_ACT_SILU &&
-        c->activation != FFN_ACT_GELU_TANH)
-        return status_make(STATUS_INVALID, "activation must be gelu, relu, silu or gelu_pytorch_tanh");
+        c->activation != FFN_ACT_GELU_TANH && c->activation != FFN_ACT_GELU_NEW)
+        return status_make(STATUS_INVALID, "activation must be gelu, relu, silu, gelu_pytorch_tanh or gelu_new");
     if (c->pad_token_id < -1 || c->pad_token_id >= c->vocab_size)
         return status_make(STATUS_INVALID, "pad_token_id (%lld) must be -1 (none) or in [0, vocab_size)",
                            (long long)c->pad_token_id);
@@ -267,9 +267,9 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels, 
     json_t* v;
     if (!read_activation(json_object_get(root, "activation"), &act))
         return status_make(STATUS_INVALID,
-                           "%s: activation must be \"gelu\", \"relu\", \"silu\", \"swish\" or \"gelu_pytorch_tanh\" (the "
-                           "activations implemented; transformers' others, e.g. \"gelu_new\", whose fp32 tanh is "
-                           "MKL's, are not)", path);
+                           "%s: activation must be \"gelu\", \"relu\", \"silu\", \"swish\", \"gelu_pytorch_tanh\" or "
+                           "\"gelu_new\" (the activations implemented; transformers' others, e.g. \"quick_gelu\", "
+                           "are not)", path);
     // the three dropouts are implemented (dropout.h): probabilities in [0, 1], read by
     // model_dropout_from_json_file
     for (size_t i = 0; i < ARRAY_LEN(DROPOUT_KEYS); i++) {
