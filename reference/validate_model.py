@@ -291,7 +291,10 @@ def trainbench_run(a, init_dir, data_path, out_dir, cfg):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         print(p.stdout + p.stderr)
-        die(f"trainbench train exited with {p.returncode}", 1)
+        # trainbench's exit 2 is bad input (a refused setting, e.g. fp16 on a backend without f16
+        # GEMMs): ours too, not a FAIL
+        die(f"trainbench train exited with {p.returncode}" + (" (it refused the settings)" if p.returncode == 2 else ""),
+            2 if p.returncode == 2 else 1)
     with open(os.path.join(out_dir, "results.json")) as f:
         res = json.load(f)
     return res["records"], os.path.join(out_dir, f"checkpoint-{a.steps}", "model.safetensors")

@@ -1118,7 +1118,7 @@ static int setup(Run* r) {
                           BACKEND_AUTO, gemm_backend_names_list());
     s = amp_check_backend(r->mode, r->backend);
     if (!status_is_ok(s))
-        return user_error("--backend %s%s cannot run --precision %s: %s (use another backend)", a->backend,
+        return user_error("--backend %s%s cannot run --precision %s: %s", a->backend,
                           r->backend_why, a->precision, s.msg);
     if (a->seq_len < 0) a->seq_len = r->mcfg.max_positions < 128 ? r->mcfg.max_positions : 128;
     if (a->seq_len > r->mcfg.max_positions)
