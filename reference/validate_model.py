@@ -41,7 +41,11 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
     verdict: PASS when every loss scale, skip and lr is identical, every step's
     |loss diff| <= 10 x torch's noise (max over steps) + 16 eps32 |loss|, and
     ||ours - torch|| <= 10 x max ||torch_noise - torch|| for the final parameters (the criterion of
-    tests/test_model_golden.c). Exit 0 PASS, 1 FAIL, 2 bad input.
+    tests/test_model_golden.c), the attention's key biases left out and reported apart: their gradient
+    is zero in exact arithmetic (the softmax ignores a score shift shared by all keys), so AdamW and
+    Adafactor move them by ~lr a step in the direction of rounding noise, for torch as for any
+    reimplementation (a random campaign failed on that alone: all losses identical, 72x the bound,
+    all of it in k_lin.bias). Exit 0 PASS, 1 FAIL, 2 bad input (trainbench refusing the settings too).
 
 Installs nothing; needs torch, transformers, safetensors (the goldens venv).
 """
@@ -300,6 +304,14 @@ def trainbench_run(a, init_dir, data_path, out_dir, cfg):
     return res["records"], os.path.join(out_dir, f"checkpoint-{a.steps}", "model.safetensors")
 
 
+def noise_only(name):
+    """The attention's key bias: its gradient is zero in exact arithmetic (it adds q . b_k to every
+    score of a query, which the softmax ignores), so the computed one is rounding noise whose sign
+    any legitimate reimplementation may flip, and AdamW and Adafactor, whose updates do not scale
+    with the gradient, move it by about lr a step either way. Reported, not judged."""
+    return name.endswith("attention.k_lin.bias")
+
+
 def group_of(name):
     if "embeddings" in name and "LayerNorm" not in name:
         return "embeddings"
@@ -354,11 +366,15 @@ def main():
         print(f"{k + 1:4d}  {r['loss']:.9f}  {ol:.9f}  {d:9.2e}  {d / tol:5.2f}  {r['scale']:>9g}/{o['loss_scale']:<9g}"
               f"  {int(r['skipped'])}/{int(o['skipped'])}       {'yes' if same_lr else 'NO '}    {rel:9.2e}"
               f"{'' if ok else '  <-- FAIL'}")
-    groups, d2, n2 = {}, 0.0, [0.0] * len(noises)
+    groups, d2, n2, kb = {}, 0.0, [0.0] * len(noises), [0.0, 0.0]
     for n, t in ref_final.items():
         if n not in ours_final:
             die(f"{ours_path}: tensor {n} missing", 1)
         diff = (ours_final[n].double() - t.double())
+        if noise_only(n):
+            kb[0] = max(kb[0], float(diff.abs().max()))
+            kb[1] = max([kb[1]] + [float((nf[n].double() - t.double()).abs().max()) for _, nf in noises])
+            continue
         g = groups.setdefault(group_of(n), [0.0, 0])
         g[0] = max(g[0], float(diff.abs().max()))
         g[1] += int((diff == 0).sum())
@@ -369,6 +385,8 @@ def main():
     print("\nfinal parameters: group, max |ours - torch|, bit-identical values")
     for g, (m, ex) in sorted(groups.items()):
         print(f"  {g:16s} {m:10.3g} {ex}")
+    print(f"  attention k_lin.bias (not judged: gradient 0 in exact arithmetic, its steps are rounding noise "
+          f"scaled to ~lr): max |ours - torch| {kb[0]:.3g}, torch's perturbed runs {kb[1]:.3g}")
     final_ok = d <= NOISE_K * nd
     print(f"  ||ours - torch|| = {d:.3g}; torch noise (weights moved by one ulp: {math.sqrt(n2[0]):.3g}; batches "
           f"reversed: {math.sqrt(n2[1]):.3g}) max ||torch' - torch|| = {nd:.3g}; "
