@@ -1125,7 +1125,7 @@ __attribute__((always_inline)) static inline SlF2 sl_div_f2(SlF2 n, SlF2 d) {
 // exp(d) as a double-float for 0 <= d <= 8.67 (xtanhf's range here: no under- or overflow)
 __attribute__((always_inline)) static inline SlF2 sl_expk2f(SlF2 d) {
     float u = (d.x + d.y) * 1.442695040888963407359924681001892137426645954152985934135449406931f;
-    const int q = (int)nearbyintf(u);  // vrint: to nearest, ties to even
+    const int q = (int)rintf(u);  // vrint: to nearest, ties to even (the default rounding mode)
     SlF2 s = sl_add2_f2_f(d, (float)q * -0.693145751953125f);
     s = sl_add2_f2_f(s, (float)q * -1.428606765330187045e-06f);
     u = 0.1980960224e-3f;
@@ -1138,16 +1138,15 @@ __attribute__((always_inline)) static inline SlF2 sl_expk2f(SlF2 d) {
     t = sl_add_f_f2(1.0f, t);
     return sl_f2(sl_ldexp2(t.x, q), sl_ldexp2(t.y, q));
 }
+// (selects through select_bits and rintf, so that the loops calling it vectorize: see select_bits)
 __attribute__((always_inline)) static inline float vtanh_sleef(float x) {
     const float a = fabsf(x);
-    const bool big = !(a <= 8.664339742f);  // or NaN: SLEEF's select gives 1 (then NaN below)
-    SlF2 d = sl_expk2f(sl_f2(big ? 0.0f : a, 0.0f));
+    const bool small = a <= 8.664339742f;  // false for NaN: SLEEF's select gives 1 (then NaN below)
+    SlF2 d = sl_expk2f(sl_f2(select_bits(small, a, 0.0f), 0.0f));
     const SlF2 e = sl_rec_f2(d);
     d = sl_div_f2(sl_add_f2_f2(d, sl_f2(-e.x, -e.y)), sl_add_f2_f2(d, e));
-    float y = d.x + d.y;
-    y = big ? 1.0f : y;
-    y = copysignf(y, x);  // y >= 0: SLEEF's mulsign
-    return x != x ? x : y;
+    const float y = copysignf(select_bits(small, d.x + d.y, 1.0f), x);  // y >= 0: SLEEF's mulsign
+    return select_bits(x != x, x, y);
 }
 
 // GELU's tanh form as ATen computes it (Gelu.h vectorized_gelu_approximated_with_tanh; the reduced
@@ -1192,7 +1191,8 @@ GELU_CLONES static void gelu_tanh_grad_rows(float* t, const float* dy, const flo
 // fp32 is compared within tolerances anyway). Backward, in autograd's order (nodes by decreasing
 // creation): dh = R(dy o), do = R(dy h); ds = R(do fma(-t, t, 1)) (tanh_backward); da = R(ds c);
 // dp = R(da k); pow_backward's R(dp R(3 R(x x))); 0.5 x's R(dh 0.5); x's gradient sums the three
-// in arrival order, R(R(da + dpow) + dhalf).
+// in arrival order, R(R(da + dpow) + dhalf). (Clones as GELU's: the baseline build has no FMA
+// instruction, and fmaf there is a library call.)
 enum { GELU_NEW_CHUNK = 256 };
 #define GELU_NEW_K ((float)0.044715)
 #define GELU_NEW_C ((float)0.7978845608028654)  // f32(math.sqrt(2.0 / math.pi))
@@ -1202,7 +1202,7 @@ static void rnd_row(float* v, size_t m, DType dt) {
 }
 
 // the forward's t (tanh), o and h of x (m <= GELU_NEW_CHUNK values)
-static void gelu_new_parts(DType dt, float* t, float* o, float* h, const float* x, size_t m) {
+GELU_CLONES static void gelu_new_parts(DType dt, float* t, float* o, float* h, const float* x, size_t m) {
     float p[GELU_NEW_CHUNK];
     for (size_t i = 0; i < m; i++) p[i] = x[i] * x[i];
     if (dt == DTYPE_BF16) rnd_row(p, m, dt);
@@ -1222,7 +1222,7 @@ static void gelu_new_parts(DType dt, float* t, float* o, float* h, const float* 
     rnd_row(h, m, dt);
 }
 
-static void gelu_new_rows(DType dt, float* y, const float* x, size_t m) {
+GELU_CLONES static void gelu_new_rows(DType dt, float* y, const float* x, size_t m) {
     for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
         const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
         float t[GELU_NEW_CHUNK], o[GELU_NEW_CHUNK], h[GELU_NEW_CHUNK];
@@ -1232,7 +1232,7 @@ static void gelu_new_rows(DType dt, float* y, const float* x, size_t m) {
     }
 }
 
-static void gelu_new_grad_rows(DType dt, float* g, const float* dy, const float* x, size_t m) {
+GELU_CLONES static void gelu_new_grad_rows(DType dt, float* g, const float* dy, const float* x, size_t m) {
     for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
         const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
         const float *xc = x + i0, *dyc = dy + i0;
