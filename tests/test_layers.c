@@ -877,65 +877,70 @@ static void test_whole_model_tiny_fd(void** state) {
     param_table_free(&t);
 }
 
-// The low modes' GELU by table (layers.c "GELU by table") against the direct computation, bit
+// The low modes' GELU and GELU-tanh by table (layers.c "GELU by table") against the direct computation, bit
 // for bit, for every one of the 65,536 bit patterns of bf16 and of fp16 as GELU's input (NaNs,
 // infinities, subnormals, -0 included), forward (fp32 values and the low copy) and backward with
 // four upstream gradients per pattern (1, -3.5, a subnormal of the dtype, a value near its max),
 // on n = 4 * 65536 + 37 elements (threaded, with a ragged tail).
+static void gelu_table_every_pattern(FfnActivation act, DType dt) {
+    const size_t n = 4 * 65536 + 37;
+    uint16_t* xl = malloc(n * 2);
+    uint16_t* dyl = malloc(n * 2);
+    float dyv[4] = {1.0f, -3.5f, dt == DTYPE_BF16 ? 0x1p-130f : 0x1p-20f, dt == DTYPE_BF16 ? 1e38f : 6e4f};
+    uint16_t dyb[4];
+    dtype_from_f32_row(dyb, dt, dyv, 4);
+    for (size_t i = 0; i < n; i++) {
+        xl[i] = (uint16_t)(i % 65536);
+        dyl[i] = dyb[(i / 65536) % 4];
+    }
+    float *ya = malloc(n * 4), *yb = malloc(n * 4);
+    uint16_t *yla = malloc(n * 2), *ylb = malloc(n * 2), *dxa = malloc(n * 2), *dxb = malloc(n * 2);
+    layers_gelu_table_disable(true);
+    ffn_activation_forward_low(act, ya, yla, xl, n, dt);
+    ffn_activation_backward_low(act, dxa, dyl, NULL, xl, n, dt);
+    layers_gelu_table_disable(false);
+    // bf16 where the table's gradient factor is oneDNN's (gelu_onednn.h): the backward is then
+    // R(dy * f) with f from gelu_onednn_grad_f32, formed here element by element instead
+    const bool onednn =
+        act == FFN_ACT_GELU && dt == DTYPE_BF16 && !strcmp(layers_gelu_bf16_grad_source(), "onednn");
+    if (onednn) {
+        uint16_t* bits = malloc(65536 * 2);
+        float *xw = malloc(65536 * 4), *f = malloc(65536 * 4);
+        for (size_t i = 0; i < 65536; i++) bits[i] = (uint16_t)i;
+        dtype_to_f32_row(xw, dt, bits, 65536);
+        assert_true(gelu_onednn_grad_f32(xw, f, 65536));
+        for (size_t i = 0; i < n; i++) {
+            float dyw, t;
+            dtype_to_f32_row(&dyw, dt, &dyl[i], 1);
+            t = 0.0f + dtype_round(dyw * f[xl[i]], dt);
+            dtype_from_f32_row(&dxa[i], dt, &t, 1);
+        }
+        free(bits), free(xw), free(f);
+    }
+    ffn_activation_forward_low(act, yb, ylb, xl, n, dt);
+    ffn_activation_backward_low(act, dxb, dyl, NULL, xl, n, dt);
+    // the same backward from x's fp32 values instead of its low copy (no kept copy registered)
+    float* xf = malloc(n * 4);
+    uint16_t* dxc = malloc(n * 2);
+    dtype_to_f32_row(xf, dt, xl, n);
+    ffn_activation_backward_low(act, dxc, dyl, xf, NULL, n, dt);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += memcmp(&ya[i], &yb[i], 4) != 0 || yla[i] != ylb[i] || dxa[i] != dxb[i] ||
+               (onednn && dxc[i] != dxb[i]);
+    free(xf), free(dxc);
+    printf("%s table vs direct, %s, %zu elements (every pattern): %zu differ%s\n", ffn_activation_name(act),
+           dtype_traits(dt)->name, n, bad, onednn ? " (backward against R(dy * oneDNN's derivative))" : "");
+    assert_int_equal(bad, 0);
+    free(xl), free(dyl), free(ya), free(yb), free(yla), free(ylb), free(dxa), free(dxb);
+}
+
 static void test_gelu_table_every_pattern(void** state) {
     (void)state;
     const DType dts[2] = {DTYPE_BF16, DTYPE_F16};
     for (int k = 0; k < 2; k++) {
-        const DType dt = dts[k];
-        const size_t n = 4 * 65536 + 37;
-        uint16_t* xl = malloc(n * 2);
-        uint16_t* dyl = malloc(n * 2);
-        float dyv[4] = {1.0f, -3.5f, dt == DTYPE_BF16 ? 0x1p-130f : 0x1p-20f, dt == DTYPE_BF16 ? 1e38f : 6e4f};
-        uint16_t dyb[4];
-        dtype_from_f32_row(dyb, dt, dyv, 4);
-        for (size_t i = 0; i < n; i++) {
-            xl[i] = (uint16_t)(i % 65536);
-            dyl[i] = dyb[(i / 65536) % 4];
-        }
-        float *ya = malloc(n * 4), *yb = malloc(n * 4);
-        uint16_t *yla = malloc(n * 2), *ylb = malloc(n * 2), *dxa = malloc(n * 2), *dxb = malloc(n * 2);
-        layers_gelu_table_disable(true);
-        gelu_forward_low(ya, yla, xl, n, dt);
-        gelu_backward_low(dxa, dyl, NULL, xl, n, dt);
-        layers_gelu_table_disable(false);
-        // bf16 where the table's gradient factor is oneDNN's (gelu_onednn.h): the backward is then
-        // R(dy * f) with f from gelu_onednn_grad_f32, formed here element by element instead
-        const bool onednn = dt == DTYPE_BF16 && !strcmp(layers_gelu_bf16_grad_source(), "onednn");
-        if (onednn) {
-            uint16_t* bits = malloc(65536 * 2);
-            float *xw = malloc(65536 * 4), *f = malloc(65536 * 4);
-            for (size_t i = 0; i < 65536; i++) bits[i] = (uint16_t)i;
-            dtype_to_f32_row(xw, dt, bits, 65536);
-            assert_true(gelu_onednn_grad_f32(xw, f, 65536));
-            for (size_t i = 0; i < n; i++) {
-                float dyw, t;
-                dtype_to_f32_row(&dyw, dt, &dyl[i], 1);
-                t = 0.0f + dtype_round(dyw * f[xl[i]], dt);
-                dtype_from_f32_row(&dxa[i], dt, &t, 1);
-            }
-            free(bits), free(xw), free(f);
-        }
-        gelu_forward_low(yb, ylb, xl, n, dt);
-        gelu_backward_low(dxb, dyl, NULL, xl, n, dt);
-        // the same backward from x's fp32 values instead of its low copy (no kept copy registered)
-        float* xf = malloc(n * 4);
-        uint16_t* dxc = malloc(n * 2);
-        dtype_to_f32_row(xf, dt, xl, n);
-        gelu_backward_low(dxc, dyl, xf, NULL, n, dt);
-        size_t bad = 0;
-        for (size_t i = 0; i < n; i++)
-            bad += memcmp(&ya[i], &yb[i], 4) != 0 || yla[i] != ylb[i] || dxa[i] != dxb[i] ||
-                   (onednn && dxc[i] != dxb[i]);
-        free(xf), free(dxc);
-        printf("GELU table vs direct, %s, %zu elements (every pattern): %zu differ%s\n", dtype_traits(dt)->name, n, bad,
-               onednn ? " (backward against R(dy * oneDNN's derivative))" : "");
-        assert_int_equal(bad, 0);
-        free(xl), free(dyl), free(ya), free(yb), free(yla), free(ylb), free(dxa), free(dxb);
+        gelu_table_every_pattern(FFN_ACT_GELU, dts[k]);
+        gelu_table_every_pattern(FFN_ACT_GELU_TANH, dts[k]);  // gelu_pytorch_tanh: its own tables
     }
 }
 

@@ -1318,13 +1318,18 @@ typedef struct {
     bool avx512;        // lookups by AVX-512 gathers (decided once, when the table is built)
     bool grad_onednn;
 } GeluLut;
-static GeluLut* g_gelu_lut[2];  // bf16, fp16
-static pthread_once_t g_gelu_once[2] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
-static bool g_gelu_lut_off;     // tests: force the direct path
+// The tables of the activations whose backward is dy times a factor of x alone: GELU and
+// GELU-tanh (gelu_pytorch_tanh; its factor 0.5 (1 + t) + ..., gelu_tanh_grad_rows). Not gelu_new,
+// whose backward rounds products with dy several times; ReLU and SiLU are computed directly.
+static GeluLut* g_gelu_lut[2][2];  // [GELU, GELU-tanh][bf16, fp16]
+static pthread_once_t g_gelu_once[2][2] = {{PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
+                                           {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT}};
+static bool g_gelu_lut_off;  // tests: force the direct path
 
 void layers_gelu_table_disable(bool off) { g_gelu_lut_off = off; }
 
-static void gelu_lut_build(int k) {
+static void gelu_lut_build(int a, int k) {
+    const FfnActivation act = a == 0 ? FFN_ACT_GELU : FFN_ACT_GELU_TANH;
     const DType dt = k == 0 ? DTYPE_BF16 : DTYPE_F16;
     GeluLut* t = xaligned_alloc(sizeof *t);
     uint16_t* bits = xmalloc(65536 * sizeof(uint16_t));
@@ -1335,12 +1340,13 @@ static void gelu_lut_build(int k) {
         ones[i] = 1.0f;
     }
     dtype_to_f32_row(x, dt, bits, 65536);  // exact
-    act_rows(FFN_ACT_GELU, dt, t->fwd, x, 65536);
+    act_rows(act, dt, t->fwd, x, 65536);
     round_to(t->fwd, 65536, dt);
-    act_grad_rows(FFN_ACT_GELU, dt, t->grad, ones, x, 65536);
-    // bf16 where torch runs gelu_backward on oneDNN: R(dy * f) with oneDNN's own f (gelu_onednn.h;
-    // the forward table is oneDNN's forward there: act_rows)
-    t->grad_onednn = dt == DTYPE_BF16 && gelu_onednn_torch_uses() && gelu_onednn_grad_f32(x, t->grad, 65536);
+    act_grad_rows(act, dt, t->grad, ones, x, 65536);
+    // bf16 GELU where torch runs gelu_backward on oneDNN: R(dy * f) with oneDNN's own f
+    // (gelu_onednn.h; the forward table is oneDNN's forward there: act_rows)
+    t->grad_onednn = act == FFN_ACT_GELU && dt == DTYPE_BF16 && gelu_onednn_torch_uses() &&
+                     gelu_onednn_grad_f32(x, t->grad, 65536);
 #if defined(__x86_64__)
     t->avx512 = cpu_features()->avx512f;
 #else
@@ -1349,31 +1355,31 @@ static void gelu_lut_build(int k) {
     free(bits);
     free(x);
     free(ones);
-    g_gelu_lut[k] = t;
+    g_gelu_lut[a][k] = t;
 }
-static void gelu_lut_build_bf16(void) { gelu_lut_build(0); }
-static void gelu_lut_build_f16(void) { gelu_lut_build(1); }
+static void gelu_lut_build_bf16(void) { gelu_lut_build(0, 0); }
+static void gelu_lut_build_f16(void) { gelu_lut_build(0, 1); }
+static void gelu_tanh_lut_build_bf16(void) { gelu_lut_build(1, 0); }
+static void gelu_tanh_lut_build_f16(void) { gelu_lut_build(1, 1); }
 
-// The table for dt (built on first use), or NULL: dt is not a 16-bit low dtype
-static const GeluLut* gelu_lut(DType dt);
+// The table of act for dt (built on first use), or NULL: act has none, or dt is not a 16-bit
+// low dtype
+static const GeluLut* act_lut(FfnActivation act, DType dt) {
+    static void (*const BUILD[2][2])(void) = {{gelu_lut_build_bf16, gelu_lut_build_f16},
+                                              {gelu_tanh_lut_build_bf16, gelu_tanh_lut_build_f16}};
+    const int a = act == FFN_ACT_GELU ? 0 : act == FFN_ACT_GELU_TANH ? 1 : -1;
+    const int k = dt == DTYPE_BF16 ? 0 : dt == DTYPE_F16 ? 1 : -1;
+    if (g_gelu_lut_off || a < 0 || k < 0) return NULL;
+    pthread_once(&g_gelu_once[a][k], BUILD[a][k]);
+    return g_gelu_lut[a][k];
+}
+static const GeluLut* gelu_lut(DType dt) { return act_lut(FFN_ACT_GELU, dt); }
 
 const char* layers_gelu_bf16_grad_source(void) {
     const GeluLut* t = gelu_lut(DTYPE_BF16);
     return t && t->grad_onednn ? "onednn" : "aten";
 }
 
-static const GeluLut* gelu_lut(DType dt) {
-    if (g_gelu_lut_off) return NULL;
-    if (dt == DTYPE_BF16) {
-        pthread_once(&g_gelu_once[0], gelu_lut_build_bf16);
-        return g_gelu_lut[0];
-    }
-    if (dt == DTYPE_F16) {
-        pthread_once(&g_gelu_once[1], gelu_lut_build_f16);
-        return g_gelu_lut[1];
-    }
-    return NULL;
-}
 
 // out[i] = T[idx[i]], times mul[i] (fp32) or times the widened mulb[i] (bf16: the top half of
 // its fp32, exactly) when one of them is given: gelu_grad_rows' final multiply with the factor
@@ -1429,13 +1435,13 @@ static void lut_rows(const GeluLut* lut, float* restrict out, const float* restr
 // with yl, y may be NULL (only the low copy is wanted: the chunk is computed in a local buffer).
 // xl: NULL, or x's values in dt (x's kept copy: lin1's low result, never widened into x),
 // widened chunk by chunk into a local buffer (exact), so the same fp32 inputs as x's.
-// act: GELU (by table when xl is given) or ReLU (computed: a compare).
+// act: GELU and GELU-tanh by table when xl is given (act_lut), the others computed.
 static void act_forward_into(FfnActivation act, float* y, void* yl, const float* x, const void* xl, size_t n,
                              DType dt) {
     enum { CH = 256 };  // rounded chunk by chunk while the values are in cache (element-wise)
     CHECK(y || yl);
     const size_t es = dtype_traits(dt)->size;
-    const GeluLut* lut = xl && act == FFN_ACT_GELU ? gelu_lut(dt) : NULL;  // xl's 16-bit patterns index the table
+    const GeluLut* lut = xl ? act_lut(act, dt) : NULL;  // xl's 16-bit patterns index the table
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
         size_t m = n - i0 < CH ? n - i0 : CH;
@@ -1526,7 +1532,7 @@ static void act_backward_low(FfnActivation act, void* dxl, const void* dyl, cons
     const size_t es = dtype_traits(dt)->size;
     // xl's 16-bit patterns index the table; without xl too when the table's gradient is oneDNN's
     // (x then holds dt values: its patterns are converted exactly, chunk by chunk)
-    const GeluLut* lut = act == FFN_ACT_GELU ? gelu_lut(dt) : NULL;
+    const GeluLut* lut = act_lut(act, dt);
     if (lut && !xl && !lut->grad_onednn) lut = NULL;
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i0 = 0; i0 < n; i0 += CH) {
