@@ -17,6 +17,14 @@
 #include "core/common.h"
 #include "core/dtype.h"
 
+// For f16 inputs, the order the naive backend sums K in: torch 2.15's on a CPU without native
+// fp16 arithmetic (ATen's CPU kernels, AVX2 dispatch), measured against it (gemm_naive.c). Other
+// backends and dtypes ignore it.
+typedef enum {
+    GEMM_F16_SUM_MM = 0,  // torch.mm / bmm: nn and nt in four interleaved partial sums, tn in k order
+    GEMM_F16_SUM_LINEAR,  // F.linear (x @ W^T, nt): ATen's fp16 dot product, 8 registers of 8 lanes
+} GemmF16Sum;
+
 typedef struct {
     bool trans_a, trans_b;
     int M, N, K;
@@ -30,6 +38,7 @@ typedef struct {
     void* C;
     int ldc;
     const float* bias;  // NULL, or (N) fp32 added to every row (see above; backend->bias only)
+    GemmF16Sum f16_sum;  // f16 inputs on the naive backend: which torch operation's K order
 } GemmArgs;
 
 typedef enum {

@@ -351,8 +351,11 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
     CHECK(!res || (c->low != DTYPE_F32 && C && (out == OUT_LOW || out == OUT_LOW_PRESET)), "residual misuse");
     CHECK((out != OUT_LOW_ADD && out != OUT_LOW_PRESET) || c->low != DTYPE_F32, "low-only output kind in fp32 mode");
     CHECK(C || (c->low != DTYPE_F32 && cl_dst && (out == OUT_LOW || out == OUT_LOW_PRESET)), "no fp32 C to write");
+    // mm_on's nt products are the linears' forward, which torch computes as F.linear (the naive
+    // backend's f16 order for it: gemm.h GemmF16Sum); the others are torch.mm's
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta,
-                  .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb, .bias = bias};
+                  .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb, .bias = bias,
+                  .f16_sum = !ta && tb ? GEMM_F16_SUM_LINEAR : GEMM_F16_SUM_MM};
     if (c->low == DTYPE_F32 || out == OUT_F32) {
         g.c_dtype = DTYPE_F32;
         g.C = C;
