@@ -23,6 +23,7 @@
 // which does not change any element's order of operations).
 #include "gemm/gemm.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,8 @@ typedef struct {
     float* a;    // (M, K) op(A) widened to fp32, packed
     float* b;    // (K, N) op(B) widened to fp32, packed
     float* acc;  // (M, N) fp32 accumulators, packed
-    size_t a_cap, b_cap, acc_cap;  // capacities in floats
+    float* ws;   // f16 orders: GEMM_F16_WS_ROWS rows of N per thread
+    size_t a_cap, b_cap, acc_cap, ws_cap;  // capacities in floats
 } NaiveCtx;
 
 static GemmSupport naive_supports(DType ab, DType c, char* why, size_t why_len) {
@@ -57,6 +59,7 @@ static void naive_free(void* ctx) {
     free(c->a);
     free(c->b);
     free(c->acc);
+    free(c->ws);
     free(c);
 }
 
@@ -82,51 +85,58 @@ static void widen_op(float* dst, const void* src, DType dt, bool trans, int rows
                 load_f32(src, dt, (size_t)c * (size_t)ld + (size_t)r);
 }
 
-// acc (M, N) = a (M, K) @ b (K, N) in torch.mm's f16 order (see the top): four partial sums
-static void sum_ilp4(float* acc, const float* a, const float* b, int M, int N, int K, int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int i = 0; i < M; i++) {
-        const float* ai = a + (size_t)i * (size_t)K;  // (K)
-        for (int j = 0; j < N; j++) {
-            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            int k = 0;
-            for (; k + 4 <= K; k += 4)
-                for (int q = 0; q < 4; q++) s[q] += ai[k + q] * b[(size_t)(k + q) * (size_t)N + (size_t)j];
-            for (; k < K; k++) s[0] += ai[k] * b[(size_t)k * (size_t)N + (size_t)j];
-            acc[(size_t)i * (size_t)N + (size_t)j] = ((s[0] + s[1]) + s[2]) + s[3];
-        }
-    }
+// The f16 orders of the top, one row of C at a time and every step over the whole row (j), so
+// that each element's adds are the order's and the loops vectorize over j. a_i (K) is row i of
+// op(A), b (K, N) op(B); ws: GEMM_F16_WS_ROWS rows of N floats (the order's accumulators).
+enum { GEMM_F16_WS_ROWS = 72 };
+
+static void axpy_row(float* restrict r, float s, const float* restrict bk, int N) {  // r += s * bk
+    for (int j = 0; j < N; j++) r[j] += s * bk[j];
 }
 
-// the 8 lanes of v folded as AVX2's vec_reduce_all: l += l ^ 4, then ^ 2, then ^ 1; lane 0
-static float fold8(float* v) {
-    for (int s = 4; s >= 1; s /= 2) {
-        float t[8];
-        for (int l = 0; l < 8; l++) t[l] = v[l] + v[l ^ s];
-        memcpy(v, t, sizeof t);
-    }
-    return v[0];
+static void add_row(float* restrict r, const float* restrict x, int N) {  // r = r + x
+    for (int j = 0; j < N; j++) r[j] = r[j] + x[j];
 }
 
-// x . y (K) as ATen's fp16_dot_with_fp32_arith at AVX2 width (see the top)
-static float dot_aten(const float* x, const float* y, int K) {
-    float r8[8][8] = {{0}};
+// torch.mm / bmm nn and nt: four partial sums (k = 4q + r into sum r, the rest into sum 0),
+// then ((s0 + s1) + s2) + s3
+static void row_mm_f16(float* row, const float* a_i, const float* b, int N, int K, float* ws) {
+    memset(ws, 0, (size_t)4 * (size_t)N * sizeof(float));
+    int k = 0;
+    for (; k + 4 <= K; k += 4)
+        for (int q = 0; q < 4; q++) axpy_row(ws + (size_t)q * (size_t)N, a_i[k + q], b + (size_t)(k + q) * (size_t)N, N);
+    for (; k < K; k++) axpy_row(ws, a_i[k], b + (size_t)k * (size_t)N, N);
+    for (int q = 1; q < 4; q++) add_row(ws, ws + (size_t)q * (size_t)N, N);
+    memcpy(row, ws, (size_t)N * sizeof(float));
+}
+
+// the 8 lanes v[0..7] (rows of N) folded as AVX2's vec_reduce_all: l += l + 4, then + 2, + 1
+static void fold8_rows(float* v, int N) {
+    for (int s = 4; s >= 1; s /= 2)
+        for (int l = 0; l < s; l++) add_row(v + (size_t)l * (size_t)N, v + (size_t)(l + s) * (size_t)N, N);
+}
+
+// F.linear: ATen's fp16_dot_with_fp32_arith at AVX2 width (the top): ws rows 0..63 are the 8
+// registers x 8 lanes (register r, lane l: row 8r + l), rows 64..71 the tail's one register
+static void row_linear_f16(float* row, const float* a_i, const float* b, int N, int K, float* ws) {
+    const size_t n = (size_t)N;
+    float* tail = ws + 64 * n;
+    memset(ws, 0, (size_t)GEMM_F16_WS_ROWS * n * sizeof(float));
     const int main_end = K & ~63, vec_end = K & ~15;
     for (int k0 = 0; k0 < main_end; k0 += 64)
-        for (int r = 0; r < 8; r++)
-            for (int l = 0; l < 8; l++) r8[r][l] += x[k0 + 8 * r + l] * y[k0 + 8 * r + l];
-    for (int off = 4; off >= 1; off /= 2)
+        for (int o = 0; o < 64; o++) axpy_row(ws + (size_t)o * n, a_i[k0 + o], b + (size_t)(k0 + o) * n, N);
+    for (int off = 4; off >= 1; off /= 2)  // registers: r += r + off, lane by lane
         for (int r = 0; r < off; r++)
-            for (int l = 0; l < 8; l++) r8[r][l] = r8[r][l] + r8[r + off][l];
-    float sum = fold8(r8[0]);
-    float tail[8] = {0};
+            for (int l = 0; l < 8; l++) add_row(ws + (size_t)(8 * r + l) * n, ws + (size_t)(8 * (r + off) + l) * n, N);
+    fold8_rows(ws, N);  // register 0's lanes
     for (int k0 = main_end; k0 < vec_end; k0 += 16) {
-        for (int l = 0; l < 8; l++) tail[l] += x[k0 + l] * y[k0 + l];
-        for (int l = 0; l < 8; l++) tail[l] += x[k0 + 8 + l] * y[k0 + 8 + l];
+        for (int l = 0; l < 8; l++) axpy_row(tail + (size_t)l * n, a_i[k0 + l], b + (size_t)(k0 + l) * n, N);
+        for (int l = 0; l < 8; l++) axpy_row(tail + (size_t)l * n, a_i[k0 + 8 + l], b + (size_t)(k0 + 8 + l) * n, N);
     }
-    sum += fold8(tail);
-    for (int k = vec_end; k < K; k++) sum += x[k] * y[k];
-    return sum;
+    fold8_rows(tail, N);
+    add_row(ws, tail, N);
+    for (int k = vec_end; k < K; k++) axpy_row(ws, a_i[k], b + (size_t)k * n, N);
+    memcpy(row, ws, n * sizeof(float));
 }
 
 static Status naive_run(void* ctx, const GemmArgs* g) {
@@ -136,20 +146,19 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
     float* b = gemm_scratch_grow(&c->b, &c->b_cap, (size_t)K * (size_t)N);        // (K, N)
     float* acc = gemm_scratch_grow(&c->acc, &c->acc_cap, (size_t)M * (size_t)N);  // (M, N)
     widen_op(a, g->A, g->ab_dtype, g->trans_a, M, K, g->lda);
-    if (g->ab_dtype == DTYPE_F16 && g->f16_sum == GEMM_F16_SUM_LINEAR) {
-        // b holds op(B)^T (N, K): row j is column j of op(B), for dot products along k
-        widen_op(b, g->B, g->ab_dtype, !g->trans_b, N, K, g->ldb);
-#pragma omp parallel for num_threads(c->threads) schedule(static)
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++)
-                acc[(size_t)i * (size_t)N + (size_t)j] =
-                    dot_aten(a + (size_t)i * (size_t)K, b + (size_t)j * (size_t)K, K);
-        gemm_store_result(g, acc);
-        return status_ok();
-    }
     widen_op(b, g->B, g->ab_dtype, g->trans_b, K, N, g->ldb);
-    if (g->ab_dtype == DTYPE_F16 && !g->trans_a) {  // torch.mm / bmm nn and nt
-        sum_ilp4(acc, a, b, M, N, K, c->threads);
+    const bool linear = g->f16_sum == GEMM_F16_SUM_LINEAR && !g->trans_a && g->trans_b;
+    if (g->ab_dtype == DTYPE_F16 && (linear || !g->trans_a)) {  // tn (and tt): k order, below
+        const size_t rows = (size_t)GEMM_F16_WS_ROWS * (size_t)N;
+        float* ws = gemm_scratch_grow(&c->ws, &c->ws_cap, (size_t)c->threads * rows);
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+        for (int i = 0; i < M; i++) {
+            float* w = ws + (size_t)omp_get_thread_num() * rows;
+            float* row = acc + (size_t)i * (size_t)N;
+            const float* a_i = a + (size_t)i * (size_t)K;
+            if (linear) row_linear_f16(row, a_i, b, N, K, w);
+            else row_mm_f16(row, a_i, b, N, K, w);
+        }
         gemm_store_result(g, acc);
         return status_ok();
     }
