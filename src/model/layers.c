@@ -1724,8 +1724,49 @@ SM_CLONES static void softmax_backward_row_f32(float* dx, const float* dp, const
     for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
 }
 
+// The same on bf16/fp16 tensors (dp, p hold values of dt): ATen's reduced-type map2_reduce_all
+// loads vectors of 32 values as two float vectors of 16, each with its own accumulator: rows of
+// 17..31 put the upper 16 products into the first lanes and add the 16 lanes one by one; rows of
+// at most 16 add their products one by one; longer rows keep both accumulators over the 32-blocks
+// (a partial last block into the first lanes of each), add them, then fold the lanes pairwise.
+// The products of two 16-bit values are exact in float. Measured against torch 2.15 on 2,000
+// rows of every length 1..40, bf16 and fp16: 0 of 1,640,000 values differ each (the fp32 order:
+// 42 and 84).
+SM_CLONES static void softmax_backward_row_low(float* dx, const float* dp, const float* p, int n) {
+    float d;
+    if (n <= SM_LANES) {
+        d = dp[0] * p[0];
+        for (int j = 1; j < n; j++) d += dp[j] * p[j];
+    } else if (n < 2 * SM_LANES) {
+        float v[SM_LANES];
+        for (int k = 0; k < SM_LANES; k++) v[k] = dp[k] * p[k];
+        for (int k = 0; SM_LANES + k < n; k++) v[k] += dp[SM_LANES + k] * p[SM_LANES + k];
+        d = v[0];
+        for (int k = 1; k < SM_LANES; k++) d += v[k];
+    } else {
+        float a0[SM_LANES], a1[SM_LANES];
+        for (int k = 0; k < SM_LANES; k++) a0[k] = dp[k] * p[k], a1[k] = dp[SM_LANES + k] * p[SM_LANES + k];
+        int j0 = 2 * SM_LANES;
+        for (; j0 + 2 * SM_LANES <= n; j0 += 2 * SM_LANES)
+            for (int k = 0; k < SM_LANES; k++) {
+                a0[k] += dp[j0 + k] * p[j0 + k];
+                a1[k] += dp[j0 + SM_LANES + k] * p[j0 + SM_LANES + k];
+            }
+        const int rest = n - j0;
+        for (int k = 0; k < SM_LANES && k < rest; k++) a0[k] += dp[j0 + k] * p[j0 + k];
+        for (int k = 0; SM_LANES + k < rest; k++) a1[k] += dp[j0 + SM_LANES + k] * p[j0 + SM_LANES + k];
+        for (int k = 0; k < SM_LANES; k++) a0[k] += a1[k];
+        for (int h = SM_LANES / 2; h >= 1; h /= 2)
+            for (int k = 0; k < h; k++) a0[k] += a0[k + h];
+        d = a0[0];
+    }
+#pragma omp simd
+    for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
+}
+
 SM_CLONES void softmax_backward_row(float* dx, const float* dp, const float* p, int n, DType dt) {
-    softmax_backward_row_f32(dx, dp, p, n);
+    if (dt == DTYPE_F32) softmax_backward_row_f32(dx, dp, p, n);
+    else softmax_backward_row_low(dx, dp, p, n);
     round_row(dx, n, dt);
 }
 
