@@ -121,14 +121,20 @@ static void fold8_rows(float* v, int N) {
 static void row_linear_f16(float* row, const float* a_i, const float* b, int N, int K, float* ws) {
     const size_t n = (size_t)N;
     float* tail = ws + 64 * n;
-    memset(ws, 0, (size_t)GEMM_F16_WS_ROWS * n * sizeof(float));
     const int main_end = K & ~63, vec_end = K & ~15;
+    // registers that no block reaches hold +0 and fold to +0: only the rows in use are written
+    // (+0 + x is x but for x = -0, so the +0 sum is kept as the start, as ATen's is)
+    memset(ws, 0, (main_end ? 64 : 1) * n * sizeof(float));
     for (int k0 = 0; k0 < main_end; k0 += 64)
         for (int o = 0; o < 64; o++) axpy_row(ws + (size_t)o * n, a_i[k0 + o], b + (size_t)(k0 + o) * n, N);
-    for (int off = 4; off >= 1; off /= 2)  // registers: r += r + off, lane by lane
-        for (int r = 0; r < off; r++)
-            for (int l = 0; l < 8; l++) add_row(ws + (size_t)(8 * r + l) * n, ws + (size_t)(8 * (r + off) + l) * n, N);
-    fold8_rows(ws, N);  // register 0's lanes
+    if (main_end) {
+        for (int off = 4; off >= 1; off /= 2)  // registers: r += r + off, lane by lane
+            for (int r = 0; r < off; r++)
+                for (int l = 0; l < 8; l++)
+                    add_row(ws + (size_t)(8 * r + l) * n, ws + (size_t)(8 * (r + off) + l) * n, N);
+        fold8_rows(ws, N);  // register 0's lanes
+    }
+    memset(tail, 0, 8 * n * sizeof(float));
     for (int k0 = main_end; k0 < vec_end; k0 += 16) {
         for (int l = 0; l < 8; l++) axpy_row(tail + (size_t)l * n, a_i[k0 + l], b + (size_t)(k0 + l) * n, N);
         for (int l = 0; l < 8; l++) axpy_row(tail + (size_t)l * n, a_i[k0 + 8 + l], b + (size_t)(k0 + 8 + l) * n, N);
