@@ -1088,6 +1088,14 @@ __attribute__((always_inline)) static inline float sl_pow2i(int q) {
 __attribute__((always_inline)) static inline float sl_ldexp2(float d, int e) {
     return d * sl_pow2i(e >> 1) * sl_pow2i(e - (e >> 1));
 }
+__attribute__((always_inline)) static inline SlF2 sl_add2_f_f(float a, float b) {
+    const float s = a + b, v = s - a;
+    return sl_f2(s, (a - (s - v)) + (b - v));
+}
+__attribute__((always_inline)) static inline SlF2 sl_add_f2_f(SlF2 a, float b) {
+    const float s = a.x + b;
+    return sl_f2(s, ((a.x - s) + b) + a.y);
+}
 __attribute__((always_inline)) static inline SlF2 sl_add2_f2_f(SlF2 a, float b) {
     const float s = a.x + b, v = s - a.x;
     return sl_f2(s, ((a.x - (s - v)) + (b - v)) + a.y);
@@ -1646,10 +1654,34 @@ static inline void round_row(float* row, int n, DType dt) {
     }
 }
 
+// vec::reduce_all(+) of v (n >= 1) at SM_LANES float lanes, as ATen's functional computes it:
+// fewer than SM_LANES values are added one by one from the left (vec_reduce_all with a size);
+// else lane k starts at v[k], each further full vector adds, a partial last vector adds into the
+// first lanes, then lane k + half into lane k, halving. Softmax's sum of exponentials and
+// log_softmax's (vec::map_reduce_all: the same adds of the mapped values).
+__attribute__((always_inline)) static inline float reduce_all_sum(const float* v, int n) {
+    if (n < SM_LANES) {
+        float s = v[0];
+        for (int j = 1; j < n; j++) s += v[j];
+        return s;
+    }
+    float acc[SM_LANES];
+    for (int k = 0; k < SM_LANES; k++) acc[k] = v[k];
+    int j0 = SM_LANES;
+    for (; j0 + SM_LANES <= n; j0 += SM_LANES)
+        for (int k = 0; k < SM_LANES; k++) acc[k] += v[j0 + k];
+    for (int k = 0; j0 + k < n; k++) acc[k] += v[j0 + k];
+    // the steps written out, so that they vectorize
+    for (int k = 0; k < 8; k++) acc[k] += acc[k + 8];
+    for (int k = 0; k < 4; k++) acc[k] += acc[k + 4];
+    for (int k = 0; k < 2; k++) acc[k] += acc[k + 2];
+    return acc[0] + acc[1];
+}
+
 // p = exp(v - max(v)) * (1 / sum) over a row of n (p may be v); the max is exact in any order
 SM_CLONES static void softmax_row_f32(float* p, const float* v, int n) {
-    float mx[SM_LANES], sum[SM_LANES];
-    for (int k = 0; k < SM_LANES; k++) mx[k] = -INFINITY, sum[k] = 0.0f;
+    float mx[SM_LANES];
+    for (int k = 0; k < SM_LANES; k++) mx[k] = -INFINITY;
     int j0 = 0;
     for (; j0 + SM_LANES <= n; j0 += SM_LANES)
         for (int k = 0; k < SM_LANES; k++) mx[k] = v[j0 + k] > mx[k] ? v[j0 + k] : mx[k];
@@ -1665,23 +1697,9 @@ SM_CLONES static void softmax_row_f32(float* p, const float* v, int n) {
     const float m = mx[1] > mx[0] ? mx[1] : mx[0];
 #pragma omp simd  // element-wise
     for (int j = 0; j < n; j++) p[j] = softmax_exp(v[j] - m);
-    if (n < SM_LANES) {
-        // vec::reduce_all on fewer elements than a vector: vec_reduce_all(op, acc, size) adds
-        // them into lane 0 one by one, left to right (measured: rows of 3..15 differed from
-        // torch in 18-48% of values with the tree below, 0 with this)
-        sum[0] = p[0];
-        for (int j = 1; j < n; j++) sum[0] += p[j];
-    } else {
-        for (j0 = 0; j0 + SM_LANES <= n; j0 += SM_LANES)
-            for (int k = 0; k < SM_LANES; k++) sum[k] += p[j0 + k];
-        for (int k = 0; j0 + k < n; k++) sum[k] += p[j0 + k];
-        // lane k + half into lane k, halving (the steps written out, so that they vectorize)
-        for (int k = 0; k < 8; k++) sum[k] += sum[k + 8];
-        for (int k = 0; k < 4; k++) sum[k] += sum[k + 4];
-        for (int k = 0; k < 2; k++) sum[k] += sum[k + 2];
-        sum[0] += sum[1];
-    }
-    const float inv = 1.0f / sum[0];
+    // reduce_all_sum: rows of fewer than 16 (sequences under 16 tokens) are summed one by one;
+    // lanes and a tree there made 18-48% of the values of rows of 3..15 differ from torch's
+    const float inv = 1.0f / reduce_all_sum(p, n);
 #pragma omp simd
     for (int j = 0; j < n; j++) p[j] *= inv;
 }
@@ -1697,14 +1715,14 @@ SM_CLONES void softmax_forward_row(float* p, const float* x, const float* mask, 
     round_row(p, n, dt);
 }
 
-// dx = (dp - sum(dp * p)) * p as ATen's _vec_softmax_backward computes it (vec::map2_reduce_all
-// over SM_LANES float lanes): fewer than SM_LANES elements summed one by one from the left, the
+// softmax backward's sum(dp * p) on fp32 P as ATen's _vec_softmax_backward computes it
+// (vec::map2_reduce_all over SM_LANES float lanes): fewer than SM_LANES elements summed one by one from the left, the
 // products rounded; else lane k starts at dp[k] p[k], each further full vector adds its rounded
 // products, a partial last vector adds fused (fmaf: the compiler's contraction in torch's build),
 // then the lanes pairwise as the forward's. Measured against torch 2.15's _softmax_backward_data
 // on 3,000 fp32 rows of every n in 1..40: 0 values differ (a double-accumulated sum, before:
 // 735,208 of 2,460,000 differed).
-SM_CLONES static void softmax_backward_row_f32(float* dx, const float* dp, const float* p, int n) {
+__attribute__((always_inline)) static inline float softmax_dot_f32(const float* dp, const float* p, int n) {
     float d;
     if (n < SM_LANES) {
         d = dp[0] * p[0];
@@ -1720,8 +1738,7 @@ SM_CLONES static void softmax_backward_row_f32(float* dx, const float* dp, const
             for (int k = 0; k < h; k++) acc[k] += acc[k + h];
         d = acc[0];
     }
-#pragma omp simd
-    for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
+    return d;
 }
 
 // The same on bf16/fp16 tensors (dp, p hold values of dt): ATen's reduced-type map2_reduce_all
@@ -1732,7 +1749,7 @@ SM_CLONES static void softmax_backward_row_f32(float* dx, const float* dp, const
 // The products of two 16-bit values are exact in float. Measured against torch 2.15 on 2,000
 // rows of every length 1..40, bf16 and fp16: 0 of 1,640,000 values differ each (the fp32 order:
 // 42 and 84).
-SM_CLONES static void softmax_backward_row_low(float* dx, const float* dp, const float* p, int n) {
+__attribute__((always_inline)) static inline float softmax_dot_low(const float* dp, const float* p, int n) {
     float d;
     if (n <= SM_LANES) {
         d = dp[0] * p[0];
@@ -1760,13 +1777,14 @@ SM_CLONES static void softmax_backward_row_low(float* dx, const float* dp, const
             for (int k = 0; k < h; k++) a0[k] += a0[k + h];
         d = a0[0];
     }
-#pragma omp simd
-    for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
+    return d;
 }
 
+// dx = (dp - sum(dp * p)) * p, the sum in ATen's order for P's dtype (above), rounded to dt
 SM_CLONES void softmax_backward_row(float* dx, const float* dp, const float* p, int n, DType dt) {
-    if (dt == DTYPE_F32) softmax_backward_row_f32(dx, dp, p, n);
-    else softmax_backward_row_low(dx, dp, p, n);
+    const float d = dt == DTYPE_F32 ? softmax_dot_f32(dp, p, n) : softmax_dot_low(dp, p, n);
+#pragma omp simd
+    for (int j = 0; j < n; j++) dx[j] = (dp[j] - d) * p[j];
     round_row(dx, n, dt);
 }
 
@@ -2156,15 +2174,14 @@ __attribute__((always_inline)) static inline float vlog_sleef(float d) {
     float m;
     memcpy(&m, &db, sizeof m);
     SlF2 s = sl_mul_f2_f(sl_f2(0.69314718246459960938f, -1.904654323148236017e-09f), (float)e);
-    const float n1 = -1.0f + m, v1 = n1 - -1.0f, d1 = 1.0f + m, v2 = d1 - 1.0f;  // dfadd2(-1, m), dfadd2(1, m)
-    const SlF2 x = sl_div_f2(sl_f2(n1, (-1.0f - (n1 - v1)) + (m - v1)), sl_f2(d1, (1.0f - (d1 - v2)) + (m - v2)));
+    const SlF2 x = sl_div_f2(sl_add2_f_f(-1.0f, m), sl_add2_f_f(1.0f, m));
     const float x2 = x.x * x.x;
     float t = 0.3027294874e+0f;
     t = fmaf(t, x2, 0.3996108174e+0f);
     t = fmaf(t, x2, 0.6666694880e+0f);
     s = sl_add_f2_f2(s, sl_f2(x.x * 2.0f, x.y * 2.0f));
-    const float r = (x2 * x.x) * t, ss = s.x + r;
-    return ss + (((s.x - ss) + r) + s.y);  // dfadd_vf2_vf2_vf, then x + y
+    s = sl_add_f2_f(s, (x2 * x.x) * t);
+    return s.x + s.y;
 }
 
 // fp32 log_softmax of one row as ATen's _vec_log_softmax_lastdim (AVX-512 build: 16 float lanes):
@@ -2176,21 +2193,8 @@ __attribute__((always_inline)) static inline float vlog_sleef(float d) {
 static void log_softmax_row_f32(float* lp, const float* x, int L) {  // lp, x (L)
     float mx = -INFINITY;
     for (int j = 0; j < L; j++) mx = x[j] > mx ? x[j] : mx;
-    float sum;
-    if (L < SM_LANES) {
-        sum = vexp_full(x[0] - mx);
-        for (int j = 1; j < L; j++) sum += vexp_full(x[j] - mx);
-    } else {
-        float acc[SM_LANES];
-        for (int k = 0; k < SM_LANES; k++) acc[k] = vexp_full(x[k] - mx);
-        int j0 = SM_LANES;
-        for (; j0 + SM_LANES <= L; j0 += SM_LANES)
-            for (int k = 0; k < SM_LANES; k++) acc[k] += vexp_full(x[j0 + k] - mx);
-        for (int k = 0; j0 + k < L; k++) acc[k] += vexp_full(x[j0 + k] - mx);
-        for (int h = SM_LANES / 2; h >= 1; h /= 2)
-            for (int k = 0; k < h; k++) acc[k] += acc[k + h];
-        sum = acc[0];
-    }
+    for (int j = 0; j < L; j++) lp[j] = vexp_full(x[j] - mx);  // lp holds the exponentials first
+    const float sum = reduce_all_sum(lp, L);
     const float lse = isfinite(sum) && sum > 0.0f ? vlog_sleef(sum) : logf(sum);
     for (int j = 0; j < L; j++) lp[j] = (x[j] - mx) - lse;
 }
