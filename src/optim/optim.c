@@ -129,19 +129,24 @@ Status optim_check_ge0(const char* field, double v, const char* lib_msg) {
     return status_ok();
 }
 
+Status optim_adam_ranges_check(const OptimConfig* c, const char* library) {
+    Status s;
+    if (!status_is_ok(s = optim_check_ge0("lr", c->lr, "Invalid learning rate"))) return s;
+    if (!status_is_ok(s = optim_check_ge0("eps", c->eps, "Invalid epsilon value"))) return s;
+    if (!(0.0 <= c->beta1 && c->beta1 < 1.0))
+        return status_make(STATUS_INVALID, "beta1 (betas[0]) must be in [0, 1) (got %g); %s refuses it too: "
+                           "\"Invalid beta parameter at index 0\"", c->beta1, library);
+    if (!(0.0 <= c->beta2 && c->beta2 < 1.0))
+        return status_make(STATUS_INVALID, "beta2 (betas[1]) must be in [0, 1) (got %g); %s refuses it too: "
+                           "\"Invalid beta parameter at index 1\"", c->beta2, library);
+    return optim_check_ge0("weight_decay", c->weight_decay, "Invalid weight_decay value");
+}
+
 Status optim_torch_adamw_check(const OptimConfig* c) {
     Status s;
     if (c->lr_none)  // Python: `0.0 <= None` raises TypeError
         return status_make(STATUS_INVALID, "lr must be a number (got null): torch.optim.AdamW has no lr=None");
-    if (!status_is_ok(s = optim_check_ge0("lr", c->lr, "Invalid learning rate"))) return s;
-    if (!status_is_ok(s = optim_check_ge0("eps", c->eps, "Invalid epsilon value"))) return s;
-    if (!(0.0 <= c->beta1 && c->beta1 < 1.0))
-        return status_make(STATUS_INVALID, "beta1 (betas[0]) must be in [0, 1) (got %g); torch refuses it too: "
-                           "\"Invalid beta parameter at index 0\"", c->beta1);
-    if (!(0.0 <= c->beta2 && c->beta2 < 1.0))
-        return status_make(STATUS_INVALID, "beta2 (betas[1]) must be in [0, 1) (got %g); torch refuses it too: "
-                           "\"Invalid beta parameter at index 1\"", c->beta2);
-    if (!status_is_ok(s = optim_check_ge0("weight_decay", c->weight_decay, "Invalid weight_decay value"))) return s;
+    if (!status_is_ok(s = optim_adam_ranges_check(c, "torch"))) return s;
     if (c->fused && c->foreach)
         return status_make(STATUS_INVALID, "fused=true and foreach=true together: torch refuses it too: "
                            "\"`fused` and `foreach` cannot be `True` together.\"");

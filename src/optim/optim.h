@@ -173,6 +173,10 @@ Status optim_check_beta(const char* field, double v);              // 0 <= v < 1
 // The library's rule `if not 0.0 <= v: raise ValueError(...)`: v >= 0 (NaN fails); `lib_msg`
 // is the library's own message, quoted in ours.
 Status optim_check_ge0(const char* field, double v, const char* lib_msg);
+// Adam's constructor range checks as torch.optim.Adam and bitsandbytes' optimizers both word them:
+// lr >= 0, eps >= 0, betas in [0, 1), weight_decay >= 0; `library` ("torch", "bitsandbytes")
+// is named in the message.
+Status optim_adam_ranges_check(const OptimConfig* c, const char* library);
 // torch.optim.AdamW.__init__'s range checks (Adam's, which AdamW passes its arguments through),
 // with torch's messages: lr a number >= 0, eps >= 0, betas in [0, 1), weight_decay >= 0, and
 // fused and foreach / differentiable not together. adamw_torch and adamw_torch_fused share them.

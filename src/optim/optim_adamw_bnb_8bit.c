@@ -1023,15 +1023,7 @@ static Status bnb8_validate(const OptimConfig* c) {
     if (c->optim_bits != 32)
         return status_make(STATUS_INVALID, "optim_bits=%d: bitsandbytes refuses it: \"AdamW8bit only supports "
                            "optim_bits=32 (default value for compatibility)\"", c->optim_bits);
-    if (!status_is_ok(s = optim_check_ge0("lr", c->lr, "Invalid learning rate"))) return s;
-    if (!status_is_ok(s = optim_check_ge0("eps", c->eps, "Invalid epsilon value"))) return s;
-    if (!(0.0 <= c->beta1 && c->beta1 < 1.0))
-        return status_make(STATUS_INVALID, "beta1 (betas[0]) must be in [0, 1) (got %g); bitsandbytes refuses it "
-                           "too: \"Invalid beta parameter at index 0\"", c->beta1);
-    if (!(0.0 <= c->beta2 && c->beta2 < 1.0))
-        return status_make(STATUS_INVALID, "beta2 (betas[1]) must be in [0, 1) (got %g); bitsandbytes refuses it "
-                           "too: \"Invalid beta parameter at index 1\"", c->beta2);
-    if (!status_is_ok(s = optim_check_ge0("weight_decay", c->weight_decay, "Invalid weight_decay value"))) return s;
+    if (!status_is_ok(s = optim_adam_ranges_check(c, "bitsandbytes"))) return s;
     if (c->block_size != BNB_BLOCK)
         return status_make(STATUS_INVALID,
                            "block_size must be 256 for adamw_bnb_8bit (the only block size bitsandbytes' "
