@@ -105,6 +105,16 @@ static void* kept_produce(LayerCtx* c, const float* src, size_t n, bool* low_onl
     return k->low;
 }
 
+bool layer_kept_low_only(const LayerCtx* c, const float* src, size_t n) {
+    const LowCopy* k = kept_find(c, src, n);
+    return k && k->low_only && k->valid;
+}
+
+const void* layer_kept_low(const LayerCtx* c, const float* src, size_t n) {
+    const LowCopy* k = kept_find(c, src, n);
+    return k && k->valid ? k->low : NULL;
+}
+
 size_t layer_ctx_scratch_bytes(const LayerCtx* c) {
     size_t t = 0;
     for (int i = 0; i < LAYER_SCRATCH_COUNT; i++) t += c->scratch_bytes[i];
@@ -1925,7 +1935,8 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
     float* pv = a->drop.keep ? a->pd : a->p;  // what the PV product reads (dropout: P * noise)
     const size_t np = (size_t)B * (size_t)H * TT;
     void* pl = pv;
-    if (low != DTYPE_F32 && !(pl = kept_produce(c, pv, np, NULL))) pl = scratch(c, LAYER_SCRATCH_P, np * es);
+    bool p_low_only = false;  // P's kept low copy holds its values: the fp32 P is not written
+    if (low != DTYPE_F32 && !(pl = kept_produce(c, pv, np, &p_low_only))) pl = scratch(c, LAYER_SCRATCH_P, np * es);
     if (!status_is_ok(s = heads_open(c, omp_get_max_threads()))) return s;
     const float scale = attention_scaling(dh);
     const DType pdt = key_mask ? DTYPE_F32 : low;
@@ -1957,7 +1968,7 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
                                     low != DTYPE_F32 ? (const char*)hw->cl + (size_t)i * (size_t)T * es : NULL,
                                     plrow ? plrow + (size_t)i * (size_t)T * es : NULL, low, scale,
                                     key_mask ? key_mask + (size_t)b * (size_t)T : NULL, pdt, T);
-            if (Sw != S) stream_copy_f32(S, Sw, TT);
+            if (Sw != S && !p_low_only) stream_copy_f32(S, Sw, TT);
             if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
             if (low != DTYPE_F32 && !plrow) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
@@ -2019,6 +2030,8 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     const void* kl = gemm_input(c, LAYER_SCRATCH_K, a->k, nd);                           // (B, T, D)
     const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);                           // (B, T, D)
     const void* pl = gemm_input(c, LAYER_SCRATCH_P, a->drop.keep ? a->pd : a->p, (size_t)B * (size_t)H * TT);
+    // P low-only (no mask, no attention dropout, kept): the fp32 P was never written
+    const bool p_low_only = !a->drop.keep && layer_kept_low_only(c, a->p, (size_t)B * (size_t)H * TT);
     if (!status_is_ok(s = heads_open(c, omp_get_max_threads()))) return s;
     const float scale = attention_scaling(dh);
     const DType low = c->low;
@@ -2047,7 +2060,7 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         // softmax backward) requested now, to arrive while the dP product runs
         const void* Pop = elem(c, pl, poff);
         prefetch_block(Pop, TT * es);
-        if (Pop != (const void*)(a->p + poff)) prefetch_block(a->p + poff, TT * sizeof(float));
+        if (!p_low_only && Pop != (const void*)(a->p + poff)) prefetch_block(a->p + poff, TT * sizeof(float));
         // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
         Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T, NULL, 0);
         if (status_is_ok(hs))
@@ -2063,11 +2076,16 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
             //   with a mask the fp32 gradient flows back through the mixed add to the low scores
             //   (counted per worker; integer counts, summed after the loop in any order);
             //   the `* scaling` backward, in the scores' dtype; the GEMM operand's low copy.
-            const float* P = a->p + poff;  // (T, T)
+            const float* P = a->p + poff;  // (T, T); not written when P is low-only: its low copy's rows
             char* dSlb = low != DTYPE_F32 ? grow(&hw->dSl, &hw->dSl_bytes, TT * es) : NULL;  // (T, T) low
             for (int i = 0; i < T; i++) {
                 float* row = dS + (size_t)i * (size_t)T;  // (T)
-                softmax_backward_row(row, dP + (size_t)i * (size_t)T, P + (size_t)i * (size_t)T, T, pdt);
+                const float* Prow = P + (size_t)i * (size_t)T;
+                if (p_low_only) {  // P's row widened (exact) into row, which the backward then overwrites
+                    dtype_to_f32_row(row, low, (const char*)Pop + (size_t)i * (size_t)T * es, (size_t)T);
+                    Prow = row;
+                }
+                softmax_backward_row(row, dP + (size_t)i * (size_t)T, Prow, T, pdt);
                 if (key_mask) amp_round_act_grad(row, (size_t)T, low, c->counters ? &hw->counters : NULL);
                 scale_row(row, scale, T);
                 if (low != DTYPE_F32) {

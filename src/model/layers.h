@@ -78,7 +78,9 @@ typedef struct {
     void* low;         // (n) in the ctx's low dtype, owned by the registrant
     bool valid;        // low holds R(src) (cleared by layer_ctx_keep)
     // nothing reads src's fp32 values in a low mode once low is written (q, k, v, ctx, GELU's
-    // output: only GEMMs read them), so their producers skip the widening pass into src
+    // output: only GEMMs read them; the attention probabilities without a key mask or attention
+    // dropout: low values, which the softmax backward widens row by row from low), so their
+    // producers skip the widening pass into src
     bool low_only;
 } LowCopy;
 
@@ -139,6 +141,10 @@ size_t layer_ctx_scratch_bytes(const LayerCtx* c);  // bytes currently held by t
 // its first GEMM), and backward must receive the forward's parameter pointer (else it converts
 // again: correct, only slower).
 void layer_ctx_keep(LayerCtx* c, LowCopy* kept, int count);
+// Whether src (n values) is registered low-only and its low copy written (its fp32 values then
+// were not); src's written low copy, or NULL (none registered, or not yet written).
+bool layer_kept_low_only(const LayerCtx* c, const float* src, size_t n);
+const void* layer_kept_low(const LayerCtx* c, const float* src, size_t n);
 
 // dst (n) = src rounded to the ctx's low dtype, counted as activation-gradient rounding points
 // (amp_round_act_grad: the fp32 gradient meeting a low tensor), and its GEMM operand left in

@@ -1188,7 +1188,11 @@ static size_t kept_layout(const ModelConfig* c, int max_B, int max_T, size_t es,
         KEEP(a->att.v, N * D, MB * MT * D, true);
         // what the PV product reads: P, or with attention dropout P * noise (model_forward)
         const float* pv = ws && ws->drop.attention > 0 ? ws->pd[l] : a->att.p;
-        KEEP(pv, (size_t)B * H * (size_t)T * (size_t)T, MB * H * MT * MT, false);
+        // without a key mask P's values are low values (the softmax runs in the low dtype): with
+        // no attention dropout the low copy is all anyone reads (the PV and dV products, the
+        // softmax backward row by row; model_workspace_attention_probs widens it on request)
+        KEEP(pv, (size_t)B * H * (size_t)T * (size_t)T, MB * H * MT * MT,
+             ws && !ws->has_mask && !(ws->drop.attention > 0));
         KEEP(a->att.ctx, N * D, MB * MT * D, true);
         KEEP(a->h1, N * D, MB * MT * D, false);
         KEEP(a->f1, N * F, MB * MT * F, true);
@@ -1482,8 +1486,13 @@ const uint8_t* model_workspace_dropout_mask(const ModelWorkspace* ws, DropoutSit
     return NULL;
 }
 
-const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer) {
+const float* model_workspace_attention_probs(ModelWorkspace* ws, int layer) {
     CHECK(ws->mode != NULL, "no forward has run");
     CHECK(layer >= 0 && layer < ws->cfg.n_layers, "layer %d of %lld", layer, (long long)ws->cfg.n_layers);
-    return ws->la[layer].att.drop.keep ? ws->la[layer].att.pd : ws->la[layer].att.p;
+    AttentionActs* a = &ws->la[layer].att;
+    if (a->drop.keep) return a->pd;
+    const size_t n = (size_t)ws->B * (size_t)ws->cfg.n_heads * (size_t)ws->T * (size_t)ws->T;
+    if (layer_kept_low_only(&ws->ctx, a->p, n))  // the forward wrote only P's low copy: widened now
+        dtype_to_f32_row(a->p, ws->ctx.low, layer_kept_low(&ws->ctx, a->p, n), n);
+    return a->p;
 }

@@ -332,7 +332,7 @@ void model_zero_grad(const ParamTable* table, float* grads);
 // l's attention probabilities (B, n_heads, T, T) (fp32 with padding; low-dtype values without),
 // after the attention dropout in training (what eager attention returns as attn_weights).
 const float* model_workspace_hidden_state(const ModelWorkspace* ws, int i);
-const float* model_workspace_attention_probs(const ModelWorkspace* ws, int layer);
+const float* model_workspace_attention_probs(ModelWorkspace* ws, int layer);
 // The dropout masks of the last successful model_forward (1 = kept), or NULL when that site did
 // not run (eval, p = 0, or no such layer): embeddings (B, T, D), attention of `layer`
 // (B, n_heads, T, T), ffn of `layer` (B, T, D), classifier (B, D). layer is ignored for the

@@ -366,7 +366,9 @@ static void step_print(const StepMem* m) {
         if (m->mode->low != DTYPE_F32)  // README "Training step memory"
             printf("                                   (in bf16/fp16 the workspace's fp32 arrays of q, k, v, the context,\n"
                    "                                   f1, GELU's output and the FFN's two gradients are reserved but never written:\n"
-                   "                                   GEMMs read their low copies; unwritten pages are not resident)\n");
+                   "                                   GEMMs read their low copies; unwritten pages are not resident; in a batch\n"
+                   "                                   without padding, and without attention dropout, the fp32 attention\n"
+                   "                                   probabilities too: their low copy holds their values)\n");
     }
 }
 
