@@ -105,14 +105,9 @@ static void* kept_produce(LayerCtx* c, const float* src, size_t n, bool* low_onl
     return k->low;
 }
 
-bool layer_kept_low_only(const LayerCtx* c, const float* src, size_t n) {
+const void* layer_kept_low_only(const LayerCtx* c, const float* src, size_t n) {
     const LowCopy* k = kept_find(c, src, n);
-    return k && k->low_only && k->valid;
-}
-
-const void* layer_kept_low(const LayerCtx* c, const float* src, size_t n) {
-    const LowCopy* k = kept_find(c, src, n);
-    return k && k->valid ? k->low : NULL;
+    return k && k->low_only && k->valid ? k->low : NULL;
 }
 
 size_t layer_ctx_scratch_bytes(const LayerCtx* c) {
@@ -2031,7 +2026,7 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     const void* vl = gemm_input(c, LAYER_SCRATCH_V, a->v, nd);                           // (B, T, D)
     const void* pl = gemm_input(c, LAYER_SCRATCH_P, a->drop.keep ? a->pd : a->p, (size_t)B * (size_t)H * TT);
     // P low-only (no mask, no attention dropout, kept): the fp32 P was never written
-    const bool p_low_only = !a->drop.keep && layer_kept_low_only(c, a->p, (size_t)B * (size_t)H * TT);
+    const bool p_low_only = !a->drop.keep && layer_kept_low_only(c, a->p, (size_t)B * (size_t)H * TT) != NULL;
     if (!status_is_ok(s = heads_open(c, omp_get_max_threads()))) return s;
     const float scale = attention_scaling(dh);
     const DType low = c->low;

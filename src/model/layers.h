@@ -141,10 +141,9 @@ size_t layer_ctx_scratch_bytes(const LayerCtx* c);  // bytes currently held by t
 // its first GEMM), and backward must receive the forward's parameter pointer (else it converts
 // again: correct, only slower).
 void layer_ctx_keep(LayerCtx* c, LowCopy* kept, int count);
-// Whether src (n values) is registered low-only and its low copy written (its fp32 values then
-// were not); src's written low copy, or NULL (none registered, or not yet written).
-bool layer_kept_low_only(const LayerCtx* c, const float* src, size_t n);
-const void* layer_kept_low(const LayerCtx* c, const float* src, size_t n);
+// src's (n values) low copy when src is registered low-only and the copy is written (src's fp32
+// values then were not); NULL otherwise (not registered, not low-only, or not yet written).
+const void* layer_kept_low_only(const LayerCtx* c, const float* src, size_t n);
 
 // dst (n) = src rounded to the ctx's low dtype, counted as activation-gradient rounding points
 // (amp_round_act_grad: the fp32 gradient meeting a low tensor), and its GEMM operand left in

@@ -1492,7 +1492,7 @@ const float* model_workspace_attention_probs(ModelWorkspace* ws, int layer) {
     AttentionActs* a = &ws->la[layer].att;
     if (a->drop.keep) return a->pd;
     const size_t n = (size_t)ws->B * (size_t)ws->cfg.n_heads * (size_t)ws->T * (size_t)ws->T;
-    if (layer_kept_low_only(&ws->ctx, a->p, n))  // the forward wrote only P's low copy: widened now
-        dtype_to_f32_row(a->p, ws->ctx.low, layer_kept_low(&ws->ctx, a->p, n), n);
+    const void* low = layer_kept_low_only(&ws->ctx, a->p, n);
+    if (low) dtype_to_f32_row(a->p, ws->ctx.low, low, n);  // the forward wrote only P's low copy: widened now
     return a->p;
 }
