@@ -1958,11 +1958,14 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
         if (status_is_ok(hs)) {
             // without dropout, R(P)'s low copy (the PV product's operand) row by row as well
             char* plrow = low != DTYPE_F32 && !a->drop.keep ? (char*)pl + poff * es : NULL;
+            // P low-only: the row's low copy is all that is kept, and narrowing it is the rounding
+            // to P's dtype (low here: no mask), so the fp32 row is left unrounded (DTYPE_F32)
+            const DType row_dt = p_low_only ? DTYPE_F32 : pdt;
             for (int i = 0; i < T; i++)
                 attention_probs_row(Sw + (size_t)i * (size_t)T,
                                     low != DTYPE_F32 ? (const char*)hw->cl + (size_t)i * (size_t)T * es : NULL,
                                     plrow ? plrow + (size_t)i * (size_t)T * es : NULL, low, scale,
-                                    key_mask ? key_mask + (size_t)b * (size_t)T : NULL, pdt, T);
+                                    key_mask ? key_mask + (size_t)b * (size_t)T : NULL, row_dt, T);
             if (Sw != S && !p_low_only) stream_copy_f32(S, Sw, TT);
             if (a->drop.keep)  // attention dropout on the probabilities, in their dtype
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
@@ -2057,7 +2060,12 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         prefetch_block(Pop, TT * es);
         if (!p_low_only && Pop != (const void*)(a->p + poff)) prefetch_block(a->p + poff, TT * sizeof(float));
         // dP = R(dctx_h @ v_h^T) ; dv_h = R(R(P)^T @ dctx_h)
-        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D, dP, T, NULL, 0);
+        // low modes without dropout: dP's low result stays in the worker's buffer (C NULL; the
+        // dv product writes into dvl, not there) and each row is widened in the row loop below,
+        // while it is in L1 (the same exact widening; dropout's multiply wants the whole fp32 dP)
+        const bool dp_rows = low != DTYPE_F32 && !a->drop.keep;
+        Status hs = head_mm(c, hw, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D,
+                            dp_rows ? NULL : dP, T, NULL, 0);
         if (status_is_ok(hs))
             hs = head_mm(c, hw, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D,
                          dvl ? NULL : dv + off, D,
@@ -2076,17 +2084,18 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
             for (int i = 0; i < T; i++) {
                 float* row = dS + (size_t)i * (size_t)T;  // (T)
                 const float* Prow = P + (size_t)i * (size_t)T;
+                float* dProw = dP + (size_t)i * (size_t)T;  // (T)
+                if (dp_rows) dtype_to_f32_row(dProw, low, (const char*)hw->cl + (size_t)i * (size_t)T * es, (size_t)T);
                 if (p_low_only) {  // P's row widened (exact) into row, which the backward then overwrites
                     dtype_to_f32_row(row, low, (const char*)Pop + (size_t)i * (size_t)T * es, (size_t)T);
                     Prow = row;
                 }
-                softmax_backward_row(row, dP + (size_t)i * (size_t)T, Prow, T, pdt);
+                softmax_backward_row(row, dProw, Prow, T, pdt);
                 if (key_mask) amp_round_act_grad(row, (size_t)T, low, c->counters ? &hw->counters : NULL);
                 scale_row(row, scale, T);
-                if (low != DTYPE_F32) {
-                    amp_round_count(row, (size_t)T, low, NULL, NULL, NULL);
-                    dtype_from_f32_row(dSlb + (size_t)i * (size_t)T * es, low, row, (size_t)T);
-                }
+                // low modes: R(dS * scaling) is the narrowing itself (nearest-even, the NaN and
+                // overflow rules of the rounding point; nothing reads the fp32 row afterwards)
+                if (low != DTYPE_F32) dtype_from_f32_row(dSlb + (size_t)i * (size_t)T * es, low, row, (size_t)T);
             }
             const void* dSl = low != DTYPE_F32 ? (const void*)dSlb : dS;  // (T, T) GEMM operand
             // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
