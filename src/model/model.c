@@ -265,11 +265,16 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels, 
     int64_t pad;
     double init;
     json_t* v;
-    if (!read_activation(json_object_get(root, "activation"), &act))
+    v = json_object_get(root, "activation");
+    if (!read_activation(v, &act)) {
+        char got[64];
+        if (json_is_string(v)) snprintf(got, sizeof got, "\"%.40s\"%s", json_string_value(v),
+                                        strlen(json_string_value(v)) > 40 ? "..." : "");
+        else snprintf(got, sizeof got, "(a JSON value that is not a string)");
         return status_make(STATUS_INVALID,
-                           "%s: activation must be \"gelu\", \"relu\", \"silu\", \"swish\", \"gelu_pytorch_tanh\" or "
-                           "\"gelu_new\" (the activations implemented; transformers' others, e.g. \"quick_gelu\", "
-                           "are not)", path);
+                           "%s: activation %s is not implemented: it must be \"gelu\", \"relu\", \"silu\", \"swish\", "
+                           "\"gelu_pytorch_tanh\" or \"gelu_new\" (transformers' other ACT2FN names are not)", path, got);
+    }
     // the three dropouts are implemented (dropout.h): probabilities in [0, 1], read by
     // model_dropout_from_json_file
     for (size_t i = 0; i < ARRAY_LEN(DROPOUT_KEYS); i++) {
