@@ -566,42 +566,118 @@ void embedding_backward(float* dWtok, float* dWpos, const float* dout, const int
 }
 
 // ---- LayerNorm ----
-// Row sums in double over LN_LANES interleaved partial sums (element d goes to lane d % LN_LANES),
-// added pairwise at the end (lane k + half into lane k, halving): a fixed order written in the
-// source, so every clone below (AVX-512, AVX2, baseline x86-64, chosen at run time by the
-// loader's ifunc) computes the same bits; the lanes let the compiler keep them in vector
-// registers instead of one latency-bound chain. A double sum of up to 2^10 floats whose
-// exponents span fewer than ~19 binades is exact in any order, so the order rarely matters at all.
-#define LN_CLONES SIMD_CLONES
-enum { LN_LANES = 16 };
+// torch's own float arithmetic, forward and backward: its orders and its compiled code's fused
+// multiply-adds are written out in the source (fmaf; the build has -ffp-contract=off), so every
+// clone below (AVX-512, AVX2, baseline x86-64, chosen at run time by the loader's ifunc)
+// computes the same bits, and those are torch's (measured against native_layer_norm and
+// native_layer_norm_backward, each noted where it is used).
+#define LN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-static inline double lanes_total(double* acc) {
-    for (int h = LN_LANES / 2; h >= 1; h /= 2)
-        for (int k = 0; k < h; k++) acc[k] += acc[k + h];
-    return acc[0];
+// The row's mean and biased variance as torch's LayerNorm computes them: ATen's RowwiseMoments
+// (aten/src/ATen/native/cpu/moments_utils.h), Welford over chunks of LNM_CHUNK vectors of
+// LNM_LANES floats (Vectorized<float> at AVX2 width, which torch's layer_norm kernel runs on
+// this machine), the chunks' moments merged in a cascade (a stack of CeilLog2(chunks) levels,
+// merged as a binary counter), a scalar Welford over the last N % 8 values, then the lanes
+// merged into it one by one, var = m2 / N. Where torch's compiled code fuses a multiply-add
+// (measured: its mean and rstd against 12,000 rows of 1 to 4,200 values at scales 1e-4 to 1e3,
+// with offsets, bit for bit; 16 variants of the fusing, only this one matched every row) the
+// source writes fmaf: the chunk's two updates and the lanes' merge into the scalar (its mean;
+// its m2's product with the old count), and the cascade's m2 as fma(delta, delta*c*m0, m2 + m2_add).
+enum { LNM_LANES = 8, LNM_CHUNK = 16, LNM_LEVELS = 64 };
+// c_vecs: 1 / (j + 1) for j < LNM_CHUNK, as float divisions (the reciprocals rounded once)
+static const float LNM_C[LNM_CHUNK] = {1.0f / 1,  1.0f / 2,  1.0f / 3,  1.0f / 4,  1.0f / 5,  1.0f / 6,
+                                       1.0f / 7,  1.0f / 8,  1.0f / 9,  1.0f / 10, 1.0f / 11, 1.0f / 12,
+                                       1.0f / 13, 1.0f / 14, 1.0f / 15, 1.0f / 16};
+
+// LNM_LANES floats as one GCC vector: + - * lane by lane, each lane rounded as its float
+// operation (what Vectorized<float>'s operators are); LNV_FMA fuses lane by lane (fmaf: one
+// vfmadd on FMA targets, the libm call elsewhere, the same bits). Macros and pointers, no
+// vector-typed arguments or returns: their ABI would differ between the clones.
+typedef float lnv __attribute__((vector_size(LNM_LANES * sizeof(float))));
+#define LNV_FMA(a, b, c)                                                                                         \
+    __extension__({                                                                                              \
+        const lnv a_ = (a), b_ = (b), c_ = (c);                                                                  \
+        (lnv){fmaf(a_[0], b_[0], c_[0]), fmaf(a_[1], b_[1], c_[1]), fmaf(a_[2], b_[2], c_[2]),                   \
+              fmaf(a_[3], b_[3], c_[3]), fmaf(a_[4], b_[4], c_[4]), fmaf(a_[5], b_[5], c_[5]),                   \
+              fmaf(a_[6], b_[6], c_[6]), fmaf(a_[7], b_[7], c_[7])};                                             \
+    })
+#define LNV_LOAD(p)                                                                                              \
+    __extension__({                                                                                              \
+        lnv v_;                                                                                                  \
+        memcpy(&v_, (p), sizeof v_);                                                                             \
+        v_;                                                                                                      \
+    })
+
+// AddMomentsVec: merge (m0_add, m1_add, m2_add) into (m0, m1, m2), lane by lane
+__attribute__((always_inline)) static inline void lnm_merge_lanes(int64_t m0_add, const lnv* m1_add,
+                                                                  const lnv* m2_add, int64_t* m0, lnv* m1, lnv* m2) {
+    const int64_t n = *m0 + m0_add;
+    const float c = n == 0 ? 0.0f : (float)m0_add / (float)n;
+    const lnv cv = (lnv){0} + c, delta = *m1_add - *m1;
+    *m1 = *m1 + cv * delta;
+    *m2 = LNV_FMA(delta, delta * cv * (float)*m0, *m2 + *m2_add);
+    *m0 = n;
+}
+
+// utils::CeilLog2: 1 for x <= 2
+static inline int lnm_ceil_log2(int64_t x) {
+    if (x <= 2) return 1;
+    int r = 0;
+    for (uint64_t v = (uint64_t)x - 1; v; v >>= 1) r++;
+    return r;
+}
+
+LN_CLONES static void layernorm_moments(const float* x, int N, float* mean, float* var) {
+    const int64_t n = N / LNM_LANES, chunks = (n + LNM_CHUNK - 1) / LNM_CHUNK;
+    const int depth = lnm_ceil_log2(chunks);
+    CHECK(depth <= LNM_LEVELS);
+    int64_t m0s[LNM_LEVELS];
+    lnv m1s[LNM_LEVELS], m2s[LNM_LEVELS];
+    for (int d = 0; d < depth; d++) m0s[d] = 0, m1s[d] = m2s[d] = (lnv){0};
+    for (int64_t i = 0; i < chunks; i++) {
+        const float* xc = x + i * LNM_CHUNK * LNM_LANES;
+        const int m0 = n - i * LNM_CHUNK < LNM_CHUNK ? (int)(n - i * LNM_CHUNK) : LNM_CHUNK;
+        lnv m1 = {0}, m2 = {0};
+        for (int j = 0; j < m0; j++) {
+            const lnv v = LNV_LOAD(xc + j * LNM_LANES), delta = v - m1;
+            m1 = LNV_FMA(delta, (lnv){0} + LNM_C[j], m1);  // c_vecs[j]
+            m2 = LNV_FMA(delta, v - m1, m2);
+        }
+        lnm_merge_lanes(m0, &m1, &m2, &m0s[0], &m1s[0], &m2s[0]);
+        int64_t mask = i + 1;
+        for (int d = 1; d < depth && (mask & 1) == 0; d++) {
+            lnm_merge_lanes(m0s[d - 1], &m1s[d - 1], &m2s[d - 1], &m0s[d], &m1s[d], &m2s[d]);
+            m0s[d - 1] = 0;
+            m1s[d - 1] = m2s[d - 1] = (lnv){0};
+            mask >>= 1;
+        }
+    }
+    for (int d = 1; d < depth; d++) lnm_merge_lanes(m0s[d], &m1s[d], &m2s[d], &m0s[0], &m1s[0], &m2s[0]);
+    int64_t m0 = 0;
+    float m1 = 0.0f, m2 = 0.0f;
+    for (int64_t i = n * LNM_LANES; i < N; i++) {  // the last N % 8 values, one by one
+        const float delta = x[i] - m1;
+        ++m0;
+        m1 = m1 + delta / (float)m0;
+        m2 = m2 + delta * (x[i] - m1);
+    }
+    for (int l = 0; l < LNM_LANES; l++) {  // AddMoments(n, lane l) into the scalar
+        const int64_t nn = m0 + n;
+        const float c = nn == 0 ? 0.0f : (float)n / (float)nn;
+        const float delta = m1s[0][l] - m1;
+        m1 = fmaf(c, delta, m1);
+        m2 = m2 + fmaf(delta * delta * c, (float)m0, m2s[0][l]);
+        m0 = nn;
+    }
+    *mean = m1;
+    *var = m2 / (float)N;
 }
 
 LN_CLONES static void layernorm_forward_row(float* yi, float* mean_i, float* rstd_i, const float* xi, const float* w,
                                             const float* b, int D, float eps) {
-    double acc[LN_LANES] = {0};
-    int d0 = 0;
-    for (; d0 + LN_LANES <= D; d0 += LN_LANES)
-        for (int k = 0; k < LN_LANES; k++) acc[k] += (double)xi[d0 + k];
-    for (int k = 0; d0 + k < D; k++) acc[k] += (double)xi[d0 + k];
-    const double m = lanes_total(acc) / D;
-    double vacc[LN_LANES] = {0};
-    for (d0 = 0; d0 + LN_LANES <= D; d0 += LN_LANES)
-        for (int k = 0; k < LN_LANES; k++) {
-            const double c = (double)xi[d0 + k] - m;
-            vacc[k] += c * c;
-        }
-    for (int k = 0; d0 + k < D; k++) {
-        const double c = (double)xi[d0 + k] - m;
-        vacc[k] += c * c;
-    }
-    const double v = lanes_total(vacc);
-    const float mf = (float)m;
-    const float rs = 1.0f / sqrtf((float)(v / D) + eps);  // torch: T(1) / std::sqrt(var + eps)
+    float mf, var;
+    layernorm_moments(xi, D, &mf, &var);
+    const float rs = 1.0f / sqrtf(var + eps);  // torch: T(1) / std::sqrt(var + eps)
     // torch's vectorized map3 contracts `* gamma + beta` into one FMA (measured bit for bit:
     // reference/gen_model_goldens.py --facts); fmaf is exact in every clone
 #pragma omp simd  // element-wise (without it GCC kept this loop scalar: yi might alias xi, w, b)
@@ -634,65 +710,85 @@ void layernorm_forward_operand(LayerCtx* c, float* y, float* mean, float* rstd, 
     }
 }
 
-// dx_i += a * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, xhat = (x - m) * a, in double
-// set: dxi = 0 + that (what a zeroed dx receives; -0 becomes +0), and dx2i (may be NULL) the same
-LN_CLONES static void layernorm_backward_row(float* dxi, float* dx2i, bool set, const float* dyi, const float* xi,
-                                             double m, double a, const float* w, int D) {
-    double sg_acc[LN_LANES] = {0}, sgx_acc[LN_LANES] = {0};  // sum(dy*w), sum(dy*w*xhat)
-    int d0 = 0;
-    for (; d0 + LN_LANES <= D; d0 += LN_LANES)
-        for (int k = 0; k < LN_LANES; k++) {
-            const double g = (double)dyi[d0 + k] * (double)w[d0 + k];
-            sg_acc[k] += g;
-            sgx_acc[k] += g * (((double)xi[d0 + k] - m) * a);
-        }
-    for (int k = 0; d0 + k < D; k++) {
-        const double g = (double)dyi[d0 + k] * (double)w[d0 + k];
-        sg_acc[k] += g;
-        sgx_acc[k] += g * (((double)xi[d0 + k] - m) * a);
+// ATen's vec::map2/map3_reduce_all(+) at LNM_LANES float lanes, as torch's LayerNorm backward
+// runs them: sum over d of p_d, p_d = dy[d] * v[d] (w NULL) or (dy[d] * v[d]) * w[d]. Fewer
+// than LNM_LANES values: the products added one by one from the left; else lane k starts at
+// p_k, each further full vector adds its rounded products, a partial last vector adds fused
+// (fma, the compiler's contraction in torch's build: measured), then the lanes pairwise
+// (lane k + half into lane k, halving).
+__attribute__((always_inline)) static inline float ln_map_reduce(const float* dy, const float* v, const float* w,
+                                                                int n) {
+    if (n < LNM_LANES) {
+        float s = w ? (dy[0] * v[0]) * w[0] : dy[0] * v[0];
+        for (int j = 1; j < n; j++) s += w ? (dy[j] * v[j]) * w[j] : dy[j] * v[j];
+        return s;
     }
-    const double sg = lanes_total(sg_acc) / D, sgx = lanes_total(sgx_acc) / D;
+    lnv acc = w ? (LNV_LOAD(dy) * LNV_LOAD(v)) * LNV_LOAD(w) : LNV_LOAD(dy) * LNV_LOAD(v);
+    int d = LNM_LANES;
+    if (w) {
+        for (; d + LNM_LANES <= n; d += LNM_LANES) acc += (LNV_LOAD(dy + d) * LNV_LOAD(v + d)) * LNV_LOAD(w + d);
+        for (int k = 0; d + k < n; k++) acc[k] = fmaf(dy[d + k] * v[d + k], w[d + k], acc[k]);
+    } else {
+        for (; d + LNM_LANES <= n; d += LNM_LANES) acc += LNV_LOAD(dy + d) * LNV_LOAD(v + d);
+        for (int k = 0; d + k < n; k++) acc[k] = fmaf(dy[d + k], v[d + k], acc[k]);
+    }
+    float a[LNM_LANES];
+    memcpy(a, &acc, sizeof a);
+    for (int h = LNM_LANES / 2; h >= 1; h /= 2)
+        for (int k = 0; k < h; k++) a[k] += a[k + h];
+    return a[0];
+}
+
+// One row's input gradient as torch's LayerNorm backward computes it (ATen
+// layer_norm_backward_frame, float): ds = sum(dy * x * w), db = sum(dy * w) (ln_map_reduce),
+// b = (db * mean - ds) * a * a * a / D, c = -b * mean - db * a / D (a = rstd), then
+// dx = (a * dy) * w + b * x + c, with torch's compiled contractions (measured against
+// native_layer_norm_backward on 3,080 rows of 3 to 1,000 values: every element bit for bit):
+// fma(db, mean, -ds), fma(-b, mean, -(db * a * scale)), fma(b, x, (a * dy) * w) + c.
+// set: dxi = 0 + dx (what a zeroed dx receives; -0 becomes +0), and dx2i (may be NULL) the
+// same; else dxi += dx.
+LN_CLONES static void layernorm_backward_row(float* dxi, float* dx2i, bool set, const float* dyi, const float* xi,
+                                             float mean, float a, const float* w, int D) {
+    const float scale = 1.0f / (float)D;
+    const float ds = ln_map_reduce(dyi, xi, w, D), db = ln_map_reduce(dyi, w, NULL, D);
+    const float b = fmaf(db, mean, -ds) * a * a * a * scale;
+    const float c = fmaf(-b, mean, -(db * a * scale));
     if (set) {
 #pragma omp simd  // element-wise
         for (int d = 0; d < D; d++) {
-            const double xhat = ((double)xi[d] - m) * a;
-            const double g = (double)dyi[d] * (double)w[d];
-            const float v = 0.0f + (float)(a * (g - sg - xhat * sgx));
+            const float v = 0.0f + (fmaf(b, xi[d], (a * dyi[d]) * w[d]) + c);
             dxi[d] = v;
             if (dx2i) dx2i[d] = v;
         }
         return;
     }
 #pragma omp simd  // element-wise
-    for (int d = 0; d < D; d++) {
-        const double xhat = ((double)xi[d] - m) * a;
-        const double g = (double)dyi[d] * (double)w[d];
-        dxi[d] += (float)(a * (g - sg - xhat * sgx));
-    }
+    for (int d = 0; d < D; d++) dxi[d] += fmaf(b, xi[d], (a * dyi[d]) * w[d]) + c;
 }
 
 // dw[j] += sum_i dy[i, j] * xhat[i, j], db[j] += sum_i dy[i, j] for the jn columns from j0, rows
-// in order: a panel of colsum_panel's width, summed row by row into local accumulators (as the
-// bias gradients' column sums: a contiguous run of every row, instead of 32-column blocks that
-// walked all rows at a stride of a whole row; 1024 x 768 on 2 threads with cold caches: 0.49 ->
-// 0.19 ms, the same bits)
+// in order, as torch's one-thread LayerNorm backward accumulates them (its dgamma/dbeta buffer:
+// t = fma(a, x, -a * mean), acc = fma(dy, t, acc); acc + dy; then 0 + acc: measured bit for bit
+// against native_layer_norm_backward, 17,946 columns of 1 to 64 rows): a panel of
+// colsum_panel's width, summed row by row into local accumulators (a contiguous run of every
+// row, instead of 32-column blocks that walked all rows at a stride of a whole row)
 LN_CLONES static void layernorm_backward_cols(float* dw, float* db, const float* dy, const float* x, const float* mean,
                                               const float* rstd, int N, int D, int j0, int jn) {
-    double sw[COLSUM_PANEL], sb[COLSUM_PANEL];
-    for (int k = 0; k < jn; k++) sw[k] = sb[k] = 0.0;
+    float sw[COLSUM_PANEL], sb[COLSUM_PANEL];
+    for (int k = 0; k < jn; k++) sw[k] = sb[k] = 0.0f;
     for (int i = 0; i < N; i++) {
         const float* xi = x + (size_t)i * (size_t)D + j0;    // (jn)
         const float* dyi = dy + (size_t)i * (size_t)D + j0;  // (jn)
-        const double m = mean[i], a = rstd[i];
+        const float a = rstd[i], nb = -a * mean[i];
 #pragma omp simd
         for (int k = 0; k < jn; k++) {
-            sw[k] += (double)dyi[k] * (((double)xi[k] - m) * a);
-            sb[k] += (double)dyi[k];
+            sw[k] = fmaf(dyi[k], fmaf(a, xi[k], nb), sw[k]);
+            sb[k] = sb[k] + dyi[k];
         }
     }
     for (int k = 0; k < jn; k++) {
-        if (dw) dw[j0 + k] += (float)sw[k];
-        if (db) db[j0 + k] += (float)sb[k];
+        if (dw) dw[j0 + k] += 0.0f + sw[k];
+        if (db) db[j0 + k] += 0.0f + sb[k];
     }
 }
 
