@@ -40,6 +40,7 @@ Cases:
                         and backward in that dtype
   lr_schedules          the lr after each scheduler step of transformers.get_scheduler for every
                         lr_scheduler_type trainbench implements, at several (lr, warmup, steps)
+  layernorm_rows        F.layer_norm forward and backward (y, mean, rstd, dx, dgamma, dbeta) on rows of 3 to 3072
   sinusoidal_pos        the position embeddings of a model built with sinusoidal_pos_embds=True
                         (the model's own init), for 512x768, 128x128, 40x15 and 3x2; metadata
                         requires_grad says whether transformers keeps the table trainable
@@ -623,6 +624,46 @@ def run_table(torch, transformers, c, base_meta):
     return tensors, meta
 
 
+# layernorm_rows: (rows, D): tails of D % 8 (7, 17, 513, 3, 60), one chunk of Welford (D <= 128),
+# cascades of 2-24 chunks (513-3072), and one row of a single vector (8)
+LAYERNORM_SHAPES = [(5, 7), (4, 17), (6, 128), (4, 768), (3, 1000), (3, 513), (2, 3072), (37, 60), (2, 3), (1, 8),
+                    (64, 36)]
+
+
+def layernorm_case_list():
+    return [dict(name="layernorm_rows", kind="layernorm", mode="fp32", flags=["layernorm"],
+                 comment="torch.nn.functional.layer_norm (eps 1e-12) forward and backward through autograd, fp32, "
+                         "on rows of 3 to 3072 values at scales 1e-4 to 1e3 with offsets; mean and rstd from "
+                         "torch.native_layer_norm")]
+
+
+def run_layernorm(torch, transformers, c, base_meta):
+    """Per shape (M, D): x, dy, gamma, beta (inputs) and y, mean, rstd, dx, dgamma, dbeta (torch's)."""
+    import torch.nn.functional as F
+    g = torch.Generator().manual_seed(GRADS_DATA_SEED)
+    tensors = {}
+    for k, (M, D) in enumerate(LAYERNORM_SHAPES):
+        scale = 10.0 ** (-4 + 7 * k / (len(LAYERNORM_SHAPES) - 1))           # 1e-4 .. 1e3
+        offset = (0.0, 1.0, 10.0)[k % 3] * scale
+        x = torch.randn(M, D, generator=g) * scale + offset * torch.randn(M, 1, generator=g)
+        dy = torch.randn(M, D, generator=g) * 10.0 ** (-3 + (k % 4))
+        w = 1 + 0.1 * torch.randn(D, generator=g)
+        b = 0.1 * torch.randn(D, generator=g)
+        xx, ww, bb = (t.clone().requires_grad_(True) for t in (x, w, b))
+        y = F.layer_norm(xx, [D], ww, bb, 1e-12)
+        y.backward(dy)
+        _, mean, rstd = torch.native_layer_norm(x, [D], w, b, 1e-12)
+        key = f"{M}x{D}"
+        for name, t in (("x", x), ("dy", dy), ("gamma", w), ("beta", b)):
+            tensors[f"input.{key}.{name}"] = t.contiguous()
+        for name, t in (("y", y), ("mean", mean.reshape(M)), ("rstd", rstd.reshape(M)), ("dx", xx.grad),
+                        ("dgamma", ww.grad), ("dbeta", bb.grad)):
+            tensors[f"expect.{key}.{name}"] = t.detach().contiguous()
+    meta = dict(base_meta, case=c["name"], comment=c["comment"], flags=",".join(c["flags"]), seed=str(GRADS_DATA_SEED),
+                shapes=",".join(f"{m}x{d}" for m, d in LAYERNORM_SHAPES), eps="1e-12")
+    return tensors, meta
+
+
 SINUSOIDAL_SHAPES = [(512, 768), (128, 128), (40, 15), (3, 2)]  # (max_position_embeddings, dim)
 
 
@@ -705,7 +746,7 @@ def run_schedules(torch, transformers, c, base_meta):
 def all_cases():
     return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
             + relu_case_list() + silu_case_list() + regression_case_list() + label_smoothing_case_list()
-            + table_case_list()
+            + table_case_list() + layernorm_case_list()
             + sinusoidal_case_list() + schedules_case_list())
 
 
@@ -1462,9 +1503,9 @@ def main():
         known = {c["name"] for c in cases}
         for s in only:
             if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "regression", "table",
-                                            "sinusoidal", "schedules", "label_smoothing"):
+                                            "layernorm", "sinusoidal", "schedules", "label_smoothing"):
                 die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, regression, table, "
-                    f"sinusoidal, schedules, "
+                    f"layernorm, sinusoidal, schedules, "
                     f"{', '.join(sorted(known))})")
         cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]
 
@@ -1474,7 +1515,8 @@ def main():
     for c in cases:
         use_shape(c.get("shape", "tiny"))
         run = (run_grads if c["kind"] == "grads" else run_accum if c["kind"] == "accum"
-               else run_table if c["kind"] == "table" else run_sinusoidal if c["kind"] == "sinusoidal"
+               else run_table if c["kind"] == "table" else run_layernorm if c["kind"] == "layernorm"
+               else run_sinusoidal if c["kind"] == "sinusoidal"
                else run_schedules if c["kind"] == "schedules" else run_train)
         tensors, meta = run(torch, transformers, c, base_meta)
         if c["kind"] in ("train", "trainer", "accum"):

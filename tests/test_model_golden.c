@@ -23,7 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "model/amp.h"
+#include "model/layers.h"
 #include "validate/compare.h"
 #include "gemm/gemm.h"
 #include "model/model.h"
@@ -787,6 +790,64 @@ static void test_activation_tables(void** state) {
     st_free(&st);
 }
 
+// LayerNorm against torch's own (golden layernorm_rows: F.layer_norm forward and backward
+// through autograd, fp32, eps 1e-12, 11 shapes of 1-64 rows of 3 to 3072 values, scales 1e-4 to
+// 1e3): y, mean, rstd, dx, dgamma and dbeta must be bit for bit torch's (layers.c writes out
+// ATen's RowwiseMoments and layer_norm_backward_frame with its fused multiply-adds). One
+// allowance, stated: a zero of the other sign in dx (ours is the add into a zeroed gradient,
+// 0 + v: layers.h). With 1 and 2 threads (rows and column panels split over the team).
+static void test_layernorm_rows(void** state) {
+    (void)state;
+    SafeTensors st;
+    need_golden(GOLDEN_DIR "/layernorm_rows.safetensors", &st);
+    const char* shapes = need_meta(&st, "shapes");
+    size_t compared = 0, zero_sign = 0;
+    const int saved = omp_get_max_threads();
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        for (const char* sp = shapes; *sp;) {
+            int M, D, used;
+            assert_int_equal(sscanf(sp, "%dx%d%n", &M, &D, &used), 2);
+            sp += used + (sp[used] == ',');
+            char name[96];
+#define LN_T(kind, what) (snprintf(name, sizeof name, "%s.%dx%d.%s", kind, M, D, what), (const float*)need(&st, name)->data)
+            const float *x = LN_T("input", "x"), *dy = LN_T("input", "dy"), *w = LN_T("input", "gamma"),
+                        *b = LN_T("input", "beta");
+            const float* want[6] = {LN_T("expect", "y"),  LN_T("expect", "mean"),   LN_T("expect", "rstd"),
+                                    LN_T("expect", "dx"), LN_T("expect", "dgamma"), LN_T("expect", "dbeta")};
+#undef LN_T
+            const size_t n = (size_t)M * (size_t)D;
+            float* y = malloc(n * sizeof(float));
+            float* mean = malloc((size_t)M * sizeof(float));
+            float* rstd = malloc((size_t)M * sizeof(float));
+            float* dx = calloc(n, sizeof(float));
+            float* dw = calloc((size_t)D, sizeof(float));
+            float* db = calloc((size_t)D, sizeof(float));
+            layernorm_forward(y, mean, rstd, x, w, b, M, D, 1e-12f);
+            layernorm_backward(dx, dw, db, dy, x, mean, rstd, w, M, D);
+            const float* got[6] = {y, mean, rstd, dx, dw, db};
+            const size_t count[6] = {n, (size_t)M, (size_t)M, n, (size_t)D, (size_t)D};
+            static const char* const WHAT[6] = {"y", "mean", "rstd", "dx", "dgamma", "dbeta"};
+            for (int k = 0; k < 6; k++)
+                for (size_t i = 0; i < count[k]; i++) {
+                    if (!memcmp(&got[k][i], &want[k][i], sizeof(float))) continue;
+                    if (k == 3 && got[k][i] == 0.0f && want[k][i] == 0.0f) {
+                        zero_sign++;
+                        continue;
+                    }
+                    fail_msg("layernorm %dx%d (%d threads): %s[%zu] = %a, torch %a", M, D, threads, WHAT[k], i,
+                             (double)got[k][i], (double)want[k][i]);
+                }
+            compared += 2 * n + 2 * (size_t)M + 2 * (size_t)D;
+            free(y), free(mean), free(rstd), free(dx), free(dw), free(db);
+        }
+    }
+    omp_set_num_threads(saved);
+    printf("layernorm_rows: %zu values (y, mean, rstd, dx, dgamma, dbeta; 1 and 2 threads) bit-identical to torch's "
+           "(+ %zu zeros of dx of the other sign)\n", compared, zero_sign);
+    st_free(&st);
+}
+
 // sinusoidal_pos_embds=True: the position table transformers' own init gives the model
 // (golden sinusoidal_pos, four (positions, dim) shapes up to distilbert-base-cased's 512 x 768)
 // against model_sinusoidal_table bit for bit, and through param_table_init_weights (the
@@ -843,6 +904,7 @@ int main(void) {
         cmocka_unit_test(test_every_golden_matches),
         cmocka_unit_test(test_training_trajectories),
         cmocka_unit_test(test_activation_tables),
+        cmocka_unit_test(test_layernorm_rows),
         cmocka_unit_test(test_sinusoidal_table),
     };
     return cmocka_run_group_tests_name("model_golden", tests, NULL, NULL);
