@@ -162,8 +162,9 @@ void embedding_forward(float* out, const int64_t* ids, const float* Wtok, const 
 void embedding_backward(float* dWtok, float* dWpos, const float* dout, const int64_t* ids, int B, int T, int D,
                         int64_t V, int64_t padding_idx);
 
-// ---- LayerNorm over the last dim (fp32 in, fp32 out; torch's CPU kernel form):
-// mean and biased variance per row (accumulated in double), rstd = 1/sqrtf(var + eps),
+// ---- LayerNorm over the last dim (fp32 in, fp32 out; torch's CPU kernel, its float arithmetic
+// bit for bit: reference/MODEL_SEMANTICS.md "LayerNorm", golden layernorm_rows):
+// mean and biased variance per row as ATen's RowwiseMoments (Welford), rstd = 1/sqrtf(var + eps),
 // y = fma((x - mean) * rstd, w, b).   x, y (N, D); w, b (D); mean, rstd (N) saved for backward
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int N,
                        int D, float eps);
@@ -172,7 +173,8 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
 // as converting y afterwards. Else layernorm_forward.
 void layernorm_forward_operand(LayerCtx* c, float* y, float* mean, float* rstd, const float* x, const float* w,
                                const float* b, int N, int D, float eps);
-// backward ACCUMULATES into dx (N, D), dw (D), db (D); row sums in double.
+// backward ACCUMULATES into dx (N, D), dw (D), db (D): torch's layer_norm_backward_frame (float
+// sums at 8 lanes; dw, db over the rows in order, as torch at one thread; any thread count here).
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* mean,
                         const float* rstd, const float* w, int N, int D);
 // The same into a dx that is not read: dx = 0 + the gradient (the bits a zeroed dx accumulates:
