@@ -944,12 +944,18 @@ static Status linear_backward_dx(LayerCtx* c, float* dx, void* dxl_out, float* d
     if (db) {
         double* acc = scratch(c, LAYER_SCRATCH_COL, (size_t)OC * sizeof(double));  // (OC)
         float* t = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);                  // (OC)
-        if (dy) {
-            colsum_f64(acc, dy, DTYPE_F32, N, OC);
-        } else {  // dy's values are dyl's (ffn_backward: lin1's df1 exists only as its low copy)
-            colsum_f64(acc, dyl, c->low, N, OC);
+        if (c->low == DTYPE_F32) {
+            // fp32: addmm's bias gradient is grad.sum(0), torch's float cascade sum
+            // (torch_reduce.h, bit for bit against Tensor.sum)
+            torch_sum_dim0_f32(t, dy, (size_t)N, (size_t)OC);
+        } else {
+            if (dy) {
+                colsum_f64(acc, dy, DTYPE_F32, N, OC);
+            } else {  // dy's values are dyl's (ffn_backward: lin1's df1 exists only as its low copy)
+                colsum_f64(acc, dyl, c->low, N, OC);
+            }
+            for (int j = 0; j < OC; j++) t[j] = (float)acc[j];
         }
-        for (int j = 0; j < OC; j++) t[j] = (float)acc[j];
         amp_round_param_grad(t, (size_t)OC, c->low, c->counters);
         if (c->dw_write) {  // as dW: written (db holds zeros), so a -0 stays -0
             memcpy(db, t, (size_t)OC * sizeof(float));

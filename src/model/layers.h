@@ -197,7 +197,8 @@ Status linear_forward_residual(LayerCtx* c, float* y, const float* x, const floa
 // backward ACCUMULATES into dx (N, IC), dW (OC, IC), db (OC) (any may be NULL):
 //   dx += R(dy @ R(W))                 (fp32 add of the low result, as autograd sums grads)
 //   dW += R(dy^T @ R(x))               (parameter-gradient rounding point, counted)
-//   db += R(sum over rows of dy)       (the same; the sum accumulates in double)
+//   db += R(sum over rows of dy)       (the same; fp32: torch's float cascade sum, Tensor.sum(0) bit for
+//                                       bit; low modes: accumulated in double, then rounded)
 // dy (N, OC) holds low values; x is the forward's fp32 input (rounded again here, as forward).
 Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float* dy, const float* x,
                        const float* W, int N, int IC, int OC);
