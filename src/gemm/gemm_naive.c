@@ -2,6 +2,14 @@
 // compared with. Inputs are widened exactly to fp32 (SPEC.md section 1: fp16/bf16 -> fp32 is
 // exact), each C element is accumulated in fp32 in a fixed order (k = 0, 1, ..., K-1), then
 // alpha*acc + beta*C is computed in fp32 and rounded once to C's dtype (gemm_store_result).
+// bf16 inputs are summed by k pairs, the odd k of each pair first ((1, 0), (3, 2), ...; an odd
+// K's last pair padded with a zero product): the order of avx512_bf16's VDPBF16PS in one
+// accumulator, which is how torch 2.15's bf16 matmul (oneDNN) sums on the goldens' machine
+// (the products of two bf16 values are exact in fp32, so only the order matters). Measured:
+// the bf16 model goldens' summary rows bit-exact 70 -> 79 of 80 with it (k order before); our
+// onednn backend gives the same bits there. Not mirrored: VDPBF16PS's flushing of subnormal
+// inputs and results (the naive sums keep them), and oneDNN's K blocking for long K, whose
+// partial sums may be added in another order.
 // f16 inputs are summed in torch 2.15's order on a CPU without native fp16 instead (GemmArgs.f16_sum;
 // the products of two f16 values are exact in fp32, so only the order of the adds matters):
 //   torch.mm / bmm, nn and nt: four partial sums, k = 4q + r into sum r, the last K % 4 into sum
@@ -169,17 +177,35 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
         return status_ok();
     }
 
-    // One row of C per iteration; every element's sum runs k = 0..K-1 in fp32, whatever the
-    // thread count. (-std=c11 keeps -ffp-contract=off: no fused multiply-add sneaks in.)
+    // One row of C per iteration; every element's sum runs k = 0..K-1 in fp32 (bf16: by pairs,
+    // top), whatever the thread count. (-std=c11 keeps -ffp-contract=off: no fused multiply-add
+    // sneaks in.)
 #pragma omp parallel for num_threads(c->threads) schedule(static)
     for (int i = 0; i < M; i++) {
         float* row = acc + (size_t)i * (size_t)N;  // (N)
         const float* ai = a + (size_t)i * (size_t)K;  // (K)
         for (int j = 0; j < N; j++) row[j] = 0.0f;
-        for (int k = 0; k < K; k++) {
-            const float aik = ai[k];
-            const float* bk = b + (size_t)k * (size_t)N;  // (N)
-            for (int j = 0; j < N; j++) row[j] += aik * bk[j];
+        if (g->ab_dtype == DTYPE_BF16) {
+            // k pairs, the odd k first (VDPBF16PS; an odd K's last pair is padded with a zero
+            // product, added first: +0, which turns an accumulated -0 into +0)
+            for (int k = 0; k < K; k += 2) {
+                if (k + 1 < K) {
+                    const float aik = ai[k + 1];
+                    const float* bk = b + (size_t)(k + 1) * (size_t)N;  // (N)
+                    for (int j = 0; j < N; j++) row[j] += aik * bk[j];
+                } else {
+                    for (int j = 0; j < N; j++) row[j] += 0.0f;
+                }
+                const float aik = ai[k];
+                const float* bk = b + (size_t)k * (size_t)N;  // (N)
+                for (int j = 0; j < N; j++) row[j] += aik * bk[j];
+            }
+        } else {
+            for (int k = 0; k < K; k++) {
+                const float aik = ai[k];
+                const float* bk = b + (size_t)k * (size_t)N;  // (N)
+                for (int j = 0; j < N; j++) row[j] += aik * bk[j];
+            }
         }
     }
     gemm_store_result(g, acc);  // alpha*acc + beta*C, rounded once; beta == 0 does not read C
@@ -189,7 +215,8 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
 const GemmBackend gemm_backend_naive = {
     .name = "naive",
     .description = "reference loops: exact widening, fp32 accumulation in k order (f16: torch's CPU "
-                   "orders), deterministic for any thread count (OpenMP over rows)",
+                   "orders; bf16: k pairs, odd k first, as VDPBF16PS), deterministic for any thread count "
+                   "(OpenMP over rows)",
     .supports = naive_supports,
     .init = naive_init,
     .free = naive_free,
