@@ -43,7 +43,7 @@
 // transient (the largest temporaries a step needs at once), with W = the threads the step runs
 // on (attention's heads run in parallel, each thread on one head at a time):
 //   fp32: per thread, the score gradient before and after the softmax backward (2*T*T*f); a
-//   bias gradient's column sums (F * (8 + f)), double-accumulated as torch's sum
+//   bias gradient (F*f; torch's float cascade sum, no other buffer)
 //   mixed modes, in addition: per thread, one head's (T, T) product in the low dtype before
 //   widening (T*T*l; the (T, D/H) products write into whole-tensor low buffers) and the score
 //   gradient as a GEMM operand (T*T*l); the backward's low-dtype operands cast per use: dctx
@@ -72,7 +72,7 @@ ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, in
     e.grad_bytes = f * (8 * N * D + 2 * N * F + 2 * B * D + B * L);
     e.batch_bytes = 8 * N + 4 * B + 4 * N;
     const size_t W = (size_t)threads;
-    e.transient_bytes = W * 2 * T * T * f + FF * (8 + f);
+    e.transient_bytes = W * 2 * T * T * f + FF * f;
     if (low != DTYPE_F32)
         e.transient_bytes += W * l * (T * T + T * T) + l * (N * D + N * FF + N * FF + 6 * N * D) + FF * D * f;
     e.total_bytes = e.saved_bytes + e.low_weight_bytes + e.grad_bytes + e.batch_bytes + e.transient_bytes;

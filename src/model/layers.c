@@ -405,14 +405,11 @@ static void round_to(float* x, size_t n, DType dt) {
         amp_round_count(x + i0, n - i0 < PAR_CHUNK ? n - i0 : PAR_CHUNK, dt, NULL, NULL, NULL);
 }
 
-// out[j] = sum over rows i of x[i*C + j], accumulated in double, rows in order. x (N, C),
-// out (C). The columns are split into panels of at most COLSUM_PANEL, one per team thread or a
-// few more (colsum_panel), and each panel is summed row by row: every row's panel is a
-// contiguous run, read in order, into a local array of accumulators (in L1). Before, blocks of
-// 64 columns walked all N rows each: a 128- or 256-byte piece of every row, a stride of whole
-// rows (6 KB at 3072 bf16 columns) that defeats the prefetcher and crosses a page per row; a
-// 1024 x 3072 bf16 sum took 1-5 ms on one thread, 0.6-1.0 ms as panels. Each column's adds are
-// the same (rows in order, from 0), so the bits are too.
+// Column sums in panels: the columns are split into panels of at most COLSUM_PANEL, one per team
+// thread or a few more, and each panel is summed row by row: every row's panel is a contiguous
+// run, read in order, into a local array of accumulators (in L1), instead of blocks of columns
+// walking all N rows each at a stride of whole rows (which defeats the prefetcher). Used by
+// LayerNorm's dgamma/dbeta (layernorm_backward_cols); each column's adds stay rows in order.
 enum { COLSUM_PANEL = 1024 };
 
 // the panel width for C columns: (threads x k) panels of at most COLSUM_PANEL, multiples of 16
@@ -421,43 +418,6 @@ static int colsum_panel(int C) {
     const int panels = t * ((C + t * COLSUM_PANEL - 1) / (t * COLSUM_PANEL));
     const int w = ((C + panels - 1) / panels + 15) / 16 * 16;
     return w < COLSUM_PANEL ? w : COLSUM_PANEL;
-}
-
-SIMD_CLONES static void colsum_panel_f32(double* out, const float* x, int N, int C, int j0, int jn) {
-    double acc[COLSUM_PANEL];
-    for (int j = 0; j < jn; j++) acc[j] = 0.0;
-    for (int i = 0; i < N; i++) {
-        const float* r = x + (size_t)i * (size_t)C + j0;  // (jn)
-#pragma omp simd
-        for (int j = 0; j < jn; j++) acc[j] += (double)r[j];
-    }
-    for (int j = 0; j < jn; j++) out[j0 + j] = acc[j];
-}
-
-// colsum_panel_f32 of a low-dtype x (N, C) (dt): each row's panel widened (exact) into a local
-// row, then the same double adds in the same order as of the fp32 values
-SIMD_CLONES static void colsum_panel_low(double* out, const void* x, DType dt, int N, int C, int j0, int jn) {
-    const size_t es = dtype_traits(dt)->size;
-    double acc[COLSUM_PANEL];
-    float r[COLSUM_PANEL];
-    for (int j = 0; j < jn; j++) acc[j] = 0.0;
-    for (int i = 0; i < N; i++) {
-        dtype_to_f32_row(r, dt, (const char*)x + ((size_t)i * (size_t)C + (size_t)j0) * es, (size_t)jn);
-#pragma omp simd
-        for (int j = 0; j < jn; j++) acc[j] += (double)r[j];
-    }
-    for (int j = 0; j < jn; j++) out[j0 + j] = acc[j];
-}
-
-// The column sums of x (N, C): fp32 values (dt DTYPE_F32) or a low dtype's, panels on the team
-static void colsum_f64(double* out, const void* x, DType dt, int N, int C) {
-    const int w = colsum_panel(C);
-#pragma omp parallel for schedule(static) if ((size_t)N * (size_t)C > 65536)
-    for (int j0 = 0; j0 < C; j0 += w) {
-        const int jn = C - j0 < w ? C - j0 : w;
-        if (dt == DTYPE_F32) colsum_panel_f32(out, x, N, C, j0, jn);
-        else colsum_panel_low(out, x, dt, N, C, j0, jn);
-    }
 }
 
 // A weight gradient's rounding: dW (n) += R(t), or dW = R(t) when `set` (dw_write: dW is not
@@ -942,20 +902,12 @@ static Status linear_backward_dx(LayerCtx* c, float* dx, void* dxl_out, float* d
         c->dw_written++;
     }
     if (db) {
-        double* acc = scratch(c, LAYER_SCRATCH_COL, (size_t)OC * sizeof(double));  // (OC)
-        float* t = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);                  // (OC)
-        if (c->low == DTYPE_F32) {
-            // fp32: addmm's bias gradient is grad.sum(0), torch's float cascade sum
-            // (torch_reduce.h, bit for bit against Tensor.sum)
-            torch_sum_dim0_f32(t, dy, (size_t)N, (size_t)OC);
-        } else {
-            if (dy) {
-                colsum_f64(acc, dy, DTYPE_F32, N, OC);
-            } else {  // dy's values are dyl's (ffn_backward: lin1's df1 exists only as its low copy)
-                colsum_f64(acc, dyl, c->low, N, OC);
-            }
-            for (int j = 0; j < OC; j++) t[j] = (float)acc[j];
-        }
+        float* t = scratch_f32(c, LAYER_SCRATCH_BIAS, (size_t)OC);  // (OC)
+        // addmm's bias gradient is grad.sum(0) in torch's float cascade order (torch_reduce.h,
+        // bit for bit against Tensor.sum); in the low modes over the low values of dy, which
+        // torch sums widened (its grad is the low tensor), then rounded to the low dtype below
+        if (dy) torch_sum_dim0_f32(t, dy, (size_t)N, (size_t)OC);
+        else torch_sum_dim0_low(t, dyl, c->low, (size_t)N, (size_t)OC);  // ffn_backward: df1 only as its low copy
         amp_round_param_grad(t, (size_t)OC, c->low, c->counters);
         if (c->dw_write) {  // as dW: written (db holds zeros), so a -0 stays -0
             memcpy(db, t, (size_t)OC * sizeof(float));

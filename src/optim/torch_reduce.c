@@ -11,6 +11,7 @@
 
 #include "core/common.h"
 #include "core/cpu.h"
+#include "core/dtype.h"
 
 #include <omp.h>
 #include <sched.h>
@@ -23,6 +24,21 @@ enum {
     LEVELS = 4,   // multi_row_sum's num_levels
 };
 
+// Element idx of X as a float: fp32 (kind 0), or a bf16 (1) or fp16 (2) value widened exactly,
+// which is what torch's sums of a reduced-precision tensor accumulate (in float, in the same
+// order). kind is a constant at every call, so each kind compiles to its own plain loop.
+static inline __attribute__((always_inline)) float ld(const void* X, size_t idx, const int kind) {
+    if (kind == 0) return ((const float*)X)[idx];
+    const uint16_t h = ((const uint16_t*)X)[idx];
+    if (kind == 1) {
+        const uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    return fp16_to_f32((Fp16){h});
+}
+
 // c10 utils::CeilLog2 as SumKernel.cpp defines it (1 for x <= 2)
 static int ceil_log2(size_t x) {
     if (x <= 2) return 1;
@@ -34,8 +50,9 @@ static int ceil_log2(size_t x) {
 // A 4-level cascade: level 0 takes 2^level_power rows, then is added into level 1 (and so on
 // up while the row counter is a multiple of the level's span), which bounds the error growth.
 // out (NROWS * L): item k's sums at out[k*L ..].
-static inline __attribute__((always_inline)) void multi_row_sum(float* out, const float* base, size_t row_stride,
-                                                                 size_t col_stride, size_t size, const int L) {
+static inline __attribute__((always_inline)) void multi_row_sum_k(float* out, const void* X, size_t base,
+                                                                   size_t row_stride, size_t col_stride, size_t size,
+                                                                   const int L, const int kind) {
     const int lp0 = ceil_log2(size) / LEVELS;
     const int level_power = lp0 > 4 ? lp0 : 4;
     const size_t level_step = (size_t)1 << level_power, level_mask = level_step - 1;
@@ -44,9 +61,10 @@ static inline __attribute__((always_inline)) void multi_row_sum(float* out, cons
     size_t i = 0;
     while (i + level_step <= size) {
         for (size_t s = 0; s < level_step; s++, i++) {
-            const float* row = base + i * row_stride;
+            const size_t row = base + i * row_stride;
             for (int k = 0; k < NROWS; k++)
-                for (int l = 0; l < L; l++) acc[0][k][l] = acc[0][k][l] + row[(size_t)k * col_stride + (size_t)l];
+                for (int l = 0; l < L; l++)
+                    acc[0][k][l] = acc[0][k][l] + ld(X, row + (size_t)k * col_stride + (size_t)l, kind);
         }
         for (int j = 1; j < LEVELS; j++) {
             for (int k = 0; k < NROWS; k++)
@@ -58,9 +76,10 @@ static inline __attribute__((always_inline)) void multi_row_sum(float* out, cons
         }
     }
     for (; i < size; i++) {
-        const float* row = base + i * row_stride;
+        const size_t row = base + i * row_stride;
         for (int k = 0; k < NROWS; k++)
-            for (int l = 0; l < L; l++) acc[0][k][l] = acc[0][k][l] + row[(size_t)k * col_stride + (size_t)l];
+            for (int l = 0; l < L; l++)
+                acc[0][k][l] = acc[0][k][l] + ld(X, row + (size_t)k * col_stride + (size_t)l, kind);
     }
     for (int j = 1; j < LEVELS; j++)
         for (int k = 0; k < NROWS; k++)
@@ -68,20 +87,28 @@ static inline __attribute__((always_inline)) void multi_row_sum(float* out, cons
     for (int k = 0; k < NROWS; k++)
         for (int l = 0; l < L; l++) out[k * L + l] = acc[0][k][l];
 }
+static inline __attribute__((always_inline)) void multi_row_sum(float* out, const float* base, size_t row_stride,
+                                                                 size_t col_stride, size_t size, const int L) {
+    multi_row_sum_k(out, base, 0, row_stride, col_stride, size, L, 0);
+}
 
 // SumKernel.cpp row_sum (ilp_factor 4): the `size` items (L floats each, item i at
 // base + i*stride) seen as (size/4, 4): four interleaved partial sums by multi_row_sum, the
 // leftover items added to the first, then the other three added to it in order. out (L)
-static inline __attribute__((always_inline)) void row_sum(float* out, const float* base, size_t stride, size_t size,
-                                                           const int L) {
+static inline __attribute__((always_inline)) void row_sum_k(float* out, const void* X, size_t base, size_t stride,
+                                                             size_t size, const int L, const int kind) {
     const size_t size_ilp = size / NROWS;
     float ps[NROWS * LANES];
-    multi_row_sum(ps, base, NROWS * stride, stride, size_ilp, L);
+    multi_row_sum_k(ps, X, base, NROWS * stride, stride, size_ilp, L, kind);
     for (size_t i = size_ilp * NROWS; i < size; i++)
-        for (int l = 0; l < L; l++) ps[l] = ps[l] + base[i * stride + (size_t)l];
+        for (int l = 0; l < L; l++) ps[l] = ps[l] + ld(X, base + i * stride + (size_t)l, kind);
     for (int k = 1; k < NROWS; k++)
         for (int l = 0; l < L; l++) ps[l] = ps[l] + ps[k * L + l];
     for (int l = 0; l < L; l++) out[l] = ps[l];
+}
+static inline __attribute__((always_inline)) void row_sum(float* out, const float* base, size_t stride, size_t size,
+                                                           const int L) {
+    row_sum_k(out, base, 0, stride, size, L, 0);
 }
 
 // SumKernel.cpp vectorized_inner_sum for one row (n >= 8): row_sum over the n/8 full vectors,
@@ -108,16 +135,20 @@ static inline __attribute__((always_inline)) float sum_body(const float* x, size
 // (row_sum of scalars). scalar_outer_sum (C < 8): blocks of 4 columns (multi_row_sum of
 // scalars), then single columns. Only columns [j0, j1) of the output: the caller splits the
 // leading 32-column blocks over threads (the split does not change any column's order).
-static inline __attribute__((always_inline)) void sum_dim0_body(float* out, const float* X, size_t R, size_t C,
-                                                                size_t j0, size_t j1) {
+static inline __attribute__((always_inline)) void sum_dim0_body_k(float* out, const void* X, size_t R, size_t C,
+                                                                  size_t j0, size_t j1, const int kind) {
     size_t j = j0;
     if (C >= LANES) {
-        for (; j + NROWS * LANES <= j1; j += NROWS * LANES) multi_row_sum(out + j, X + j, C, LANES, R, LANES);
-        for (; j + LANES <= j1; j += LANES) row_sum(out + j, X + j, C, R, LANES);
+        for (; j + NROWS * LANES <= j1; j += NROWS * LANES) multi_row_sum_k(out + j, X, j, C, LANES, R, LANES, kind);
+        for (; j + LANES <= j1; j += LANES) row_sum_k(out + j, X, j, C, R, LANES, kind);
     } else {
-        for (; j + NROWS <= j1; j += NROWS) multi_row_sum(out + j, X + j, C, 1, R, 1);
+        for (; j + NROWS <= j1; j += NROWS) multi_row_sum_k(out + j, X, j, C, 1, R, 1, kind);
     }
-    for (; j < j1; j++) row_sum(out + j, X + j, C, R, 1);
+    for (; j < j1; j++) row_sum_k(out + j, X, j, C, R, 1, kind);
+}
+static inline __attribute__((always_inline)) void sum_dim0_body(float* out, const float* X, size_t R, size_t C,
+                                                                size_t j0, size_t j1) {
+    sum_dim0_body_k(out, X, R, C, j0, j1, 0);
 }
 
 // ReduceOpsKernel.cpp norm_kernel_tensor_iterator_impl, p == 2, reduce over the last dim:
@@ -228,6 +259,10 @@ static float sumsq_portable(const float* x, size_t n) { return sumsq_body(x, n);
 static void sum_dim0_portable(float* out, const float* X, size_t R, size_t C, size_t j0, size_t j1) {
     sum_dim0_body(out, X, R, C, j0, j1);
 }
+static void sum_dim0_low_portable(float* out, const void* X, int kind, size_t R, size_t C, size_t j0, size_t j1) {
+    if (kind == 1) sum_dim0_body_k(out, X, R, C, j0, j1, 1);
+    else sum_dim0_body_k(out, X, R, C, j0, j1, 2);
+}
 static void sumsq_feed_portable(float* acc, const float* x, size_t n) { sumsq_feed_body(acc, x, n); }
 static void combine_portable(float* out, const float* P, size_t ld, size_t R, size_t j0, size_t j1) {
     sum_dim0_combine_body(out, P, ld, R, j0, j1);
@@ -244,6 +279,10 @@ TR_AVX2 static float sum_avx2(const float* x, size_t n) { return sum_body(x, n);
 TR_AVX2 static float sumsq_avx2(const float* x, size_t n) { return sumsq_body(x, n); }
 TR_AVX2 static void sum_dim0_avx2(float* out, const float* X, size_t R, size_t C, size_t j0, size_t j1) {
     sum_dim0_body(out, X, R, C, j0, j1);
+}
+TR_AVX2 static void sum_dim0_low_avx2(float* out, const void* X, int kind, size_t R, size_t C, size_t j0, size_t j1) {
+    if (kind == 1) sum_dim0_body_k(out, X, R, C, j0, j1, 1);
+    else sum_dim0_body_k(out, X, R, C, j0, j1, 2);
 }
 TR_AVX2 static void sumsq_feed_avx2(float* acc, const float* x, size_t n) { sumsq_feed_body(acc, x, n); }
 TR_AVX2 static void combine_avx2(float* out, const float* P, size_t ld, size_t R, size_t j0, size_t j1) {
@@ -277,6 +316,23 @@ void torch_sum_dim0_f32(float* out, const float* X, size_t R, size_t C) {  // X 
 #pragma omp parallel for schedule(static) if (n_blocks > 1 && R * C >= 65536)
     for (size_t b = 0; b < n_blocks; b++) k(out, X, R, C, b * block, (b + 1) * block);
     k(out, X, R, C, n_blocks * block, C);
+}
+
+void torch_sum_dim0_low(float* out, const void* X, DType dt, size_t R, size_t C) {  // X (R, C), out (C)
+    CHECK(dt == DTYPE_BF16 || dt == DTYPE_F16, "torch_sum_dim0_low of %s", dtype_name(dt));
+    const int kind = dt == DTYPE_BF16 ? 1 : 2;
+    if (C == 1) {  // (R, 1) coalesces into one contiguous row: the inner sum, on the widened values
+        float* x = xmalloc(R * sizeof(float));
+        dtype_to_f32_row(x, dt, X, R);
+        out[0] = torch_sum_f32(x, R);
+        free(x);
+        return;
+    }
+    void (*k)(float*, const void*, int, size_t, size_t, size_t, size_t) = TR_PICK(sum_dim0_low);
+    const size_t block = NROWS * LANES, n_blocks = C >= LANES ? C / block : 0;
+#pragma omp parallel for schedule(static) if (n_blocks > 1 && R * C >= 65536)
+    for (size_t b = 0; b < n_blocks; b++) k(out, X, kind, R, C, b * block, (b + 1) * block);
+    k(out, X, kind, R, C, n_blocks * block, C);
 }
 
 void torch_sumsq_dim0_f32(float* out, const float* X, size_t R, size_t C) {  // X (R, C), out (C)

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/dtype.h"
+
 // sum(x[0..n)) as Tensor.sum over a contiguous last dim (also a whole contiguous tensor):
 // cascade_sum -> vectorized_inner_sum (n >= 8) or scalar_inner_sum (n < 8). For mean, torch
 // then divides once: mean = sum / (float)n.
@@ -46,6 +48,11 @@ float torch_sumsq_f32(const float* x, size_t n);
 // Tensor.norm(2) / linalg.vector_norm(x) of a contiguous tensor, or of each row for dim=-1:
 // the sum above, then std::sqrt (correctly rounded; not MKL's Tensor.sqrt()).
 static inline float torch_norm2_f32(const float* x, size_t n) { return sqrtf(torch_sumsq_f32(x, n)); }
+
+// torch_sum_dim0_f32 of a bf16 or fp16 matrix (dt), each element widened exactly as it is read:
+// Tensor.sum(dim=-2) of a reduced-precision tensor, which accumulates in float in the same order
+// (measured: the bias gradients of every bf16/fp16 model golden bit for bit). X (R, C), out (C)
+void torch_sum_dim0_low(float* out, const void* X, DType dt, size_t R, size_t C);
 
 // out[c] = sum over r of RN(X[r*C + c]^2), rows in order from 0: what
 // linalg.vector_norm(X, dim=-2) accumulates per column (binary_kernel_reduce with NormTwoOps,
