@@ -141,11 +141,49 @@ static void test_produced_chains_match_whole(void** s) {
     free(y);
 }
 
+// torch_sum_dim0_low (the cascade reading bf16/fp16 values, widening each as it loads it) equals
+// torch_sum_dim0_f32 of the widened matrix bit for bit: the same adds in the same order, on
+// shapes through every branch (C = 1: the coalesced inner sum; C < 8: scalar outer sums; blocks
+// of 32, of 8, single columns; R over several cascade levels), 1-3 threads
+static void test_dim0_low_equals_widened(void** s) {
+    (void)s;
+    static const size_t shapes[][2] = {{1, 1}, {5, 1}, {300, 1}, {7, 3}, {40, 7}, {3, 8}, {17, 33}, {64, 100},
+                                       {1024, 128}, {300, 301}, {1024, 3072}};
+    const int saved = omp_get_max_threads();
+    size_t compared = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        omp_set_num_threads(threads);
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            const size_t R = shapes[k][0], C = shapes[k][1], n = R * C;
+            float* x = xmalloc(n * sizeof(float));
+            float* w = xmalloc(n * sizeof(float));
+            uint16_t* low = xmalloc(n * sizeof(uint16_t));
+            float* want = xmalloc(C * sizeof(float));
+            float* got = xmalloc(C * sizeof(float));
+            fill_spread(x, n, 7 * R + C);
+            for (int d = 0; d < 2; d++) {
+                const DType dt = d ? DTYPE_F16 : DTYPE_BF16;
+                dtype_from_f32_row(low, dt, x, n);
+                dtype_to_f32_row(w, dt, low, n);
+                torch_sum_dim0_f32(want, w, R, C);
+                torch_sum_dim0_low(got, low, dt, R, C);
+                assert_memory_equal(got, want, C * sizeof(float));
+                compared += C;
+            }
+            free(x), free(w), free(low), free(want), free(got);
+        }
+    }
+    omp_set_num_threads(saved);
+    printf("torch_sum_dim0_low: %zu column sums (bf16, fp16; 1-3 threads) equal to the widened fp32 cascade\n",
+           compared);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dim0_blocks_match_serial),
         cmocka_unit_test(test_sumsq_pieces_match_whole),
         cmocka_unit_test(test_produced_chains_match_whole),
+        cmocka_unit_test(test_dim0_low_equals_widened),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
