@@ -122,6 +122,17 @@ static int teardown(void** state) {
 }
 
 // ---- tests ----
+// the inline widenings (dtype.h) against the reference converters, every pattern, bit for bit
+static void test_inline_widenings_all_patterns(void** state) {
+    (void)state;
+    for (uint32_t b = 0; b < 65536; b++) {
+        const float h = fp16_widen_f32((uint16_t)b), hr = fp16_to_f32((Fp16){(uint16_t)b});
+        const float w = bf16_widen_f32((uint16_t)b), wr = bf16_to_f32((Bf16){(uint16_t)b});
+        if (memcmp(&h, &hr, sizeof h)) fail_msg("fp16_widen_f32(0x%04x) = %a, fp16_to_f32 %a", b, (double)h, (double)hr);
+        if (memcmp(&w, &wr, sizeof w)) fail_msg("bf16_widen_f32(0x%04x) = %a, bf16_to_f32 %a", b, (double)w, (double)wr);
+    }
+}
+
 static void roundtrip_all(const Format* f) {
     for (uint32_t b = 0; b < 65536; b++) {
         float x = impl_to(f, (uint16_t)b);
@@ -298,6 +309,7 @@ int main(void) {
         cmocka_unit_test(test_dtype_table),
         cmocka_unit_test(test_named_edges),
         cmocka_unit_test(test_fp16_roundtrip_all_patterns),
+        cmocka_unit_test(test_inline_widenings_all_patterns),
         cmocka_unit_test(test_bf16_roundtrip_all_patterns),
         cmocka_unit_test(test_fp16_sweep_vs_oracle),
         cmocka_unit_test(test_bf16_sweep_vs_oracle),

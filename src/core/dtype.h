@@ -127,6 +127,34 @@ static inline float bf16_round_f32(float x) {
     return x;
 }
 
+// One 16-bit pattern widened, inline and branch-free (a loop that loads through them vectorizes;
+// a call per element of fp16_to_f32 / bf16_to_f32 costs ~8x in a sum): the same bits as those
+// two on all 65,536 patterns (test_dtype), NaNs quieted as fp16_to_f32 does.
+static inline float bf16_widen_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+static inline float fp16_widen_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t em = (uint32_t)(h & 0x7FFFu) << 13;  // exponent and mantissa in a float's places
+    const uint32_t e = em & 0x0F800000u;                // the fp16 exponent field
+    const uint32_t infnan = 0u - (uint32_t)(e == 0x0F800000u), sub = 0u - (uint32_t)(e == 0u);
+    const uint32_t quiet = infnan & (0u - (uint32_t)((em & 0x007FFFFFu) != 0u)) & 0x00400000u;
+    const uint32_t normal = em + ((127u - 15u) << 23) + (infnan & ((128u - 16u) << 23));
+    // zero and subnormals: m * 2^-24 as (1 + m/1024) * 2^-14 - 2^-14, both exact
+    const uint32_t one_m = em + (113u << 23);
+    float f, t;
+    memcpy(&t, &one_m, sizeof t);
+    t -= 0x1p-14f;
+    uint32_t ts;
+    memcpy(&ts, &t, sizeof ts);
+    const uint32_t u = sign | (sub & ts) | (~sub & (normal | quiet));
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 // ---- row converters: dispatch to the fastest bit-identical implementation ----
 void fp16_from_f32_row(Fp16* dst, const float* src, size_t n);
 void fp16_to_f32_row(float* dst, const Fp16* src, size_t n);

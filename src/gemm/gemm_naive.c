@@ -190,22 +190,14 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
             // product, added first: +0, which turns an accumulated -0 into +0)
             for (int k = 0; k < K; k += 2) {
                 if (k + 1 < K) {
-                    const float aik = ai[k + 1];
-                    const float* bk = b + (size_t)(k + 1) * (size_t)N;  // (N)
-                    for (int j = 0; j < N; j++) row[j] += aik * bk[j];
+                    axpy_row(row, ai[k + 1], b + (size_t)(k + 1) * (size_t)N, N);
                 } else {
                     for (int j = 0; j < N; j++) row[j] += 0.0f;
                 }
-                const float aik = ai[k];
-                const float* bk = b + (size_t)k * (size_t)N;  // (N)
-                for (int j = 0; j < N; j++) row[j] += aik * bk[j];
+                axpy_row(row, ai[k], b + (size_t)k * (size_t)N, N);
             }
         } else {
-            for (int k = 0; k < K; k++) {
-                const float aik = ai[k];
-                const float* bk = b + (size_t)k * (size_t)N;  // (N)
-                for (int j = 0; j < N; j++) row[j] += aik * bk[j];
-            }
+            for (int k = 0; k < K; k++) axpy_row(row, ai[k], b + (size_t)k * (size_t)N, N);
         }
     }
     gemm_store_result(g, acc);  // alpha*acc + beta*C, rounded once; beta == 0 does not read C

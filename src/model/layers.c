@@ -579,17 +579,9 @@ __attribute__((always_inline)) static inline void lnm_merge_lanes(int64_t m0_add
     *m0 = n;
 }
 
-// utils::CeilLog2: 1 for x <= 2
-static inline int lnm_ceil_log2(int64_t x) {
-    if (x <= 2) return 1;
-    int r = 0;
-    for (uint64_t v = (uint64_t)x - 1; v; v >>= 1) r++;
-    return r;
-}
-
 LN_CLONES static void layernorm_moments(const float* x, int N, float* mean, float* var) {
     const int64_t n = N / LNM_LANES, chunks = (n + LNM_CHUNK - 1) / LNM_CHUNK;
-    const int depth = lnm_ceil_log2(chunks);
+    const int depth = torch_ceil_log2((size_t)chunks);
     CHECK(depth <= LNM_LEVELS);
     int64_t m0s[LNM_LEVELS];
     lnv m1s[LNM_LEVELS], m2s[LNM_LEVELS];

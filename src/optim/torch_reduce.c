@@ -30,20 +30,9 @@ enum {
 static inline __attribute__((always_inline)) float ld(const void* X, size_t idx, const int kind) {
     if (kind == 0) return ((const float*)X)[idx];
     const uint16_t h = ((const uint16_t*)X)[idx];
-    if (kind == 1) {
-        const uint32_t u = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
-    return fp16_to_f32((Fp16){h});
+    return kind == 1 ? bf16_widen_f32(h) : fp16_widen_f32(h);
 }
 
-// c10 utils::CeilLog2 as SumKernel.cpp defines it (1 for x <= 2)
-static int ceil_log2(size_t x) {
-    if (x <= 2) return 1;
-    return 64 - __builtin_clzll((unsigned long long)(x - 1));
-}
 
 // SumKernel.cpp multi_row_sum: sums `size` rows of NROWS items at once, item k of row i being
 // the L floats at base + i*row_stride + k*col_stride (L = 1: scalars, L = LANES: vectors).
@@ -53,7 +42,7 @@ static int ceil_log2(size_t x) {
 static inline __attribute__((always_inline)) void multi_row_sum_k(float* out, const void* X, size_t base,
                                                                    size_t row_stride, size_t col_stride, size_t size,
                                                                    const int L, const int kind) {
-    const int lp0 = ceil_log2(size) / LEVELS;
+    const int lp0 = torch_ceil_log2(size) / LEVELS;
     const int level_power = lp0 > 4 ? lp0 : 4;
     const size_t level_step = (size_t)1 << level_power, level_mask = level_step - 1;
     float acc[LEVELS][NROWS][LANES];
@@ -193,7 +182,7 @@ static inline __attribute__((always_inline)) float sumsq_body(const float* x, si
 // here, 1024 columns at a time.
 static inline __attribute__((always_inline)) void sum_dim0_combine_body(float* out, const float* P, size_t ld,
                                                                         size_t R, size_t j0, size_t j1) {
-    const int lp0 = ceil_log2(R) / LEVELS;
+    const int lp0 = torch_ceil_log2(R) / LEVELS;
     const int level_power = lp0 > 4 ? lp0 : 4;
     const size_t step = (size_t)1 << level_power, mask = step - 1, K = R / step;
     enum { W = 1024 };  // 4 KiB of each partials row per read: contiguous, prefetched
@@ -353,7 +342,7 @@ size_t torch_sum_dim0_main_cols(size_t C) {
 }
 
 size_t torch_sum_dim0_block_rows(size_t R) {
-    const int lp0 = ceil_log2(R) / LEVELS;
+    const int lp0 = torch_ceil_log2(R) / LEVELS;
     return (size_t)1 << (lp0 > 4 ? lp0 : 4);
 }
 

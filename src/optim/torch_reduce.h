@@ -28,6 +28,12 @@
 
 #include "core/dtype.h"
 
+// c10 utils::CeilLog2 as ATen's kernels define it (SumKernel.cpp, moments_utils.h): 1 for x <= 2
+static inline int torch_ceil_log2(size_t x) {
+    if (x <= 2) return 1;
+    return 64 - __builtin_clzll((unsigned long long)(x - 1));
+}
+
 // sum(x[0..n)) as Tensor.sum over a contiguous last dim (also a whole contiguous tensor):
 // cascade_sum -> vectorized_inner_sum (n >= 8) or scalar_inner_sum (n < 8). For mean, torch
 // then divides once: mean = sum / (float)n.
