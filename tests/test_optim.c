@@ -269,9 +269,12 @@ static void test_adafactor_torch_avx512_matches_avx2(void** s) {
         Rng r;
         rng_init(&r, 0xaf512ull + k, 1);
         rng_fill_normal(&r, p0, n, 0.0f, 0.02f);
-        for (int v = 0; v < 6; v++) {
+        for (int v = 0; v < 7; v++) {
             // v: 0 plain, 1 weight decay, 2 hand-set statistics, 3 eps1 = 2^-63, 4 eps1 = 1e-30
-            // (below: fallback), 5 NaN and inf gradients (fallback)
+            // (below: fallback), 5 NaN and inf gradients (fallback), 6 gradients growing 8x per
+            // step: the statistics lag, RMS(U) > d, so the update's norm (pass 2's chain) sets
+            // the step size and every bit of it shows in the parameters (with RMS(U) <= d the
+            // norm is never used: denom = 1)
             OptimConfig cfg;
             optim_defaults(&optim_adafactor_torch, &cfg);
             if (v == 1 || v == 2) cfg.weight_decay = 0.1;
@@ -284,6 +287,7 @@ static void test_adafactor_torch_avx512_matches_avx2(void** s) {
                     if (row % 11 == 4) x = 0.0f;
                     if (i % 89 == 3) x = rng_normal(&r, 0.0f, 1.0f) * 1e-40f;
                     if (v == 5 && i % 1013 == 7) x = (i & 1) ? NAN : INFINITY;
+                    if (v == 6) x = ldexpf(rng_normal(&r, 0.0f, 1.0f), 3 * t - (int)(row % 7));
                     g[(size_t)t * n + i] = x;
                 }
             for (int recompute = 0; recompute < 2; recompute++) {

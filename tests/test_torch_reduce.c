@@ -114,6 +114,15 @@ static void produce_copy(const void* ctx, float* out, size_t e0, size_t e1) {
     memcpy(out, c->x + e0, (e1 - e0) * sizeof(float));
 }
 
+// produce_copy then torch_sumsq_feed, in the produce_feed form (lanes in and out)
+static void produce_feed_copy(const void* ctx, float* lanes, size_t e0, size_t e1) {
+    const CopyCtx* c = ctx;
+    TorchSumsq acc;
+    memcpy(acc.lane, lanes, sizeof acc.lane);
+    torch_sumsq_feed(&acc, c->x + e0, e1 - e0);
+    memcpy(lanes, acc.lane, sizeof acc.lane);
+}
+
 static void test_produced_chains_match_whole(void** s) {
     (void)s;
     static const size_t ns[] = {1, 7, 4096, 65535, 65536, 65539, 1000003};
@@ -132,7 +141,9 @@ static void test_produced_chains_match_whole(void** s) {
             torch_sumsq_produced_f32(n, produce_copy, &c, y, &got, &got_side);
             assert_memory_equal(&got, &want, sizeof got);
             assert_memory_equal(&got_side, &want_side, sizeof got);
-            got = torch_sumsq_produced_parallel_f32(n, produce_copy, &c);
+            got = torch_sumsq_produced_parallel_f32(n, produce_copy, NULL, &c);
+            assert_memory_equal(&got, &want, sizeof got);
+            got = torch_sumsq_produced_parallel_f32(n, produce_copy, produce_feed_copy, &c);  // thread 0 fuses
             assert_memory_equal(&got, &want, sizeof got);
         }
     }

@@ -302,7 +302,8 @@ typedef struct {
     void (*vec)(const AftArgs*, size_t, size_t);
     void (*apply)(const AftArgs*, size_t, size_t);
     void (*apply_stored)(const AftArgs*, const float*, size_t, size_t);
-    TorchProduce produce;  // aft_update_body for torch_sumsq_produced_parallel_f32
+    TorchProduce produce;           // aft_update_body for torch_sumsq_produced_parallel_f32
+    TorchProduceFeed produce_feed;  // U produced and fed in one loop (NULL: through the ring)
 } AftKernels;
 
 #define AFT_KERNELS(sfx, attr)                                                                                 \
@@ -324,7 +325,7 @@ typedef struct {
         aft_update_body(ctx, out, e0, e1);                                                                     \
     }                                                                                                          \
     static const AftKernels AFT_##sfx = {aft_row_##sfx,   aft_rows2_##sfx,        aft_vec_##sfx,                   \
-                                        aft_apply_##sfx, aft_apply_stored_##sfx, aft_produce_##sfx};
+                                        aft_apply_##sfx, aft_apply_stored_##sfx, aft_produce_##sfx, NULL};
 AFT_KERNELS(portable, )
 #if defined(__x86_64__)
 AFT_KERNELS(avx2, __attribute__((target("avx2,fma"))))
@@ -429,6 +430,52 @@ AFT_AVX512 static void aft_produce_avx512(const void* ctx, float* out, size_t e0
     }
 }
 
+// Pass 2 on thread 0's own pieces (torch_sumsq_produced_parallel_f32's produce_feed): U of
+// elements [e0, e1) (e0, e1 - e0 multiples of 8) and its squares fed straight into torch's 8
+// lane accumulators, U never stored. A run (one row's elements) that starts at element e feeds
+// lane (e + k) % 8 from its vectors' position k: the accumulators are rotated by e % 8 for the
+// run (lanes stay independent chains; within a lane the elements still come in increasing
+// order, position k before position k + 8). A run's last vector feeds +0 from its unused
+// positions, which changes no accumulator: each holds +0, a sum of squares (>= +0) or a NaN,
+// and x + (+0) is x for all of those. The squares are RN(U * U) and each addition is rounded,
+// as in torch_sumsq_feed: the same bits as producing U and then feeding it.
+AFT_AVX512 static inline __m256 aft_add_sq16(__m256 acc, __m512 x) {  // lanes += x[0:8]^2, then x[8:16]^2
+    const __m512 sq = _mm512_mul_ps(x, x);
+    acc = _mm256_add_ps(acc, _mm512_castps512_ps256(sq));
+    return _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sq), 1)));
+}
+
+AFT_AVX512 static void aft_produce_feed_avx512(const void* ctx, float* lanes, size_t e0, size_t e1) {
+    const AftArgs* a = ctx;
+    const size_t C = a->C, R = a->R;
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), seven = _mm256_set1_epi32(7);
+    const __m512 vf = _mm512_set1_ps(a->floor_v);
+    __m256 acc = _mm256_loadu_ps(lanes);
+    for (size_t e = e0; e < e1;) {
+        const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
+        const __m512 vr = _mm512_set1_ps(a->row[grow]);
+        const __m512d Rd = _mm512_set1_pd(a->row_rcp[grow / R]);
+        const float* restrict col = a->col + (grow / R) * C + j;
+        const float* restrict g = a->g + e;
+        const __m256i o = _mm256_set1_epi32((int)(e % 8));
+        // position k <- lane (k + o) % 8; back: lane l <- position (l - o) % 8
+        __m256 r = _mm256_permutevar8x32_ps(acc, _mm256_and_si256(_mm256_add_epi32(iota, o), seven));
+        size_t t = 0;
+        for (; t + 16 <= len; t += 16) {
+            _mm_prefetch((const char*)(g + t + AFT_PREFETCH), _MM_HINT_T0);
+            r = aft_add_sq16(r, aft_u16(_mm512_loadu_ps(col + t), _mm512_loadu_ps(g + t), vr, Rd, vf));
+        }
+        if (t < len) {
+            const __mmask16 m = (__mmask16)((1u << (len - t)) - 1);
+            const __m512 U = aft_u16(_mm512_maskz_loadu_ps(m, col + t), _mm512_maskz_loadu_ps(m, g + t), vr, Rd, vf);
+            r = aft_add_sq16(r, _mm512_maskz_mov_ps(m, U));
+        }
+        acc = _mm256_permutevar8x32_ps(r, _mm256_and_si256(_mm256_sub_epi32(iota, o), seven));
+        e += len;
+    }
+    _mm256_storeu_ps(lanes, acc);
+}
+
 AFT_AVX512 static void aft_apply_avx512(const AftArgs* a, size_t e0, size_t e1) {
     const size_t C = a->C, R = a->R;
     for (size_t e = e0; e < e1;) {
@@ -440,8 +487,9 @@ AFT_AVX512 static void aft_apply_avx512(const AftArgs* a, size_t e0, size_t e1) 
 }
 
 // passes 2 and 3 of factored tensors; pass 1 and the stored update as in the AVX2 set
-static const AftKernels AFT_avx512 = {aft_row_avx2,   aft_rows2_avx2,         aft_vec_avx2,
-                                      aft_apply_avx512, aft_apply_stored_avx2, aft_produce_avx512};
+static const AftKernels AFT_avx512 = {aft_row_avx2,     aft_rows2_avx2,        aft_vec_avx2,
+                                      aft_apply_avx512, aft_apply_stored_avx2, aft_produce_avx512,
+                                      aft_produce_feed_avx512};
 #endif
 static bool g_aft_no_avx512;  // tests: the AVX2 kernels even where AVX-512 runs
 void optim_adafactor_torch_force_no_avx512(bool on) { g_aft_no_avx512 = on; }
@@ -527,7 +575,7 @@ static void aft_stats(AdafactorTorchState* s, const AftKernels* k, const AftArgs
 //     over p (param.norm(2), needed for alpha);
 //  2. norm2(U): every thread produces U (two divisions and a square root per element; with
 //     AVX-512 one division, a double multiplication and a square root) while thread 0 runs the
-//     norm chain over it in order;
+//     norm chain over it in order, fused with its own producing where the AVX-512 kernels run;
 //  3. p updated, U recomputed from g and the statistics (up to AFT_STORE_MAX elements U is
 //     stored in pass 2 and read back instead); pieces claimed dynamically.
 static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
@@ -584,7 +632,7 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
     const bool stored = n <= AFT_STORE_MAX && !g_aft_force_recompute;
     if (stored) CHECK(pthread_mutex_lock(&g_aft_u_lock) == 0);
     const double u_norm = (double)sqrtf(stored ? aft_stored_sumsq(k23, &a, n)
-                                               : torch_sumsq_produced_parallel_f32(n, k23->produce, &a));
+                                               : torch_sumsq_produced_parallel_f32(n, k23->produce, k23->produce_feed, &a));
     const double denom = fmax(1.0, u_norm / (pow((double)n, 0.5) * c->d));  // max(1.0, NaN) = 1.0
     a.a = (float)(-alpha / denom);  // add_(update, alpha=-alpha/denom): fma(U, f32(alpha), p)
     const size_t n_pieces = (n + AFT_PIECE - 1) / AFT_PIECE;

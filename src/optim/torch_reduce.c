@@ -394,11 +394,20 @@ void torch_sumsq_produced_f32(size_t n, TorchProduce produce, const void* ctx, c
 }
 
 // Pieces of 4096 elements go through a ring of 32 slots: piece j may be written into slot
-// j % 32 once piece j - 32 has been fed. The other threads claim pieces in order (an atomic
-// counter) and produce them; thread 0 feeds them in order and, whenever the next one is not
-// ready, produces the next unclaimed piece itself. No barrier per piece: a thread that the
-// operating system takes away delays at most the one piece it holds.
-enum { RING_PIECE = 4096, RING_SLOTS = 32 };
+// j % 32 once piece j - 32 has been fed. Thread 0 feeds the pieces in order; the other threads
+// (helpers) claim pieces from RING_LEAD ahead of thread 0's feeding position and produce them
+// into the ring, so that thread 0 finds the nearer pieces unclaimed and produces those itself
+// through produce_feed, straight into its lanes (no ring slot, no second sweep: the chain's
+// latency hides under the producing), and finds the helpers' pieces ready when it gets there.
+// A helper's piece is fed from the ring while its slot is still in cache. Whenever piece k is
+// held by a helper that has not finished it, thread 0 produces an unclaimed piece further on
+// into the ring meanwhile. Claims are per piece (an atomic flag each). No barrier per piece: a
+// thread that the operating system takes away delays at most the one piece it holds.
+// Measured (adafactor_torch pass 2, 2500 x 4000, 2 threads, A/B in one process): with every
+// piece going through the ring (thread 0 feeding, helpers claiming in order) thread 0 spent
+// 1.4 ms of its 3.8 ms feeding; now 60% of the pieces are thread 0's, fused, and the step
+// takes 0.955-0.968 of the time.
+enum { RING_PIECE = 4096, RING_SLOTS = 32, RING_LEAD = 4 };
 
 static void ring_relax(unsigned* spins) {
 #if defined(__x86_64__)
@@ -407,9 +416,10 @@ static void ring_relax(unsigned* spins) {
     if (++*spins % 1024 == 0) sched_yield();  // let a descheduled producer run
 }
 
-float torch_sumsq_produced_parallel_f32(size_t n, TorchProduce produce, const void* ctx) {
+float torch_sumsq_produced_parallel_f32(size_t n, TorchProduce produce, TorchProduceFeed produce_feed,
+                                        const void* ctx) {
     const size_t n_pieces = (n + RING_PIECE - 1) / RING_PIECE;
-    float sumsq;
+    float sumsq = 0;
     if (n < 65536 || omp_get_max_threads() < 2 || omp_in_parallel()) {
         torch_sumsq_produced_f32(n, produce, ctx, NULL, &sumsq, NULL);
         return sumsq;
@@ -417,8 +427,9 @@ float torch_sumsq_produced_parallel_f32(size_t n, TorchProduce produce, const vo
     float* ring = xaligned_alloc((size_t)RING_SLOTS * RING_PIECE * sizeof(float));
     _Atomic size_t ready[RING_SLOTS];  // 1 + the piece index a slot holds once it is produced
     for (int i = 0; i < RING_SLOTS; i++) atomic_init(&ready[i], 0);
-    _Atomic size_t next, fed;  // next piece to claim; pieces fed so far
-    atomic_init(&next, 0);
+    _Atomic unsigned char* owner = xcalloc(n_pieces, sizeof *owner);  // 0: unclaimed
+    _Atomic size_t hnext, fed;  // the helpers' next piece to look at; pieces fed so far
+    atomic_init(&hnext, 0);
     atomic_init(&fed, 0);
     void (*feed)(float*, const float*, size_t) = TR_PICK(sumsq_feed);
 #define RING_PRODUCE(j)                                                                                   \
@@ -427,39 +438,59 @@ float torch_sumsq_produced_parallel_f32(size_t n, TorchProduce produce, const vo
         produce(ctx, ring + ((j) % RING_SLOTS) * RING_PIECE, e0_, e1_);                                   \
         atomic_store_explicit(&ready[(j) % RING_SLOTS], (j) + 1, memory_order_release);                   \
     } while (0)
+#define RING_CLAIM(j) (atomic_exchange_explicit(&owner[j], 1, memory_order_relaxed) == 0)
 #pragma omp parallel
     {
         unsigned spins = 0;
         if (omp_get_thread_num() == 0) {
             TorchSumsq acc;
             torch_sumsq_init(&acc);
+            const float* tail = NULL;  // the last piece's n % 8 elements, when it came through the ring
+            size_t n_tail = 0;
             for (size_t k = 0; k < n_pieces;) {
                 const float* piece = ring + (k % RING_SLOTS) * RING_PIECE;
+                const size_t e0 = k * RING_PIECE, len = n - e0 < RING_PIECE ? n - e0 : RING_PIECE;
+                const size_t len8 = len - len % LANES;
                 if (atomic_load_explicit(&ready[k % RING_SLOTS], memory_order_acquire) == k + 1) {
-                    const size_t len = n - k * RING_PIECE < RING_PIECE ? n - k * RING_PIECE : RING_PIECE;
-                    const size_t len8 = len - len % LANES;
                     feed(acc.lane, piece, len8);
-                    if (k + 1 == n_pieces) sumsq = torch_sumsq_finish(&acc, piece + len8, len - len8);
+                    if (k + 1 == n_pieces) tail = piece + len8, n_tail = len - len8;  // slot k stays put
                     atomic_store_explicit(&fed, ++k, memory_order_release);
-                    continue;
+                } else if (atomic_load_explicit(&owner[k], memory_order_relaxed) == 0 && RING_CLAIM(k)) {
+                    if (produce_feed && len8 == len) {  // the next piece to feed: fused (no tail)
+                        produce_feed(ctx, acc.lane, e0, e0 + len);
+                        atomic_store_explicit(&fed, ++k, memory_order_release);
+                    } else {
+                        RING_PRODUCE(k);  // fed on the next trip round the loop
+                    }
+                } else {  // a helper holds piece k: produce an unclaimed one further on meanwhile
+                    size_t j = k + 1;
+                    while (j < n_pieces && j < k + RING_SLOTS && atomic_load_explicit(&owner[j], memory_order_relaxed))
+                        j++;
+                    if (j < n_pieces && j < k + RING_SLOTS && RING_CLAIM(j)) RING_PRODUCE(j);
+                    else ring_relax(&spins);
                 }
-                size_t j = atomic_load_explicit(&next, memory_order_relaxed);
-                if (j < n_pieces && j < k + RING_SLOTS &&
-                    atomic_compare_exchange_weak_explicit(&next, &j, j + 1, memory_order_relaxed, memory_order_relaxed))
-                    RING_PRODUCE(j);
-                else
-                    ring_relax(&spins);
             }
+            sumsq = torch_sumsq_finish(&acc, tail, n_tail);
         } else {
             for (;;) {
-                const size_t j = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
-                if (j >= n_pieces) break;
-                while (atomic_load_explicit(&fed, memory_order_acquire) + RING_SLOTS <= j) ring_relax(&spins);
-                RING_PRODUCE(j);
+                size_t h = atomic_load_explicit(&hnext, memory_order_relaxed);
+                const size_t f = atomic_load_explicit(&fed, memory_order_acquire);
+                const size_t j = h > f + RING_LEAD ? h : f + RING_LEAD;
+                if (j >= n_pieces) break;  // the rest are thread 0's
+                if (j >= f + RING_SLOTS) {  // the ring is full: wait for thread 0
+                    ring_relax(&spins);
+                    continue;
+                }
+                if (!atomic_compare_exchange_weak_explicit(&hnext, &h, j + 1, memory_order_relaxed,
+                                                           memory_order_relaxed))
+                    continue;
+                if (RING_CLAIM(j)) RING_PRODUCE(j);
             }
         }
     }
+#undef RING_CLAIM
 #undef RING_PRODUCE
     free(ring);
+    free((void*)owner);
     return sumsq;
 }

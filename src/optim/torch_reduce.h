@@ -102,8 +102,15 @@ float torch_sumsq_finish(const TorchSumsq* s, const float* rest, size_t n_rest);
 typedef void (*TorchProduce)(const void* ctx, float* out, size_t e0, size_t e1);
 void torch_sumsq_produced_f32(size_t n, TorchProduce produce, const void* ctx, const float* side, float* sumsq,
                               float* side_sumsq);
+// produce_feed(ctx, lanes, e0, e1): the elements [e0, e1) (e0 and e1 - e0 multiples of 8)
+// produced and their squares fed into the 8 lane accumulators `lanes` in order, exactly as
+// produce then torch_sumsq_feed would, in one loop: the chain's additions (latency-bound)
+// interleave with the producing (throughput-bound) instead of following it.
+typedef void (*TorchProduceFeed)(const void* ctx, float* lanes, size_t e0, size_t e1);
 // The same sum when producing is the expensive part (divisions, square roots): every OpenMP
-// thread produces pieces while thread 0 feeds them into its lanes in order.
-float torch_sumsq_produced_parallel_f32(size_t n, TorchProduce produce, const void* ctx);
+// thread produces pieces while thread 0 feeds them into its lanes in order; the pieces thread
+// 0 produces itself go through produce_feed when it is not NULL (never stored).
+float torch_sumsq_produced_parallel_f32(size_t n, TorchProduce produce, TorchProduceFeed produce_feed,
+                                        const void* ctx);
 
 #endif
