@@ -19,8 +19,9 @@ Cases (written to <out>/model/<case>.safetensors; rows of <out>/MANIFEST.tsv):
                             gen_model_goldens.py: logits, loss, hidden states, attention maps as
                             eager attention returns them (after dropout), every .grad, counters),
                             batch 4x16 with padding (attention dropout on fp32 probabilities)
-  grads_dropout_bf16_nopad  bf16, a batch without padding: no mask, the softmax and so the attention
-                            dropout run in bf16 (scale 1.109375)
+  grads_dropout_<bf16|fp16>_nopad  a batch without padding: no mask, the softmax and so the
+                            attention dropout run in the low dtype (scale 1.109375 in bf16,
+                            1.111328125 in fp16)
   grads_dropout_cfg2_<mode> fp32, bf16: the second configuration of gen_model_goldens.py (dim 36,
                             3 heads of 12, 3 labels, batch 5x20 with heavy padding)
   trajectory_dropout_<mode> fp32, bf16, fp16 (+ GradScaler('cpu'), init 2^16, interval 4):
@@ -77,10 +78,11 @@ def cases():
                        comment=f"one forward+backward of the second configuration (dim 36, 3 heads of 12, FFN 50, "
                                f"3 labels) in train mode with dropout 0.1 / 0.1 / 0.2 (trainbench's masks), {mode}, "
                                "batch 5x20 with 2-20 real tokens"))
-    cs.append(dict(name="grads_dropout_bf16_nopad", kind="grads", mode="bf16", labels=2, nopad=True,
-                   flags=["no_padding_batch", "forward_backward", "dropout", "autocast", "mask_none"],
-                   comment="one forward+backward with dropout (trainbench's masks), bf16, a batch without "
-                           "padding: the softmax and the attention dropout run in bf16"))
+    for mode in ["bf16", "fp16"]:
+        cs.append(dict(name=f"grads_dropout_{mode}_nopad", kind="grads", mode=mode, labels=2, nopad=True,
+                       flags=["no_padding_batch", "forward_backward", "dropout", "autocast", "mask_none"],
+                       comment=f"one forward+backward with dropout (trainbench's masks), {mode}, a batch without "
+                               f"padding: the softmax and the attention dropout run in {mode}"))
     for mode in ["fp32", "bf16", "fp16"]:
         flags = ["padding", "adamw_torch", "trajectory", "dropout"]
         if mode != "fp32":

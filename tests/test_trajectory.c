@@ -137,6 +137,9 @@ static void run_case(const ModeTol* tol) {
         if (c.max_abs > max_param_err) max_param_err = c.max_abs;
         n_params += c.n;
         n_exact += c.n_exact;
+        if (c.n_exact < c.n && getenv("TRAINBENCH_VERBOSE"))  // where the final parameters differ
+            printf("  %s: %zu of %zu final values not bit-exact, max |diff| %.3g\n", g.table.t[i].name,
+                   c.n - c.n_exact, c.n, c.max_abs);
     }
     printf("%s (%s): max |loss diff| %.3g (tol %.3g), skipped mismatches %d, scale mismatches %d, "
            "final params max |diff| %.3g (tol %.3g), bit-exact %.1f%%",

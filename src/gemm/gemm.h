@@ -20,9 +20,16 @@
 // For f16 inputs, the order the naive backend sums K in: torch 2.15's on a CPU without native
 // fp16 arithmetic (ATen's CPU kernels, AVX2 dispatch), measured against it (gemm_naive.c). Other
 // backends and dtypes ignore it.
+// Which one torch takes depends on how the operands lie in memory when they reach its cpublas
+// gemm, not on the maths: a row-major A @ B whose B is the transposed view of a contiguous
+// tensor (torch's "transa" call) runs ATen's fp16 dot product; the same product with B
+// contiguous runs the partial sums. So the caller names the order per product (layers.c).
 typedef enum {
-    GEMM_F16_SUM_MM = 0,  // torch.mm / bmm: nn and nt in four interleaved partial sums, tn in k order
-    GEMM_F16_SUM_LINEAR,  // F.linear (x @ W^T, nt): ATen's fp16 dot product, 8 registers of 8 lanes
+    GEMM_F16_SUM_MM = 0,  // bmm/mm with contiguous operands: nn (and nt) in four interleaved partial
+                          // sums, tn in k order
+    GEMM_F16_SUM_DOT,     // B a transposed view (F.linear's x @ W^T; attention's dctx @ v^T and
+                          // dS @ k, whose v and k^T autograd saw contiguous): ATen's
+                          // fp16_dot_with_fp32_arith, 8 registers of 8 lanes, in any of our layouts
 } GemmF16Sum;
 
 typedef struct {

@@ -11,11 +11,15 @@
 // inputs and results (the naive sums keep them), and oneDNN's K blocking for long K, whose
 // partial sums may be added in another order.
 // f16 inputs are summed in torch 2.15's order on a CPU without native fp16 instead (GemmArgs.f16_sum;
-// the products of two f16 values are exact in fp32, so only the order of the adds matters):
-//   torch.mm / bmm, nn and nt: four partial sums, k = 4q + r into sum r, the last K % 4 into sum
-//     0, then ((s0 + s1) + s2) + s3 (ATen's cpublas `sum`);
-//   tn (and tt): k order;
-//   F.linear (x @ W^T): ATen's fp16_dot_with_fp32_arith at AVX2 width: blocks of 64 into 8
+// the products of two f16 values are exact in fp32, so only the order of the adds matters). Which
+// order torch takes depends on the operands' memory layout at its cpublas gemm (gemm.h), so the
+// caller names it:
+//   GEMM_F16_SUM_MM (contiguous operands), nn and nt: four partial sums, k = 4q + r into sum r,
+//     the last K % 4 into sum 0, then ((s0 + s1) + s2) + s3 (ATen's cpublas `sum`); tn (and tt):
+//     k order;
+//   GEMM_F16_SUM_DOT (B a transposed view of a contiguous tensor: F.linear's x @ W^T, and the
+//     attention backward's dctx @ v^T and dS @ k, in any of our layouts):
+//     ATen's fp16_dot_with_fp32_arith at AVX2 width: blocks of 64 into 8
 //     registers of 8 lanes (k = 64b + 8r + l into register r, lane l), the registers folded
 //     r += r + 4, + 2, + 1, the lanes l += l ^ 4, ^ 2, ^ 1; then the next K % 64 / 16 blocks of 16
 //     into one 8-lane register (the first 8 of a block, then the last 8), folded the same way and
@@ -24,7 +28,16 @@
 // and 12 attention products (3 (B, T, H, dh) shapes, the four kinds): 0 of 45,818 values differ;
 // k order alone differs in nn/nt (up to 14 of 12,288). The golden model's own fp16 GEMMs are the
 // check at scale (test_model_golden's bit-exact shares). A torch that dispatches AVX-512 (16
-// lanes) or has native fp16 (oneDNN) sums F.linear otherwise.
+// lanes) or has native fp16 (oneDNN) sums F.linear otherwise. The attention backward's two
+// DOT products were found by tracing the one 10-step fp16 trajectory that was not bit-exact
+// (trajectory_dropout_fp16, step 10: one dP element of 2,048, a sum on an fp16 midpoint whose
+// partial-sum order rounded it down) and then checked against torch: with v and k^T made
+// contiguous in the forward (DistilBERT's heads are strided views, so matmul copies them),
+// autograd's grad.bmm(v.transpose(1, 2)) and grad.bmm(kT.transpose(1, 2)) are "transa" calls.
+// With them every fp16 model golden and trajectory is bit-identical (accum_fp16 99.9% -> 100%,
+// trajectory_dropout_fp16 97.7% -> 100%); the forward's q @ k^T is nn in torch (k^T copied)
+// and stays MM: with DOT there, three goldens' attention probabilities (head dims 10 and 12)
+// lose bits.
 // Deterministic: rows of C are split across OpenMP threads but each element is computed by
 // one thread in the same order, so the bits do not depend on the thread count.
 // Not here: speed (no blocking, no SIMD intrinsics; the compiler may vectorize across j,
@@ -106,7 +119,7 @@ static void add_row(float* restrict r, const float* restrict x, int N) {  // r =
     for (int j = 0; j < N; j++) r[j] = r[j] + x[j];
 }
 
-// torch.mm / bmm nn and nt: four partial sums (k = 4q + r into sum r, the rest into sum 0),
+// GEMM_F16_SUM_MM, nn and nt: four partial sums (k = 4q + r into sum r, the rest into sum 0),
 // then ((s0 + s1) + s2) + s3
 static void row_mm_f16(float* row, const float* a_i, const float* b, int N, int K, float* ws) {
     memset(ws, 0, (size_t)4 * (size_t)N * sizeof(float));
@@ -124,7 +137,7 @@ static void fold8_rows(float* v, int N) {
         for (int l = 0; l < s; l++) add_row(v + (size_t)l * (size_t)N, v + (size_t)(l + s) * (size_t)N, N);
 }
 
-// F.linear: ATen's fp16_dot_with_fp32_arith at AVX2 width (the top): ws rows 0..63 are the 8
+// GEMM_F16_SUM_DOT: ATen's fp16_dot_with_fp32_arith at AVX2 width (the top): ws rows 0..63 are the 8
 // registers x 8 lanes (register r, lane l: row 8r + l), rows 64..71 the tail's one register
 static void row_linear_f16(float* row, const float* a_i, const float* b, int N, int K, float* ws) {
     const size_t n = (size_t)N;
@@ -161,7 +174,7 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
     float* acc = gemm_scratch_grow(&c->acc, &c->acc_cap, (size_t)M * (size_t)N);  // (M, N)
     widen_op(a, g->A, g->ab_dtype, g->trans_a, M, K, g->lda);
     widen_op(b, g->B, g->ab_dtype, g->trans_b, K, N, g->ldb);
-    const bool linear = g->f16_sum == GEMM_F16_SUM_LINEAR && !g->trans_a && g->trans_b;
+    const bool linear = g->f16_sum == GEMM_F16_SUM_DOT;  // op(A) and op(B) are widened: any layout
     if (g->ab_dtype == DTYPE_F16 && (linear || !g->trans_a)) {  // tn (and tt): k order, below
         const size_t rows = (size_t)GEMM_F16_WS_ROWS * (size_t)N;
         float* ws = gemm_scratch_grow(&c->ws, &c->ws_cap, (size_t)c->threads * rows);
