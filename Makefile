@@ -222,6 +222,7 @@ goldens:
 	$(VENV)/bin/python reference/gen_model_goldens.py --out reference/golden
 	$(VENV)/bin/python reference/gen_fingerprint_goldens.py --out reference/golden
 	$(VENV)/bin/python reference/gen_dropout_goldens.py --out reference/golden
+	$(VENV)/bin/python reference/gen_attention_order_goldens.py --out reference/golden
 	$(VENV)/bin/python reference/fingerprint_demo.py --out reference/golden/fingerprint
 	$(MAKE) all
 	$(VENV)/bin/python reference/gen_safetensors_fixtures.py --out reference/golden \

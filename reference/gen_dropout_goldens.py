@@ -22,6 +22,9 @@ Cases (written to <out>/model/<case>.safetensors; rows of <out>/MANIFEST.tsv):
   grads_dropout_<bf16|fp16>_nopad  a batch without padding: no mask, the softmax and so the
                             attention dropout run in the low dtype (scale 1.109375 in bf16,
                             1.111328125 in fp16)
+  grads_dropout_fp16_b1      fp16, one sequence without padding; grads_dropout_fp16_h1: fp16, one
+                            head of 32, a batch without padding (both: torch's k^T reshape is a view,
+                            which swaps the fp16 orders of q @ k^T and dS @ k)
   grads_dropout_cfg2_<mode> fp32, bf16: the second configuration of gen_model_goldens.py (dim 36,
                             3 heads of 12, 3 labels, batch 5x20 with heavy padding)
   trajectory_dropout_<mode> fp32, bf16, fp16 (+ GradScaler('cpu'), init 2^16, interval 4):
@@ -83,6 +86,16 @@ def cases():
                        flags=["no_padding_batch", "forward_backward", "dropout", "autocast", "mask_none"],
                        comment=f"one forward+backward with dropout (trainbench's masks), {mode}, a batch without "
                                f"padding: the softmax and the attention dropout run in {mode}"))
+    # fp16 attention whose k^T reshape is a view (batch 1, or one head): torch sums q @ k^T and
+    # dq = dS @ k in the other two orders (src/model/layers.c scores_f16_sum)
+    cs.append(dict(name="grads_dropout_fp16_b1", kind="grads", mode="fp16", labels=2, nopad=True, batch=1,
+                   flags=["no_padding_batch", "forward_backward", "dropout", "autocast", "mask_none", "batch_1"],
+                   comment="one forward+backward with dropout (trainbench's masks), fp16, one sequence without "
+                           "padding: the k^T reshape is a view, so q @ k^T and dS @ k swap summation orders"))
+    cs.append(dict(name="grads_dropout_fp16_h1", kind="grads", mode="fp16", labels=2, nopad=True, cfg=dict(n_heads=1),
+                   flags=["no_padding_batch", "forward_backward", "dropout", "autocast", "mask_none", "one_head"],
+                   comment="one forward+backward with dropout (trainbench's masks), fp16, one attention head of 32, "
+                           "a batch without padding: the k^T reshape is a view, as with batch 1"))
     for mode in ["fp32", "bf16", "fp16"]:
         flags = ["padding", "adamw_torch", "trajectory", "dropout"]
         if mode != "fp32":
@@ -216,7 +229,9 @@ def main():
     base_meta = dict(G.lib_meta(torch, transformers), generator=goldens.generator)
     for c in cs:
         G.use_shape(c.get("shape", "tiny"))
-        G.CFG = dict(G.CFG, **DROPOUT)   # make_config reads the module's CFG
+        G.CFG = dict(G.CFG, **DROPOUT, **c.get("cfg", {}))   # make_config reads the module's CFG
+        if "batch" in c:
+            G.BATCH = c["batch"]          # make_batch and the masks read the module's BATCH
         run = run_grads if c["kind"] == "grads" else run_train
         tensors, meta = run(torch, transformers, c, base_meta)
         if c["kind"] == "train":

@@ -848,6 +848,86 @@ static void test_layernorm_rows(void** state) {
     st_free(&st);
 }
 
+// attention_f16_orders (reference/gen_attention_order_goldens.py): torch's six fp16 attention
+// products per head, with DistilBERT's head split, on inputs built so that every summation order
+// gives different bits, for 8 (B, H, T, dh) configurations (batch and heads > 1; batch 1; one
+// head; both; head dims with a 16-element tail and without; T past a 64-block). Each product is
+// recomputed with the naive backend in the order attention_f16_sum names for it and the
+// operands laid out as layers.c passes them; every value must be torch's bit for bit. With
+// the orders of the model goldens alone (which random data cannot tell apart) this fails: with
+// every product MM, or q @ k^T and dS @ k not swapped for batch 1 / one head.
+static void test_attention_f16_orders(void** state) {
+    (void)state;
+    SafeTensors st;
+    need_golden(GOLDEN_DIR "/attention_f16_orders.safetensors", &st);
+    Gemm gemm;
+    assert_true(status_is_ok(gemm_open(&gemm, &gemm_backend_naive, 1)));
+    static const char* const NAME[6] = {"S", "ctx", "dP", "dv", "dq", "dk"};
+    static const AttentionProduct PROD[6] = {ATT_SCORES, ATT_PV, ATT_DP, ATT_DV, ATT_DQ, ATT_DK};
+    size_t compared = 0, configs = 0, per_order[2] = {0, 0};
+    for (int ci = 0;; ci++) {
+        char name[64];
+#define AO_T(kind, what) (snprintf(name, sizeof name, "%s.c%d.%s", kind, ci, what), st_find(&st, name))
+        const StTensor *tq = AO_T("input", "q"), *tP = AO_T("input", "P");
+        if (!tq) break;
+        assert_non_null(tP);
+        assert_int_equal(tq->ndim, 3);
+        assert_int_equal(tP->ndim, 4);
+        const int B = (int)tP->shape[0], H = (int)tP->shape[1], T = (int)tP->shape[2], D = (int)tq->shape[2];
+        const int dh = D / H;
+        const Fp16 *q = AO_T("input", "q")->data, *k = AO_T("input", "k")->data, *v = AO_T("input", "v")->data;
+        const Fp16 *P = tP->data, *dS = AO_T("input", "dS")->data, *dctx = AO_T("input", "dctx")->data;
+        const StTensor* want[6];
+        for (int p = 0; p < 6; p++) {
+            want[p] = AO_T("expect", NAME[p]);
+            assert_non_null(want[p]);
+            assert_int_equal(want[p]->dtype, DTYPE_F16);
+        }
+#undef AO_T
+        const size_t TT = (size_t)T * (size_t)T, Td = (size_t)T * (size_t)dh;
+        Fp16* out = xmalloc(TT * sizeof(Fp16));
+        for (int bh = 0; bh < B * H; bh++) {
+            const int b = bh / H, h = bh % H;
+            const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;  // head of (B, T, D)
+            const Fp16 *qh = q + off, *kh = k + off, *vh = v + off;
+            const Fp16 *Ph = P + (size_t)bh * TT, *dSh = dS + (size_t)bh * TT, *dch = dctx + (size_t)bh * Td;
+            // the operands and shapes of layers.c's head_mm calls, product by product
+            const struct {
+                bool ta, tb;
+                int M, N, K;
+                const Fp16 *A, *Bm;
+                int lda, ldb;
+            } g[6] = {{false, true, T, T, dh, qh, kh, D, D},     {false, false, T, dh, T, Ph, vh, T, D},
+                      {false, true, T, T, dh, dch, vh, dh, D},   {true, false, T, dh, T, Ph, dch, T, dh},
+                      {false, false, T, dh, T, dSh, kh, T, D},   {true, false, T, dh, T, dSh, qh, T, D}};
+            for (int p = 0; p < 6; p++) {
+                const GemmF16Sum order = attention_f16_sum(PROD[p], B, H, T);
+                GemmArgs a = {.trans_a = g[p].ta, .trans_b = g[p].tb, .M = g[p].M, .N = g[p].N, .K = g[p].K,
+                              .alpha = 1.0f, .beta = 0.0f, .ab_dtype = DTYPE_F16, .A = g[p].A, .lda = g[p].lda,
+                              .B = g[p].Bm, .ldb = g[p].ldb, .c_dtype = DTYPE_F16, .C = out, .ldc = g[p].N,
+                              .f16_sum = order};
+                assert_true(status_is_ok(gemm_run(&gemm, &a)));
+                const size_t n = (size_t)g[p].M * (size_t)g[p].N;
+                const Fp16* w = (const Fp16*)want[p]->data + (size_t)bh * n;
+                for (size_t i = 0; i < n; i++)
+                    if (memcmp(&out[i], &w[i], sizeof(Fp16)))
+                        fail_msg("attention_f16_orders c%d (B %d, H %d, T %d, dh %d): %s head %d [%zu] = %a, torch %a "
+                                 "(order %s)", ci, B, H, T, dh, NAME[p], bh, i, (double)fp16_to_f32(out[i]),
+                                 (double)fp16_to_f32(w[i]), order == GEMM_F16_SUM_DOT ? "DOT" : "MM");
+                compared += n;
+                per_order[order == GEMM_F16_SUM_DOT] += n;
+            }
+        }
+        free(out);
+        configs++;
+    }
+    assert_true(configs >= 8);
+    gemm_close(&gemm);
+    printf("attention_f16_orders: %zu configurations, %zu fp16 values of the six attention products bit-identical to "
+           "torch's (%zu summed in the MM order, %zu in the DOT order)\n", configs, compared, per_order[0], per_order[1]);
+    st_free(&st);
+}
+
 // sinusoidal_pos_embds=True: the position table transformers' own init gives the model
 // (golden sinusoidal_pos, four (positions, dim) shapes up to distilbert-base-cased's 512 x 768)
 // against model_sinusoidal_table bit for bit, and through param_table_init_weights (the
@@ -905,6 +985,7 @@ int main(void) {
         cmocka_unit_test(test_training_trajectories),
         cmocka_unit_test(test_activation_tables),
         cmocka_unit_test(test_layernorm_rows),
+        cmocka_unit_test(test_attention_f16_orders),
         cmocka_unit_test(test_sinusoidal_table),
     };
     return cmocka_run_group_tests_name("model_golden", tests, NULL, NULL);

@@ -27,9 +27,9 @@
 typedef enum {
     GEMM_F16_SUM_MM = 0,  // bmm/mm with contiguous operands: nn (and nt) in four interleaved partial
                           // sums, tn in k order
-    GEMM_F16_SUM_DOT,     // B a transposed view (F.linear's x @ W^T; attention's dctx @ v^T and
-                          // dS @ k, whose v and k^T autograd saw contiguous): ATen's
-                          // fp16_dot_with_fp32_arith, 8 registers of 8 lanes, in any of our layouts
+    GEMM_F16_SUM_DOT,     // B a transposed view (F.linear's x @ W^T; attention's, per product and
+                          // shape: layers.h attention_f16_sum): ATen's fp16_dot_with_fp32_arith,
+                          // 8 registers of 8 lanes, in any of our layouts
 } GemmF16Sum;
 
 typedef struct {

@@ -17,8 +17,8 @@
 //   GEMM_F16_SUM_MM (contiguous operands), nn and nt: four partial sums, k = 4q + r into sum r,
 //     the last K % 4 into sum 0, then ((s0 + s1) + s2) + s3 (ATen's cpublas `sum`); tn (and tt):
 //     k order;
-//   GEMM_F16_SUM_DOT (B a transposed view of a contiguous tensor: F.linear's x @ W^T, and the
-//     attention backward's dctx @ v^T and dS @ k, in any of our layouts):
+//   GEMM_F16_SUM_DOT (B a transposed view of a contiguous tensor: F.linear's x @ W^T, and in
+//     attention what layers.h attention_f16_sum says, in any of our layouts):
 //     ATen's fp16_dot_with_fp32_arith at AVX2 width: blocks of 64 into 8
 //     registers of 8 lanes (k = 64b + 8r + l into register r, lane l), the registers folded
 //     r += r + 4, + 2, + 1, the lanes l += l ^ 4, ^ 2, ^ 1; then the next K % 64 / 16 blocks of 16
@@ -37,7 +37,8 @@
 // With them every fp16 model golden and trajectory is bit-identical (accum_fp16 99.9% -> 100%,
 // trajectory_dropout_fp16 97.7% -> 100%); the forward's q @ k^T is nn in torch (k^T copied)
 // and stays MM: with DOT there, three goldens' attention probabilities (head dims 10 and 12)
-// lose bits.
+// lose bits. With batch, heads or T of 1 the copy is a view and the two swap; the golden
+// attention_f16_orders (products built to tell the orders apart) checks all of it.
 // Deterministic: rows of C are split across OpenMP threads but each element is computed by
 // one thread in the same order, so the bits do not depend on the thread count.
 // Not here: speed (no blocking, no SIMD intrinsics; the compiler may vectorize across j,

@@ -1844,6 +1844,23 @@ float attention_scaling(int dh) { return (float)pow((double)dh, -0.5); }
 
 size_t attention_work_floats(int B, int T, int D) { return 4 * (size_t)B * (size_t)T * (size_t)D; }
 
+// layers.h: the fp16 order of each attention product. Measured against torch 2.15 on products
+// built so that every order rounds differently (B x H in {2x2, 1x2, 2x1, 1x1, 3x4}, (T, dh) in
+// {(16, 16), (20, 12), (72, 24)}): these orders 0 mismatches, every other 5-516 per
+// configuration; the golden attention_f16_orders keeps that check.
+GemmF16Sum attention_f16_sum(AttentionProduct product, int B, int H, int T) {
+    const bool k_view = B == 1 || H == 1 || T == 1;  // matmul's reshape of k^T is a view
+    switch (product) {
+        case ATT_SCORES: return k_view ? GEMM_F16_SUM_DOT : GEMM_F16_SUM_MM;
+        case ATT_DQ: return k_view ? GEMM_F16_SUM_MM : GEMM_F16_SUM_DOT;
+        case ATT_DP: return GEMM_F16_SUM_DOT;
+        case ATT_PV:
+        case ATT_DV:
+        case ATT_DK: return GEMM_F16_SUM_MM;
+    }
+    return GEMM_F16_SUM_MM;
+}
+
 // One per-head product into fp32 C (M, N; leading dimension ldc): C = R(op(A) @ op(B)), beta 0,
 // on the worker's single-threaded handle; in a low mode the GEMM writes a low C into the
 // worker's buffer, widened row by row here (mm_on's OUT_LOW, without its parallel passes: this
@@ -1851,9 +1868,8 @@ size_t attention_work_floats(int B, int T, int D) { return 4 * (size_t)B * (size
 // cl_dst (low modes; may be NULL): the low C goes there, leading dimension ldcl, instead of the
 // worker's packed buffer, and stays there as a later GEMM's operand (attention's merged context);
 // then C may be NULL (nothing reads the fp32 values: no widening).
-// f16_sum: the fp16 summation order torch takes for this product (gemm.h): DOT where autograd
-// multiplies by the transposed view of a contiguous tensor (dP = dctx @ v^T, dq = dS @ k with
-// k^T the contiguous copy matmul made in the forward), MM elsewhere.
+// f16_sum: the fp16 summation order torch takes for this product (gemm.h): DOT where its
+// cpublas gemm multiplies by the transposed view of a contiguous tensor, MM elsewhere.
 static Status head_mm(const LayerCtx* c, HeadWorker* w, GemmF16Sum f16_sum, bool ta, bool tb, int M, int N, int K,
                       const void* A, int lda, const void* B, int ldb, float* C, int ldc, void* cl_dst, int ldcl) {
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = 0.0f,
@@ -2002,7 +2018,7 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
         float* Sw = !a->drop.keep ? grow((void**)&hw->dP, &hw->dP_bytes, TT * sizeof(float)) : S;
         // low modes: the product's low result stays in the worker's buffer (C NULL) and each
         // row is widened in the row loop below, while it is in L1 (the same exact widening)
-        Status hs = head_mm(c, hw, GEMM_F16_SUM_MM, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D,
+        Status hs = head_mm(c, hw, attention_f16_sum(ATT_SCORES, B, H, T), false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D,
                             low == DTYPE_F32 ? Sw : NULL, T, NULL, 0);
         if (status_is_ok(hs)) {
             // without dropout, R(P)'s low copy (the PV product's operand) row by row as well
@@ -2020,7 +2036,7 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
             if (low != DTYPE_F32 && !plrow) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
             const void* P = Sw != S && low == DTYPE_F32 ? (const void*)Sw : elem(c, pl, poff);  // (T, T)
-            hs = head_mm(c, hw, GEMM_F16_SUM_MM, false, false, T, dh, T, P, T, elem(c, vl, off), D, ctxy ? ctxy + off : NULL, D,
+            hs = head_mm(c, hw, attention_f16_sum(ATT_PV, B, H, T), false, false, T, dh, T, P, T, elem(c, vl, off), D, ctxy ? ctxy + off : NULL, D,
                          ctxl ? (char*)ctxl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);
@@ -2113,10 +2129,10 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         // dv product writes into dvl, not there) and each row is widened in the row loop below,
         // while it is in L1 (the same exact widening; dropout's multiply wants the whole fp32 dP)
         const bool dp_rows = low != DTYPE_F32 && !a->drop.keep;
-        Status hs = head_mm(c, hw, GEMM_F16_SUM_DOT, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D,
+        Status hs = head_mm(c, hw, attention_f16_sum(ATT_DP, B, H, T), false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D,
                             dp_rows ? NULL : dP, T, NULL, 0);
         if (status_is_ok(hs))
-            hs = head_mm(c, hw, GEMM_F16_SUM_MM, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D,
+            hs = head_mm(c, hw, attention_f16_sum(ATT_DV, B, H, T), true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D,
                          dvl ? NULL : dv + off, D,
                          dvl ? (char*)dvl + off * es : NULL, D);
         if (status_is_ok(hs)) {
@@ -2148,10 +2164,10 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
             }
             const void* dSl = low != DTYPE_F32 ? (const void*)dSlb : dS;  // (T, T) GEMM operand
             // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
-            hs = head_mm(c, hw, GEMM_F16_SUM_DOT, false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dql ? NULL : dq + off, D,
+            hs = head_mm(c, hw, attention_f16_sum(ATT_DQ, B, H, T), false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dql ? NULL : dq + off, D,
                          dql ? (char*)dql + off * es : NULL, D);
             if (status_is_ok(hs))
-                hs = head_mm(c, hw, GEMM_F16_SUM_MM, true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dkl ? NULL : dk + off, D,
+                hs = head_mm(c, hw, attention_f16_sum(ATT_DK, B, H, T), true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dkl ? NULL : dk + off, D,
                              dkl ? (char*)dkl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);

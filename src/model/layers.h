@@ -297,6 +297,20 @@ Status attention_forward_residual(LayerCtx* c, float* out, const AttentionActs* 
                                   const AttentionParams* w, const float* key_mask, int B, int T, int D, int H);
 // Floats of `work` attention_backward needs: 4 * B*T*D.
 size_t attention_work_floats(int B, int T, int D);
+
+// The fp16 summation order (gemm.h GemmF16Sum) torch 2.15 takes for each of attention's six
+// per-head products, which depends on how the operands lie in memory at its cpublas gemm and so,
+// for two of them, on the shape: DistilBERT's heads are strided views, and matmul's reshape of
+// k^T (B, H, dh, T) to (B*H, dh, T) is a view when B, H or T is 1 and a contiguous copy
+// otherwise. A product by a transposed view of a contiguous tensor is DOT, else MM:
+//   SCORES q @ k^T    DOT when B, H or T is 1, else MM (k^T copied)
+//   PV     P @ v      MM          DP  dctx @ v^T   DOT (grad.bmm(v.transpose))
+//   DV     P^T @ dctx MM (tn)     DQ  dS @ k       MM when B, H or T is 1, else DOT
+//   DK     dS^T @ q   MM (tn)
+// Measured against torch on products built to tell the orders apart (the golden
+// attention_f16_orders, reference/gen_attention_order_goldens.py; tests/test_model_golden.c).
+typedef enum { ATT_SCORES, ATT_PV, ATT_DP, ATT_DV, ATT_DQ, ATT_DK } AttentionProduct;
+GemmF16Sum attention_f16_sum(AttentionProduct product, int B, int H, int T);
 // backward ACCUMULATES into dx (B, T, D) and the gradients; dout (B, T, D) low values.
 // On return work holds dq, dk, dv, dctx, each (B, T, D): the gradients of the projections'
 // outputs and of the merged context (low values), in that order (tests read dk and dv).

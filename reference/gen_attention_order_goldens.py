@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The fp16 summation orders of torch's attention products, from torch itself.
+
+    ~/.cache/trainbench-venv/bin/python reference/gen_attention_order_goldens.py --out reference/golden
+
+On a CPU without native fp16 arithmetic torch 2.15 sums an fp16 matrix product in one of
+three orders (MODEL_SEMANTICS.md, "The fp16 GEMMs' order of summation"), and which one it takes
+depends on how the operands lie in memory when they reach ATen's cpublas gemm. DistilBERT's
+attention heads are strided views of the (B, T, D) projections, so `matmul` copies k^T (and v)
+to contiguous tensors, except when the batch, the head count or the sequence length is 1
+(then the reshape is a view): the orders of q @ k^T and of its backward dS @ k depend on the
+shape. Random data almost never tells the orders apart (the model goldens agree with several),
+so this file holds products built to: every dot product has a +4096 and a -4096 term and a few
+multiples of 2^-12 at random positions, with ones on the other side, so that each order keeps
+or loses a different set of the small terms and rounds to a different fp16 value.
+
+One case, attention_f16_orders (written to <out>/model/attention_f16_orders.safetensors), for
+each configuration c of CONFIGS (B, H, T, dh):
+  input.c<i>.q, .k, .v   fp16 (B, T, H*dh): the projections; torch splits heads as DistilBERT
+                         does (view(B, T, H, dh).transpose(1, 2))
+  input.c<i>.P           fp16 (B, H, T, T): the probabilities the PV product reads
+  input.c<i>.dS          fp16 (B, H, T, T): the gradient of the scores (loss term sum(S * dS))
+  input.c<i>.dctx        fp16 (B, H, T, dh): the gradient of the context (loss term on the
+                         merged heads: ctx.transpose(1, 2).contiguous().view(B, T, D))
+  expect.c<i>.S          q @ k^T             (B, H, T, T)
+  expect.c<i>.ctx        P @ v               (B, H, T, dh)
+  expect.c<i>.dP         dctx @ v^T          (B, H, T, T)   (P.grad)
+  expect.c<i>.dv         P^T @ dctx          (B, H, T, dh)  (v's gradient, heads split)
+  expect.c<i>.dq         dS @ k              (B, H, T, dh)
+  expect.c<i>.dk         dS^T @ q            (B, H, T, dh)
+all fp16, as torch's autograd computed them (torch.set_num_threads(1)). tests/test_model_golden.c
+recomputes each product with the naive backend in the order src/model/layers.c names for it
+(attention_f16_sum) and requires every value bit for bit.
+
+Deterministic (numpy's PCG64 with a fixed seed, one thread). `--check` regenerates in memory and
+compares with the file on disk. Installs nothing.
+"""
+import argparse
+import functools
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import golden_io  # noqa: E402 - writer, MANIFEST
+
+PROG = "gen_attention_order_goldens"
+die = functools.partial(golden_io.die, PROG)
+SEED = 20261202
+# (B, H, T, dh): batch and heads > 1 (k^T copied), batch 1, one head, both 1, more of each;
+# head dims with and without a 16-element tail, sequences past one 64-block
+CONFIGS = [(2, 2, 16, 16), (2, 2, 20, 12), (2, 2, 72, 24), (1, 2, 16, 16), (1, 2, 72, 24),
+           (2, 1, 20, 12), (1, 1, 16, 16), (3, 4, 20, 10)]
+BIG, SMALL = 4096.0, 2.0 ** -12
+
+
+def crafted(np, rng, shape):
+    """Rows (the last dim) with +BIG, -BIG and up to 5 multiples of SMALL at random positions."""
+    x = np.zeros(shape, dtype=np.float32)
+    rows = x.reshape(-1, shape[-1])
+    K = shape[-1]
+    for r in rows:
+        pos = rng.permutation(K)
+        r[pos[0]], r[pos[1]] = BIG, -BIG
+        for t in range(2, min(K, 7)):
+            r[pos[t]] = SMALL * float(rng.choice([1, 3, 5]))
+    return x
+
+
+def run_config(torch, np, rng, B, H, T, dh):
+    D = H * dh
+    half = torch.float16
+    q_in = torch.tensor(crafted(np, rng, (B, T, H, dh)).reshape(B, T, D), dtype=half)
+    k_in = torch.ones(B, T, D, dtype=half)
+    v_in = torch.ones(B, T, D, dtype=half)
+    P_in = torch.tensor(crafted(np, rng, (B, H, T, T)), dtype=half)
+    dS_in = torch.tensor(crafted(np, rng, (B, H, T, T)), dtype=half)
+    dctx_in = torch.tensor(crafted(np, rng, (B, H, T, dh)), dtype=half)
+    xq, xk, xv = (t.clone().requires_grad_() for t in (q_in, k_in, v_in))
+    P = P_in.clone().requires_grad_()
+    q = xq.view(B, T, H, dh).transpose(1, 2)     # DistilBERT's head split: strided views
+    k = xk.view(B, T, H, dh).transpose(1, 2)
+    v = xv.view(B, T, H, dh).transpose(1, 2)
+    S = torch.matmul(q, k.transpose(2, 3))
+    ctx = torch.matmul(P, v)
+    merged = ctx.transpose(1, 2).contiguous().view(B, T, D)
+    w_ctx = dctx_in.transpose(1, 2).contiguous().view(B, T, D)
+    loss = (S.float() * dS_in.float()).sum() + (merged.float() * w_ctx.float()).sum()
+    loss.backward()
+
+    def heads(g):  # (B, T, D) gradient -> (B, H, T, dh)
+        return g.view(B, T, H, dh).transpose(1, 2).contiguous()
+    return {
+        "input.q": q_in, "input.k": k_in, "input.v": v_in, "input.P": P_in, "input.dS": dS_in,
+        "input.dctx": dctx_in,
+        "expect.S": S.detach(), "expect.ctx": ctx.detach().contiguous(), "expect.dP": P.grad.detach(),
+        "expect.dv": heads(xv.grad), "expect.dq": heads(xq.grad), "expect.dk": heads(xk.grad),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
+    ap.add_argument("--check", action="store_true",
+                    help="regenerate in memory and compare with the file on disk (exit 1 on difference)")
+    args = ap.parse_args()
+    torch, np = golden_io.require(PROG, [("torch", "torch >= 2.5"), ("numpy", "numpy")])
+    golden_io.require_version(PROG, "torch", torch.__version__, "2.5", "the fp16 orders recorded here are torch 2.x's")
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(SEED)
+    tensors = {}
+    for i, (B, H, T, dh) in enumerate(CONFIGS):
+        for name, t in run_config(torch, np, rng, B, H, T, dh).items():
+            kind, what = name.split(".")
+            tensors[f"{kind}.c{i}.{what}"] = t
+    goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"), check=args.check)
+    meta = {
+        "case": "attention_f16_orders",
+        "comment": "fp16 attention products (forward q @ k^T, P @ v; backward dctx @ v^T, P^T @ dctx, "
+                   "dS @ k, dS^T @ q) as torch's autograd computes them with DistilBERT's head split, on "
+                   "inputs built so that every summation order gives different bits",
+        "configs": json.dumps([dict(B=b, H=h, T=t, dh=d) for b, h, t, d in CONFIGS], separators=(",", ":")),
+        "library": f"torch {torch.__version__}",
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_num_threads": "1",
+        "seed": str(SEED),
+        "generator": goldens.generator,
+    }
+    path = os.path.join(args.out, "model", "attention_f16_orders.safetensors")
+    blob = golden_io.safetensors_bytes(torch, tensors, meta)
+    goldens.put(path, blob, meta["library"], meta["seed"])
+    print(f"total {goldens.total} bytes in {'checked' if args.check else 'written'} files")
+    if args.check:
+        goldens.finish_check()
+        return
+    n = goldens.write_manifest(stale=lambda f: False)
+    print(f"wrote {goldens.manifest_path} ({n} rows)")
+
+
+if __name__ == "__main__":
+    main()
