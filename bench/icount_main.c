@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
             fprintf(stderr, "trainbench-icount: %s: %s\n", c->name, s.msg);
             return 3;
         }
-        w.ga = (GemmArgs){false, false, 64, 64, 64, 1.0f, 0.0f, DTYPE_F32, DTYPE_F32, A, 64, B, 64, C, 64, NULL, GEMM_F16_SUM_MM};
+        w.ga = (GemmArgs){false, false, 64, 64, 64, 1.0f, 0.0f, DTYPE_F32, DTYPE_F32, A, 64, B, 64, C, 64, NULL, GEMM_F16_SUM_MM, 0};
     } else if (c->kind == 1) {
         optim_defaults(c->optim, &w.cfg);
         TensorShape shape = shape_2d(100, 1000);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fp16 summation orders of torch's attention products, from torch itself.
+"""The summation orders of torch's fp16 and bf16 matrix products, from torch itself.
 
     ~/.cache/trainbench-venv/bin/python reference/gen_attention_order_goldens.py --out reference/golden
 
@@ -14,8 +14,18 @@ so this file holds products built to: every dot product has a +4096 and a -4096 
 multiples of 2^-12 at random positions, with ones on the other side, so that each order keeps
 or loses a different set of the small terms and rounds to a different fp16 value.
 
-One case, attention_f16_orders (written to <out>/model/attention_f16_orders.safetensors), for
-each configuration c of CONFIGS (B, H, T, dh):
+bf16 adds a size rule: torch sends a bf16 matmul to oneDNN only when it has more than
+16*16*16 multiply-adds (a bmm counts its batch; ATen's mkldnn checksize), else to the same
+cpublas kernels as fp16, with the same orders.
+
+Three cases (<out>/model/<case>.safetensors):
+  attention_f16_orders   fp16, CONFIGS
+  attention_bf16_orders  bf16, BF16_CONFIGS (both sides of the oneDNN threshold)
+  linear_low_orders      F.linear forward, dx and dW in fp16 and bf16 for LINEAR_SIZES (N, Kin,
+                         Kout) around the threshold: input.<dt>.<N>x<Kin>x<Kout>.{x,dy,dyW} and
+                         expect.<dt>.<N>x<Kin>x<Kout>.{y,dx,dW} (W all ones; y and dx from x and
+                         dy, dW = dyW^T @ ones: each product's crafted side is the summed one)
+The attention cases, for each configuration c (B, H, T, dh):
   input.c<i>.q, .k, .v   fp16 (B, T, H*dh): the projections; torch splits heads as DistilBERT
                          does (view(B, T, H, dh).transpose(1, 2))
   input.c<i>.P           fp16 (B, H, T, T): the probabilities the PV product reads
@@ -28,9 +38,10 @@ each configuration c of CONFIGS (B, H, T, dh):
   expect.c<i>.dv         P^T @ dctx          (B, H, T, dh)  (v's gradient, heads split)
   expect.c<i>.dq         dS @ k              (B, H, T, dh)
   expect.c<i>.dk         dS^T @ q            (B, H, T, dh)
-all fp16, as torch's autograd computed them (torch.set_num_threads(1)). tests/test_model_golden.c
-recomputes each product with the naive backend in the order src/model/layers.c names for it
-(attention_f16_sum) and requires every value bit for bit.
+all in the case's dtype, as torch's autograd computed them (torch.set_num_threads(1)).
+tests/test_model_golden.c recomputes each product with the naive backend in the order
+src/model/layers.c names for it (attention_f16_sum, and the linears' rule) and requires every
+value bit for bit.
 
 Deterministic (numpy's PCG64 with a fixed seed, one thread). `--check` regenerates in memory and
 compares with the file on disk. Installs nothing.
@@ -52,6 +63,9 @@ SEED = 20261202
 # head dims with and without a 16-element tail, sequences past one 64-block
 CONFIGS = [(2, 2, 16, 16), (2, 2, 20, 12), (2, 2, 72, 24), (1, 2, 16, 16), (1, 2, 72, 24),
            (2, 1, 20, 12), (1, 1, 16, 16), (3, 4, 20, 10)]
+# bf16: B*H*T*T*dh above 4096 (oneDNN) and at most 4096 (cpublas), views and copies
+BF16_CONFIGS = [(2, 2, 16, 16), (2, 2, 20, 12), (1, 1, 16, 16), (2, 2, 8, 8), (1, 2, 12, 12), (2, 1, 12, 10)]
+LINEAR_SIZES = [(4, 8, 8), (8, 16, 16), (16, 16, 16), (16, 16, 17), (3, 40, 24), (64, 32, 32), (2, 96, 20)]
 BIG, SMALL = 4096.0, 2.0 ** -12
 
 
@@ -68,9 +82,8 @@ def crafted(np, rng, shape):
     return x
 
 
-def run_config(torch, np, rng, B, H, T, dh):
+def run_config(torch, np, rng, B, H, T, dh, half):
     D = H * dh
-    half = torch.float16
     q_in = torch.tensor(crafted(np, rng, (B, T, H, dh)).reshape(B, T, D), dtype=half)
     k_in = torch.ones(B, T, D, dtype=half)
     v_in = torch.ones(B, T, D, dtype=half)
@@ -99,6 +112,23 @@ def run_config(torch, np, rng, B, H, T, dh):
     }
 
 
+def run_linear(torch, np, rng, N, Kin, Kout, dt):
+    """F.linear's three products: y = x @ W^T and dx = dy @ W from x, dy crafted (W ones); dW
+    from a second graph with x ones and dyW crafted along N (dW[o, i] = sum_n dyW[n, o])."""
+    x_in = torch.tensor(crafted(np, rng, (N, Kin)), dtype=dt)
+    dy_in = torch.tensor(crafted(np, rng, (N, Kout)), dtype=dt)
+    dyw_in = torch.tensor(crafted(np, rng, (Kout, N)).T.copy(), dtype=dt)
+    x = x_in.clone().requires_grad_()
+    W = torch.ones(Kout, Kin, dtype=dt, requires_grad=True)
+    y = torch.nn.functional.linear(x, W)
+    (y.float() * dy_in.float()).sum().backward()
+    x1 = torch.ones(N, Kin, dtype=dt, requires_grad=True)
+    W1 = torch.ones(Kout, Kin, dtype=dt, requires_grad=True)
+    (torch.nn.functional.linear(x1, W1).float() * dyw_in.float()).sum().backward()
+    return {"input.x": x_in, "input.dy": dy_in, "input.dyW": dyw_in,
+            "expect.y": y.detach(), "expect.dx": x.grad.detach(), "expect.dW": W1.grad.detach()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
@@ -108,28 +138,43 @@ def main():
     torch, np = golden_io.require(PROG, [("torch", "torch >= 2.5"), ("numpy", "numpy")])
     golden_io.require_version(PROG, "torch", torch.__version__, "2.5", "the fp16 orders recorded here are torch 2.x's")
     torch.set_num_threads(1)
-    rng = np.random.default_rng(SEED)
-    tensors = {}
-    for i, (B, H, T, dh) in enumerate(CONFIGS):
-        for name, t in run_config(torch, np, rng, B, H, T, dh).items():
-            kind, what = name.split(".")
-            tensors[f"{kind}.c{i}.{what}"] = t
     goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"), check=args.check)
-    meta = {
-        "case": "attention_f16_orders",
-        "comment": "fp16 attention products (forward q @ k^T, P @ v; backward dctx @ v^T, P^T @ dctx, "
-                   "dS @ k, dS^T @ q) as torch's autograd computes them with DistilBERT's head split, on "
-                   "inputs built so that every summation order gives different bits",
-        "configs": json.dumps([dict(B=b, H=h, T=t, dh=d) for b, h, t, d in CONFIGS], separators=(",", ":")),
+    base = {
         "library": f"torch {torch.__version__}",
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_num_threads": "1",
+        "mkldnn_bf16_supported": str(bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())).lower(),
         "seed": str(SEED),
         "generator": goldens.generator,
     }
-    path = os.path.join(args.out, "model", "attention_f16_orders.safetensors")
-    blob = golden_io.safetensors_bytes(torch, tensors, meta)
-    goldens.put(path, blob, meta["library"], meta["seed"])
+    for case, dt, configs in (("attention_f16_orders", torch.float16, CONFIGS),
+                              ("attention_bf16_orders", torch.bfloat16, BF16_CONFIGS)):
+        rng = np.random.default_rng(SEED)
+        tensors = {}
+        for i, (B, H, T, dh) in enumerate(configs):
+            for name, t in run_config(torch, np, rng, B, H, T, dh, dt).items():
+                kind, what = name.split(".")
+                tensors[f"{kind}.c{i}.{what}"] = t
+        meta = dict(base, case=case,
+                    comment=f"{str(dt)[6:]} attention products (forward q @ k^T, P @ v; backward dctx @ v^T, "
+                            "P^T @ dctx, dS @ k, dS^T @ q) as torch's autograd computes them with DistilBERT's "
+                            "head split, on inputs built so that every summation order gives different bits",
+                    configs=json.dumps([dict(B=b, H=h, T=t, dh=d) for b, h, t, d in configs], separators=(",", ":")))
+        path = os.path.join(args.out, "model", case + ".safetensors")
+        goldens.put(path, golden_io.safetensors_bytes(torch, tensors, meta), meta["library"], meta["seed"])
+    rng = np.random.default_rng(SEED + 1)
+    tensors = {}
+    for dname, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        for (N, Kin, Kout) in LINEAR_SIZES:
+            for name, t in run_linear(torch, np, rng, N, Kin, Kout, dt).items():
+                kind, what = name.split(".")
+                tensors[f"{kind}.{dname}.{N}x{Kin}x{Kout}.{what}"] = t
+    meta = dict(base, case="linear_low_orders",
+                comment="F.linear forward, dx and dW in fp16 and bf16 on inputs built so that every summation "
+                        "order gives different bits, sizes around the 16*16*16 oneDNN threshold of bf16",
+                sizes=",".join(f"{n}x{i}x{o}" for n, i, o in LINEAR_SIZES))
+    path = os.path.join(args.out, "model", "linear_low_orders.safetensors")
+    goldens.put(path, golden_io.safetensors_bytes(torch, tensors, meta), meta["library"], meta["seed"])
     print(f"total {goldens.total} bytes in {'checked' if args.check else 'written'} files")
     if args.check:
         goldens.finish_check()

@@ -848,23 +848,46 @@ static void test_layernorm_rows(void** state) {
     st_free(&st);
 }
 
-// attention_f16_orders (reference/gen_attention_order_goldens.py): torch's six fp16 attention
-// products per head, with DistilBERT's head split, on inputs built so that every summation order
-// gives different bits, for 8 (B, H, T, dh) configurations (batch and heads > 1; batch 1; one
-// head; both; head dims with a 16-element tail and without; T past a 64-block). Each product is
-// recomputed with the naive backend in the order attention_f16_sum names for it and the
-// operands laid out as layers.c passes them; every value must be torch's bit for bit. With
-// the orders of the model goldens alone (which random data cannot tell apart) this fails: with
-// every product MM, or q @ k^T and dS @ k not swapped for batch 1 / one head.
-static void test_attention_f16_orders(void** state) {
-    (void)state;
+// One fp16 or bf16 value as a double, for messages
+static double low_value(DType dt, uint16_t v) {
+    return dt == DTYPE_F16 ? (double)fp16_to_f32((Fp16){v}) : (double)bf16_to_f32((Bf16){v});
+}
+
+// Checks one product against torch's values: the naive backend with the arguments layers.c
+// gives it (order, torch_macs), C in the inputs' dtype, every value bit for bit. Returns the count.
+static size_t check_low_product(Gemm* gemm, GemmArgs a, const uint16_t* want, const char* what) {
+    const size_t n = (size_t)a.M * (size_t)a.N;
+    uint16_t* out = xmalloc(n * sizeof(uint16_t));
+    a.alpha = 1.0f, a.beta = 0.0f, a.c_dtype = a.ab_dtype, a.C = out, a.ldc = a.N;
+    assert_true(status_is_ok(gemm_run(gemm, &a)));
+    const bool onednn_order = a.ab_dtype == DTYPE_BF16 && a.torch_macs > GEMM_BF16_ONEDNN_MIN_MACS;
+    for (size_t i = 0; i < n; i++)
+        if (out[i] != want[i])
+            fail_msg("%s [%zu] = %a, torch %a (%s, order %s, torch_macs %lld)", what, i, low_value(a.ab_dtype, out[i]),
+                     low_value(a.ab_dtype, want[i]), a.ab_dtype == DTYPE_F16 ? "fp16" : "bf16",
+                     onednn_order ? "bf16 pairs" : a.f16_sum == GEMM_F16_SUM_DOT ? "DOT" : "MM",
+                     (long long)a.torch_macs);
+    free(out);
+    return n;
+}
+
+// attention_<f16|bf16>_orders (reference/gen_attention_order_goldens.py): torch's six attention
+// products per head, with DistilBERT's head split, on inputs built so that every summation
+// order gives different bits (fp16: 8 (B, H, T, dh) configurations: batch and heads > 1; batch
+// 1; one head; both; head dims with and without a 16-element tail; T past a 64-block. bf16: 6,
+// on both sides of torch's 16*16*16 oneDNN threshold). Each product is recomputed with the
+// naive backend in the order attention_f16_sum names for it and with head_mm's torch_macs, the
+// operands laid out as layers.c passes them; every value must be torch's bit for bit. Checked:
+// it fails with every product MM, with the batch-1 / one-head swap removed, with dP in the MM
+// order, and (bf16) with every product in the pairs order.
+static size_t check_attention_orders(const char* file, DType dt, size_t* configs_out) {
     SafeTensors st;
-    need_golden(GOLDEN_DIR "/attention_f16_orders.safetensors", &st);
+    need_golden(file, &st);
     Gemm gemm;
     assert_true(status_is_ok(gemm_open(&gemm, &gemm_backend_naive, 1)));
     static const char* const NAME[6] = {"S", "ctx", "dP", "dv", "dq", "dk"};
     static const AttentionProduct PROD[6] = {ATT_SCORES, ATT_PV, ATT_DP, ATT_DV, ATT_DQ, ATT_DK};
-    size_t compared = 0, configs = 0, per_order[2] = {0, 0};
+    size_t compared = 0, configs = 0;
     for (int ci = 0;; ci++) {
         char name[64];
 #define AO_T(kind, what) (snprintf(name, sizeof name, "%s.c%d.%s", kind, ci, what), st_find(&st, name))
@@ -873,59 +896,112 @@ static void test_attention_f16_orders(void** state) {
         assert_non_null(tP);
         assert_int_equal(tq->ndim, 3);
         assert_int_equal(tP->ndim, 4);
+        assert_int_equal(tq->dtype, dt);
         const int B = (int)tP->shape[0], H = (int)tP->shape[1], T = (int)tP->shape[2], D = (int)tq->shape[2];
         const int dh = D / H;
-        const Fp16 *q = AO_T("input", "q")->data, *k = AO_T("input", "k")->data, *v = AO_T("input", "v")->data;
-        const Fp16 *P = tP->data, *dS = AO_T("input", "dS")->data, *dctx = AO_T("input", "dctx")->data;
+        const uint16_t *q = AO_T("input", "q")->data, *k = AO_T("input", "k")->data, *v = AO_T("input", "v")->data;
+        const uint16_t *P = tP->data, *dS = AO_T("input", "dS")->data, *dctx = AO_T("input", "dctx")->data;
         const StTensor* want[6];
         for (int p = 0; p < 6; p++) {
             want[p] = AO_T("expect", NAME[p]);
             assert_non_null(want[p]);
-            assert_int_equal(want[p]->dtype, DTYPE_F16);
+            assert_int_equal(want[p]->dtype, dt);
         }
 #undef AO_T
         const size_t TT = (size_t)T * (size_t)T, Td = (size_t)T * (size_t)dh;
-        Fp16* out = xmalloc(TT * sizeof(Fp16));
         for (int bh = 0; bh < B * H; bh++) {
             const int b = bh / H, h = bh % H;
             const size_t off = (size_t)b * (size_t)T * (size_t)D + (size_t)h * (size_t)dh;  // head of (B, T, D)
-            const Fp16 *qh = q + off, *kh = k + off, *vh = v + off;
-            const Fp16 *Ph = P + (size_t)bh * TT, *dSh = dS + (size_t)bh * TT, *dch = dctx + (size_t)bh * Td;
+            const uint16_t *qh = q + off, *kh = k + off, *vh = v + off;
+            const uint16_t *Ph = P + (size_t)bh * TT, *dSh = dS + (size_t)bh * TT, *dch = dctx + (size_t)bh * Td;
             // the operands and shapes of layers.c's head_mm calls, product by product
             const struct {
                 bool ta, tb;
                 int M, N, K;
-                const Fp16 *A, *Bm;
+                const uint16_t *A, *Bm;
                 int lda, ldb;
             } g[6] = {{false, true, T, T, dh, qh, kh, D, D},     {false, false, T, dh, T, Ph, vh, T, D},
                       {false, true, T, T, dh, dch, vh, dh, D},   {true, false, T, dh, T, Ph, dch, T, dh},
                       {false, false, T, dh, T, dSh, kh, T, D},   {true, false, T, dh, T, dSh, qh, T, D}};
             for (int p = 0; p < 6; p++) {
-                const GemmF16Sum order = attention_f16_sum(PROD[p], B, H, T);
                 GemmArgs a = {.trans_a = g[p].ta, .trans_b = g[p].tb, .M = g[p].M, .N = g[p].N, .K = g[p].K,
-                              .alpha = 1.0f, .beta = 0.0f, .ab_dtype = DTYPE_F16, .A = g[p].A, .lda = g[p].lda,
-                              .B = g[p].Bm, .ldb = g[p].ldb, .c_dtype = DTYPE_F16, .C = out, .ldc = g[p].N,
-                              .f16_sum = order};
-                assert_true(status_is_ok(gemm_run(&gemm, &a)));
+                              .ab_dtype = dt, .A = g[p].A, .lda = g[p].lda, .B = g[p].Bm, .ldb = g[p].ldb,
+                              .f16_sum = attention_f16_sum(PROD[p], B, H, T),
+                              .torch_macs = (int64_t)B * H * g[p].M * g[p].N * g[p].K};
+                char what[128];
+                snprintf(what, sizeof what, "%s c%d (B %d, H %d, T %d, dh %d): %s head %d", file, ci, B, H, T, dh,
+                         NAME[p], bh);
                 const size_t n = (size_t)g[p].M * (size_t)g[p].N;
-                const Fp16* w = (const Fp16*)want[p]->data + (size_t)bh * n;
-                for (size_t i = 0; i < n; i++)
-                    if (memcmp(&out[i], &w[i], sizeof(Fp16)))
-                        fail_msg("attention_f16_orders c%d (B %d, H %d, T %d, dh %d): %s head %d [%zu] = %a, torch %a "
-                                 "(order %s)", ci, B, H, T, dh, NAME[p], bh, i, (double)fp16_to_f32(out[i]),
-                                 (double)fp16_to_f32(w[i]), order == GEMM_F16_SUM_DOT ? "DOT" : "MM");
-                compared += n;
-                per_order[order == GEMM_F16_SUM_DOT] += n;
+                compared += check_low_product(&gemm, a, (const uint16_t*)want[p]->data + (size_t)bh * n, what);
             }
         }
-        free(out);
         configs++;
     }
-    assert_true(configs >= 8);
     gemm_close(&gemm);
-    printf("attention_f16_orders: %zu configurations, %zu fp16 values of the six attention products bit-identical to "
-           "torch's (%zu summed in the MM order, %zu in the DOT order)\n", configs, compared, per_order[0], per_order[1]);
     st_free(&st);
+    *configs_out = configs;
+    return compared;
+}
+
+static void test_attention_low_orders(void** state) {
+    (void)state;
+    size_t cf, cb;
+    const size_t nf = check_attention_orders(GOLDEN_DIR "/attention_f16_orders.safetensors", DTYPE_F16, &cf);
+    const size_t nb = check_attention_orders(GOLDEN_DIR "/attention_bf16_orders.safetensors", DTYPE_BF16, &cb);
+    assert_true(cf >= 8 && cb >= 6);
+    printf("attention orders: fp16 %zu configurations, %zu values; bf16 %zu configurations, %zu values: the six "
+           "attention products bit-identical to torch's\n", cf, nf, cb, nb);
+}
+
+// linear_low_orders: F.linear's forward (x @ W^T), dx (dy @ W) and dW (dy^T @ x) in fp16 and bf16
+// on crafted inputs, sizes on both sides of bf16's oneDNN threshold; mm_on's rule: nt DOT, the
+// others MM, torch_macs = M*N*K. Checked: fails with bf16 always in the pairs order.
+static void test_linear_low_orders(void** state) {
+    (void)state;
+    SafeTensors st;
+    need_golden(GOLDEN_DIR "/linear_low_orders.safetensors", &st);
+    Gemm gemm;
+    assert_true(status_is_ok(gemm_open(&gemm, &gemm_backend_naive, 1)));
+    const char* sizes = need_meta(&st, "sizes");
+    size_t compared = 0, cases = 0;
+    static const char* const DT_NAME[2] = {"fp16", "bf16"};
+    static const DType DT[2] = {DTYPE_F16, DTYPE_BF16};
+    for (int d = 0; d < 2; d++)
+        for (const char* sp = sizes; *sp;) {
+            int N, Kin, Kout, used;
+            assert_int_equal(sscanf(sp, "%dx%dx%d%n", &N, &Kin, &Kout, &used), 3);
+            sp += used + (sp[used] == ',');
+            char name[96];
+#define LO_T(kind, what) (snprintf(name, sizeof name, "%s.%s.%dx%dx%d.%s", kind, DT_NAME[d], N, Kin, Kout, what), \
+                          (const uint16_t*)need(&st, name)->data)
+            const uint16_t *x = LO_T("input", "x"), *dy = LO_T("input", "dy"), *dyw = LO_T("input", "dyW");
+            const uint16_t *y = LO_T("expect", "y"), *dx = LO_T("expect", "dx"), *dW = LO_T("expect", "dW");
+#undef LO_T
+            uint16_t* ones = xmalloc((size_t)(N > Kout ? N : Kout) * (size_t)Kin * sizeof(uint16_t));
+            const uint16_t one = DT[d] == DTYPE_F16 ? 0x3c00 : 0x3f80;
+            for (size_t i = 0; i < (size_t)(N > Kout ? N : Kout) * (size_t)Kin; i++) ones[i] = one;
+            const int64_t macs = (int64_t)N * Kin * Kout;
+            char what[96];
+            snprintf(what, sizeof what, "linear %s %dx%dx%d forward", DT_NAME[d], N, Kin, Kout);
+            compared += check_low_product(&gemm, (GemmArgs){.trans_b = true, .M = N, .N = Kout, .K = Kin, .ab_dtype = DT[d],
+                                                            .A = x, .lda = Kin, .B = ones, .ldb = Kin,
+                                                            .f16_sum = GEMM_F16_SUM_DOT, .torch_macs = macs}, y, what);
+            snprintf(what, sizeof what, "linear %s %dx%dx%d dx", DT_NAME[d], N, Kin, Kout);
+            compared += check_low_product(&gemm, (GemmArgs){.M = N, .N = Kin, .K = Kout, .ab_dtype = DT[d], .A = dy,
+                                                            .lda = Kout, .B = ones, .ldb = Kin,
+                                                            .f16_sum = GEMM_F16_SUM_MM, .torch_macs = macs}, dx, what);
+            snprintf(what, sizeof what, "linear %s %dx%dx%d dW", DT_NAME[d], N, Kin, Kout);
+            compared += check_low_product(&gemm, (GemmArgs){.trans_a = true, .M = Kout, .N = Kin, .K = N, .ab_dtype = DT[d],
+                                                            .A = dyw, .lda = Kout, .B = ones, .ldb = Kin,
+                                                            .f16_sum = GEMM_F16_SUM_MM, .torch_macs = macs}, dW, what);
+            free(ones);
+            cases++;
+        }
+    gemm_close(&gemm);
+    st_free(&st);
+    assert_true(cases >= 14);
+    printf("linear orders: %zu (dtype, size) cases, %zu values of forward, dx and dW bit-identical to torch's\n", cases,
+           compared);
 }
 
 // sinusoidal_pos_embds=True: the position table transformers' own init gives the model
@@ -985,7 +1061,8 @@ int main(void) {
         cmocka_unit_test(test_training_trajectories),
         cmocka_unit_test(test_activation_tables),
         cmocka_unit_test(test_layernorm_rows),
-        cmocka_unit_test(test_attention_f16_orders),
+        cmocka_unit_test(test_attention_low_orders),
+        cmocka_unit_test(test_linear_low_orders),
         cmocka_unit_test(test_sinusoidal_table),
     };
     return cmocka_run_group_tests_name("model_golden", tests, NULL, NULL);

@@ -32,6 +32,9 @@ typedef enum {
                           // 8 registers of 8 lanes, in any of our layouts
 } GemmF16Sum;
 
+// torch's threshold for sending a bf16 matmul to oneDNN (more multiply-adds than this)
+#define GEMM_BF16_ONEDNN_MIN_MACS ((int64_t)16 * 16 * 16)
+
 typedef struct {
     bool trans_a, trans_b;
     int M, N, K;
@@ -46,6 +49,11 @@ typedef struct {
     int ldc;
     const float* bias;  // NULL, or (N) fp32 added to every row (see above; backend->bias only)
     GemmF16Sum f16_sum;  // f16 inputs on the naive backend: which torch operation's K order
+    // The multiply-adds m*k*n (x the batch of a bmm) of the torch matmul this product is part
+    // of, or 0 (unknown: taken as large). torch sends a bf16 matmul to oneDNN only above
+    // 16*16*16 (ATen's mkldnn checksize); at most that it runs ATen's cpublas, which sums in the
+    // f16 orders (f16_sum). The naive backend follows both (gemm_naive.c).
+    int64_t torch_macs;
 } GemmArgs;
 
 typedef enum {

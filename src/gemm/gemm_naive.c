@@ -39,6 +39,12 @@
 // and stays MM: with DOT there, three goldens' attention probabilities (head dims 10 and 12)
 // lose bits. With batch, heads or T of 1 the copy is a view and the two swap; the golden
 // attention_f16_orders (products built to tell the orders apart) checks all of it.
+// bf16 products of at most 16*16*16 multiply-adds in torch's matmul (GemmArgs.torch_macs; a bmm
+// counts its batch) are not oneDNN's in torch (ATen's mkldnn checksize) but ATen's cpublas, which
+// sums bf16 exactly as f16 (the three orders above, by GemmArgs.f16_sum): measured with products
+// built to tell the orders apart (linears of 4x8x8 to 16x16x16: forward dot, dx partial sums,
+// dW k order, 0 mismatches each; 16x16x17 and larger: pairs, 0 mismatches; attention with batch
+// x heads of 1 at T = dh = 16: the dot order).
 // Deterministic: rows of C are split across OpenMP threads but each element is computed by
 // one thread in the same order, so the bits do not depend on the thread count.
 // Not here: speed (no blocking, no SIMD intrinsics; the compiler may vectorize across j,
@@ -176,7 +182,10 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
     widen_op(a, g->A, g->ab_dtype, g->trans_a, M, K, g->lda);
     widen_op(b, g->B, g->ab_dtype, g->trans_b, K, N, g->ldb);
     const bool linear = g->f16_sum == GEMM_F16_SUM_DOT;  // op(A) and op(B) are widened: any layout
-    if (g->ab_dtype == DTYPE_F16 && (linear || !g->trans_a)) {  // tn (and tt): k order, below
+    // torch's cpublas orders: every f16 product; bf16 ones of at most GEMM_BF16_ONEDNN_MIN_MACS
+    const bool cpublas = g->ab_dtype == DTYPE_F16 ||
+                         (g->ab_dtype == DTYPE_BF16 && g->torch_macs > 0 && g->torch_macs <= GEMM_BF16_ONEDNN_MIN_MACS);
+    if (cpublas && (linear || !g->trans_a)) {  // tn (and tt): k order, below
         const size_t rows = (size_t)GEMM_F16_WS_ROWS * (size_t)N;
         float* ws = gemm_scratch_grow(&c->ws, &c->ws_cap, (size_t)c->threads * rows);
 #pragma omp parallel for num_threads(c->threads) schedule(static)
@@ -199,7 +208,7 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
         float* row = acc + (size_t)i * (size_t)N;  // (N)
         const float* ai = a + (size_t)i * (size_t)K;  // (K)
         for (int j = 0; j < N; j++) row[j] = 0.0f;
-        if (g->ab_dtype == DTYPE_BF16) {
+        if (g->ab_dtype == DTYPE_BF16 && !cpublas) {
             // k pairs, the odd k first (VDPBF16PS; an odd K's last pair is padded with a zero
             // product, added first: +0, which turns an accumulated -0 into +0)
             for (int k = 0; k < K; k += 2) {
