@@ -8,8 +8,8 @@
 // (the products of two bf16 values are exact in fp32, so only the order matters). Measured:
 // the bf16 model goldens' summary rows bit-exact 70 -> 79 of 80 with it (k order before); our
 // onednn backend gives the same bits there. Not mirrored: VDPBF16PS's flushing of subnormal
-// inputs and results (the naive sums keep them), and oneDNN's K blocking for long K, whose
-// partial sums may be added in another order.
+// inputs and results (the naive sums keep them). oneDNN's K blocking for long K is mirrored
+// (bf16_k_block).
 // f16 inputs are summed in torch 2.15's order on a CPU without native fp16 instead (GemmArgs.f16_sum;
 // the products of two f16 values are exact in fp32, so only the order of the adds matters). Which
 // order torch takes depends on the operands' memory layout at its cpublas gemm (gemm.h), so the
@@ -173,6 +173,16 @@ static void row_linear_f16(float* row, const float* a_i, const float* b, int N, 
     memcpy(row, ws, n * sizeof(float));
 }
 
+// oneDNN's K blocks for a bf16 matmul (torch 2.15's bundled oneDNN on this CPU, measured with
+// products built to tell the orders apart, M and N from 8 to 768): K up to 512 in one block;
+// beyond, blocks of 512, except an untransposed A with K > 1024: blocks of 1024 (nt and nn, e.g.
+// a linear's forward and dx at K = 1040-4096; the transposed A of dW = dy^T @ x keeps 512 at K =
+// 1040-2048). Each block is summed by pairs from zero and the blocks' sums added in order.
+static int bf16_k_block(int K, bool trans_a) {
+    if (K <= 512) return K;
+    return !trans_a && K > 1024 ? 1024 : 512;
+}
+
 static Status naive_run(void* ctx, const GemmArgs* g) {
     NaiveCtx* c = ctx;
     const int M = g->M, N = g->N, K = g->K;
@@ -201,23 +211,35 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
     }
 
     // One row of C per iteration; every element's sum runs k = 0..K-1 in fp32 (bf16: by pairs,
-    // top), whatever the thread count. (-std=c11 keeps -ffp-contract=off: no fused multiply-add
-    // sneaks in.)
+    // in oneDNN's K blocks, top), whatever the thread count. (-std=c11 keeps -ffp-contract=off:
+    // no fused multiply-add sneaks in.)
+    const bool bf16_pairs = g->ab_dtype == DTYPE_BF16 && !cpublas;
+    const int kb = bf16_pairs ? bf16_k_block(K, g->trans_a) : K;
+    float* part_ws = kb < K ? gemm_scratch_grow(&c->ws, &c->ws_cap, (size_t)c->threads * (size_t)N) : NULL;
 #pragma omp parallel for num_threads(c->threads) schedule(static)
     for (int i = 0; i < M; i++) {
         float* row = acc + (size_t)i * (size_t)N;  // (N)
         const float* ai = a + (size_t)i * (size_t)K;  // (K)
         for (int j = 0; j < N; j++) row[j] = 0.0f;
-        if (g->ab_dtype == DTYPE_BF16 && !cpublas) {
+        if (bf16_pairs) {
             // k pairs, the odd k first (VDPBF16PS; an odd K's last pair is padded with a zero
-            // product, added first: +0, which turns an accumulated -0 into +0)
-            for (int k = 0; k < K; k += 2) {
-                if (k + 1 < K) {
-                    axpy_row(row, ai[k + 1], b + (size_t)(k + 1) * (size_t)N, N);
-                } else {
-                    for (int j = 0; j < N; j++) row[j] += 0.0f;
+            // product, added first: +0, which turns an accumulated -0 into +0), each K block from
+            // zero, the blocks' sums then added in order
+            float* part = part_ws ? part_ws + (size_t)omp_get_thread_num() * (size_t)N : NULL;
+            for (int k0 = 0; k0 < K; k0 += kb) {
+                const int k1 = K - k0 < kb ? K : k0 + kb;
+                float* dst = k0 == 0 ? row : part;
+                if (k0 > 0)
+                    for (int j = 0; j < N; j++) dst[j] = 0.0f;
+                for (int k = k0; k < k1; k += 2) {
+                    if (k + 1 < k1) {
+                        axpy_row(dst, ai[k + 1], b + (size_t)(k + 1) * (size_t)N, N);
+                    } else {
+                        for (int j = 0; j < N; j++) dst[j] += 0.0f;
+                    }
+                    axpy_row(dst, ai[k], b + (size_t)k * (size_t)N, N);
                 }
-                axpy_row(row, ai[k], b + (size_t)k * (size_t)N, N);
+                if (k0 > 0) add_row(row, dst, N);
             }
         } else {
             for (int k = 0; k < K; k++) axpy_row(row, ai[k], b + (size_t)k * (size_t)N, N);
