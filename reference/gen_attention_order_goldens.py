@@ -24,7 +24,11 @@ Three cases (<out>/model/<case>.safetensors):
   linear_low_orders      F.linear forward, dx and dW in fp16 and bf16 for LINEAR_SIZES (N, Kin,
                          Kout) around the threshold: input.<dt>.<N>x<Kin>x<Kout>.{x,dy,dyW} and
                          expect.<dt>.<N>x<Kin>x<Kout>.{y,dx,dW} (W all ones; y and dx from x and
-                         dy, dW = dyW^T @ ones: each product's crafted side is the summed one)
+                         dy, dW = dyW^T @ ones: each product's crafted side is the summed one);
+                         and k_lin's dx and dW behind DistilBERT's head split for KGRAD_CONFIGS
+                         (B, H, T, dh): input.<dt>.k<B>x<H>x<T>x<dh>.{g1,g2} (the gradient reaching
+                         k_lin, rows / columns crafted), expect.<...>.{dx,dW} (at batch 1 that
+                         gradient is column-major in torch: the two products swap orders)
 The attention cases, for each configuration c (B, H, T, dh):
   input.c<i>.q, .k, .v   fp16 (B, T, H*dh): the projections; torch splits heads as DistilBERT
                          does (view(B, T, H, dh).transpose(1, 2))
@@ -68,6 +72,8 @@ BF16_CONFIGS = [(2, 2, 16, 16), (2, 2, 20, 12), (1, 1, 16, 16), (2, 2, 8, 8), (1
 # ... and long K (bf16: oneDNN's K blocks of 512, or 1024 past K = 1024 with A untransposed)
 LINEAR_SIZES = [(4, 8, 8), (8, 16, 16), (16, 16, 16), (16, 16, 17), (3, 40, 24), (64, 32, 32), (2, 96, 20),
                 (8, 768, 16), (4, 1100, 12), (8, 16, 1536), (1040, 8, 8), (2048, 4, 4)]
+# k_lin's backward (B, H, T, dh): at batch 1 its gradient is column-major in torch
+KGRAD_CONFIGS = [(2, 2, 24, 8), (1, 2, 24, 8), (1, 4, 20, 6), (2, 1, 24, 8), (1, 1, 24, 16), (1, 2, 8, 4), (2, 2, 6, 4)]
 BIG, SMALL = 4096.0, 2.0 ** -12
 
 
@@ -131,6 +137,39 @@ def run_linear(torch, np, rng, N, Kin, Kout, dt):
             "expect.y": y.detach(), "expect.dx": x.grad.detach(), "expect.dW": W1.grad.detach()}
 
 
+def run_kgrad(torch, np, rng, B, H, T, dh, dt):
+    """k_lin's backward: DistilBERT's k = k_lin(x).view(B, T, H, dh).transpose(1, 2) and S = q @ k^T;
+    the gradient reaching k_lin (B*T, D) is made what we want through q one-hot (q[.., l, l] = 1:
+    grad_k[b, h, j, l] = dS[b, h, l, j]). Graph 1: that gradient's rows crafted, x and W ones ->
+    dx[n, i] = the sum of row n; graph 2: its columns crafted -> dW[o, i] = the sum of column o."""
+    D = H * dh
+    assert dh <= T
+    out = {}
+    for graph, what in ((1, "dx"), (2, "dW")):
+        if graph == 1:
+            G = crafted(np, rng, (B, T, D))                      # rows over o crafted
+        else:
+            G = crafted(np, rng, (D, B * T)).T.copy().reshape(B, T, D)  # columns over n crafted
+        dS = np.zeros((B, H, T, T), dtype=np.float32)
+        for h in range(H):
+            for l in range(dh):
+                dS[:, h, l, :] = G[:, :, h * dh + l]
+        q = np.zeros((B, H, T, dh), dtype=np.float32)
+        for l in range(dh):
+            q[:, :, l, l] = 1.0
+        lin = torch.nn.Linear(D, D).to(dt)
+        with torch.no_grad():
+            lin.weight.fill_(1.0)
+            lin.bias.zero_()
+        x = torch.ones(B, T, D, dtype=dt, requires_grad=True)
+        k = lin(x).view(B, T, H, dh).transpose(1, 2)
+        S = torch.matmul(torch.tensor(q, dtype=dt), k.transpose(2, 3))
+        (S.float() * torch.tensor(dS, dtype=dt).float()).sum().backward()
+        out[f"input.g{graph}"] = torch.tensor(G.reshape(B * T, D), dtype=dt)
+        out[f"expect.{what}"] = (x.grad.reshape(B * T, D) if what == "dx" else lin.weight.grad).detach().clone()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
@@ -171,10 +210,18 @@ def main():
             for name, t in run_linear(torch, np, rng, N, Kin, Kout, dt).items():
                 kind, what = name.split(".")
                 tensors[f"{kind}.{dname}.{N}x{Kin}x{Kout}.{what}"] = t
+    for dname, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        for (B, H, T, dh) in KGRAD_CONFIGS:
+            if dt == torch.bfloat16 and B * T * H * dh * H * dh > 4096:
+                continue  # oneDNN-sized in bf16: pairs whatever the layout
+            for name, t in run_kgrad(torch, np, rng, B, H, T, dh, dt).items():
+                kind, what = name.split(".")
+                tensors[f"{kind}.{dname}.k{B}x{H}x{T}x{dh}.{what}"] = t
     meta = dict(base, case="linear_low_orders",
                 comment="F.linear forward, dx and dW in fp16 and bf16 on inputs built so that every summation "
                         "order gives different bits, sizes around the 16*16*16 oneDNN threshold of bf16",
-                sizes=",".join(f"{n}x{i}x{o}" for n, i, o in LINEAR_SIZES))
+                sizes=",".join(f"{n}x{i}x{o}" for n, i, o in LINEAR_SIZES),
+                kgrad=",".join(f"{b}x{h}x{t}x{d}" for b, h, t, d in KGRAD_CONFIGS))
     path = os.path.join(args.out, "model", "linear_low_orders.safetensors")
     goldens.put(path, golden_io.safetensors_bytes(torch, tensors, meta), meta["library"], meta["seed"])
     print(f"total {goldens.total} bytes in {'checked' if args.check else 'written'} files")

@@ -997,11 +997,47 @@ static void test_linear_low_orders(void** state) {
             free(ones);
             cases++;
         }
+    // k_lin's dx and dW behind the head split: layers.c's orders (dy_col_major at batch 1)
+    const char* kgrad = need_meta(&st, "kgrad");
+    size_t kcases = 0;
+    for (int d = 0; d < 2; d++)
+        for (const char* sp = kgrad; *sp;) {
+            int B, H, T, dh, used;
+            assert_int_equal(sscanf(sp, "%dx%dx%dx%d%n", &B, &H, &T, &dh, &used), 4);
+            sp += used + (sp[used] == ',');
+            char name[96];
+            snprintf(name, sizeof name, "input.%s.k%dx%dx%dx%d.g1", DT_NAME[d], B, H, T, dh);
+            if (!st_find(&st, name)) continue;  // bf16 keeps only the CPU BLAS-sized ones
+#define KG_T(kind, what) (snprintf(name, sizeof name, "%s.%s.k%dx%dx%dx%d.%s", kind, DT_NAME[d], B, H, T, dh, what), \
+                          (const uint16_t*)need(&st, name)->data)
+            const uint16_t *g1 = KG_T("input", "g1"), *g2 = KG_T("input", "g2");
+            const uint16_t *dx = KG_T("expect", "dx"), *dW = KG_T("expect", "dW");
+#undef KG_T
+            const int N = B * T, D = H * dh;
+            const bool col = attention_k_grad_col_major(B, T);
+            uint16_t* ones = xmalloc((size_t)(N > D ? N : D) * (size_t)D * sizeof(uint16_t));
+            const uint16_t one = DT[d] == DTYPE_F16 ? 0x3c00 : 0x3f80;
+            for (size_t i = 0; i < (size_t)(N > D ? N : D) * (size_t)D; i++) ones[i] = one;
+            const int64_t macs = (int64_t)N * D * D;
+            char what[96];
+            snprintf(what, sizeof what, "k_lin %s B %d H %d T %d dh %d dx", DT_NAME[d], B, H, T, dh);
+            compared += check_low_product(&gemm, (GemmArgs){.M = N, .N = D, .K = D, .ab_dtype = DT[d], .A = g1, .lda = D,
+                                                            .B = ones, .ldb = D,
+                                                            .f16_sum = col ? GEMM_F16_SUM_KORDER : GEMM_F16_SUM_MM,
+                                                            .torch_macs = macs}, dx, what);
+            snprintf(what, sizeof what, "k_lin %s B %d H %d T %d dh %d dW", DT_NAME[d], B, H, T, dh);
+            compared += check_low_product(&gemm, (GemmArgs){.trans_a = true, .M = D, .N = D, .K = N, .ab_dtype = DT[d],
+                                                            .A = g2, .lda = D, .B = ones, .ldb = D,
+                                                            .f16_sum = col ? GEMM_F16_SUM_PARTIAL4 : GEMM_F16_SUM_MM,
+                                                            .torch_macs = macs}, dW, what);
+            free(ones);
+            kcases++;
+        }
     gemm_close(&gemm);
     st_free(&st);
-    assert_true(cases >= 14);
-    printf("linear orders: %zu (dtype, size) cases, %zu values of forward, dx and dW bit-identical to torch's\n", cases,
-           compared);
+    assert_true(cases >= 14 && kcases >= 8);
+    printf("linear orders: %zu (dtype, size) cases and %zu k_lin backward cases, %zu values of forward, dx and dW "
+           "bit-identical to torch's\n", cases, kcases, compared);
 }
 
 // sinusoidal_pos_embds=True: the position table transformers' own init gives the model

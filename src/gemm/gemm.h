@@ -30,6 +30,8 @@ typedef enum {
     GEMM_F16_SUM_DOT,     // B a transposed view (F.linear's x @ W^T; attention's, per product and
                           // shape: layers.h attention_f16_sum): ATen's fp16_dot_with_fp32_arith,
                           // 8 registers of 8 lanes, in any of our layouts
+    GEMM_F16_SUM_PARTIAL4,  // four interleaved partial sums in any of our layouts
+    GEMM_F16_SUM_KORDER,    // k order in any of our layouts (a column-major dy: layers.h dy_col_major)
 } GemmF16Sum;
 
 // torch's threshold for sending a bf16 matmul to oneDNN (more multiply-adds than this)

@@ -191,11 +191,13 @@ static Status naive_run(void* ctx, const GemmArgs* g) {
     float* acc = gemm_scratch_grow(&c->acc, &c->acc_cap, (size_t)M * (size_t)N);  // (M, N)
     widen_op(a, g->A, g->ab_dtype, g->trans_a, M, K, g->lda);
     widen_op(b, g->B, g->ab_dtype, g->trans_b, K, N, g->ldb);
-    const bool linear = g->f16_sum == GEMM_F16_SUM_DOT;  // op(A) and op(B) are widened: any layout
     // torch's cpublas orders: every f16 product; bf16 ones of at most GEMM_BF16_ONEDNN_MIN_MACS
     const bool cpublas = g->ab_dtype == DTYPE_F16 ||
                          (g->ab_dtype == DTYPE_BF16 && g->torch_macs > 0 && g->torch_macs <= GEMM_BF16_ONEDNN_MIN_MACS);
-    if (cpublas && (linear || !g->trans_a)) {  // tn (and tt): k order, below
+    GemmF16Sum order = g->f16_sum;  // op(A) and op(B) are widened: any order runs in any layout
+    if (order == GEMM_F16_SUM_MM) order = g->trans_a ? GEMM_F16_SUM_KORDER : GEMM_F16_SUM_PARTIAL4;
+    const bool linear = order == GEMM_F16_SUM_DOT;
+    if (cpublas && order != GEMM_F16_SUM_KORDER) {  // k order: the plain loop below
         const size_t rows = (size_t)GEMM_F16_WS_ROWS * (size_t)N;
         float* ws = gemm_scratch_grow(&c->ws, &c->ws_cap, (size_t)c->threads * rows);
 #pragma omp parallel for num_threads(c->threads) schedule(static)

@@ -360,7 +360,10 @@ static Status mm_on(LayerCtx* c, Gemm* gemm, bool ta, bool tb, int M, int N, int
     // backend's f16 order for it: gemm.h GemmF16Sum); the others are torch.mm's
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta,
                   .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb, .bias = bias,
-                  .f16_sum = !ta && tb ? GEMM_F16_SUM_DOT : GEMM_F16_SUM_MM,
+                  .f16_sum = !ta && tb                ? GEMM_F16_SUM_DOT
+                             : c->dy_col_major && !ta ? GEMM_F16_SUM_KORDER     // dx = dy @ W
+                             : c->dy_col_major        ? GEMM_F16_SUM_PARTIAL4  // dW = dy^T @ x
+                                                      : GEMM_F16_SUM_MM,
                   // a linear's three products have the same m*k*n: its forward's
                   .torch_macs = (int64_t)M * N * K};
     if (c->low == DTYPE_F32 || out == OUT_F32) {
@@ -1850,6 +1853,8 @@ size_t attention_work_floats(int B, int T, int D) { return 4 * (size_t)B * (size
 // built so that every order rounds differently (B x H in {2x2, 1x2, 2x1, 1x1, 3x4}, (T, dh) in
 // {(16, 16), (20, 12), (72, 24)}): these orders 0 mismatches, every other 5-516 per
 // configuration; the golden attention_f16_orders keeps that check.
+bool attention_k_grad_col_major(int B, int T) { return B == 1 && T > 1; }
+
 GemmF16Sum attention_f16_sum(AttentionProduct product, int B, int H, int T) {
     const bool k_view = B == 1 || H == 1 || T == 1;  // matmul's reshape of k^T is a view
     switch (product) {
@@ -2198,7 +2203,11 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
     char* rv = scratch(c, LAYER_SCRATCH_DX3, 3 * nd * es);  // (3, N, D) low
     char *rk = rv + nd * es, *rq = rk + nd * es;
     if (!status_is_ok(s = linear_backward_ops(c, NULL, rv, g->Wv, g->bv, NULL, dvl, x, xl, w->Wv, N, D, D))) return s;
-    if (!status_is_ok(s = linear_backward_ops(c, NULL, rk, g->Wk, g->bk, NULL, dkl, x, xl, w->Wk, N, D, D))) return s;
+    // batch 1: k's gradient reaches torch's k_lin column-major (layers.h dy_col_major)
+    c->dy_col_major = attention_k_grad_col_major(B, T);
+    s = linear_backward_ops(c, NULL, rk, g->Wk, g->bk, NULL, dkl, x, xl, w->Wk, N, D, D);
+    c->dy_col_major = false;
+    if (!status_is_ok(s)) return s;
     if (!status_is_ok(s = linear_backward_ops(c, NULL, rq, g->Wq, g->bq, NULL, dql, x, xl, w->Wq, N, D, D))) return s;
     const Phase prev = phase_enter(c->clock, PHASE_CONVERT);
     widen_add3(dx, low, rv, rk, rq, nd);

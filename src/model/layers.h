@@ -129,6 +129,11 @@ typedef struct {
     // the weights written.
     bool dw_write;
     int dw_written;
+    // The linear backward that follows receives its dy in torch as a column-major matrix (k_lin
+    // at batch 1: attention_backward sets it around that call): torch's CPU BLAS then sums the
+    // low-dtype dx in k order and dW in four partial sums, the other way round from a contiguous
+    // dy (gemm.h GemmF16Sum). Ignored in fp32 and by oneDNN-sized bf16 products.
+    bool dy_col_major;
 } LayerCtx;
 
 void layer_ctx_init(LayerCtx* c, Gemm* gemm, DType low, AmpCounters* counters);
@@ -311,6 +316,10 @@ size_t attention_work_floats(int B, int T, int D);
 // attention_f16_orders, reference/gen_attention_order_goldens.py; tests/test_model_golden.c).
 typedef enum { ATT_SCORES, ATT_PV, ATT_DP, ATT_DV, ATT_DQ, ATT_DK } AttentionProduct;
 GemmF16Sum attention_f16_sum(AttentionProduct product, int B, int H, int T);
+// Whether k's gradient reaches torch's k_lin as a column-major matrix (LayerCtx.dy_col_major):
+// at batch 1 (with T > 1) the chain of views back from k^T ends in a (T, D) view with strides
+// (1, T) instead of a contiguous copy. Measured (golden linear_low_orders, kgrad cases).
+bool attention_k_grad_col_major(int B, int T);
 // backward ACCUMULATES into dx (B, T, D) and the gradients; dout (B, T, D) low values.
 // On return work holds dq, dk, dv, dctx, each (B, T, D): the gradients of the projections'
 // outputs and of the merged context (low values), in that order (tests read dk and dv).
