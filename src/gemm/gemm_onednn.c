@@ -95,6 +95,7 @@ typedef struct {
     PrimEntry cache[ONEDNN_CACHE_CAP];
     uint64_t clock;
     GemmOnednnCacheStats stats;
+    void* naive;  // the naive backend's context, for the bf16 products torch does not give oneDNN
 } OnednnCtx;
 
 static dnnl_data_type_t dnnl_dt(DType dt) {
@@ -264,6 +265,7 @@ static Status onednn_init(void** ctx, int threads) {
 
 static void onednn_free(void* ctx) {
     OnednnCtx* c = ctx;
+    if (c->naive) gemm_backend_naive.free(c->naive);
     for (int i = 0; i < ONEDNN_CACHE_CAP; i++) entry_destroy(&c->cache[i]);
     dnnl_stream_destroy(c->stream);
     dnnl_engine_destroy(c->engine);
@@ -346,8 +348,37 @@ static Status cache_get(OnednnCtx* c, const GemmArgs* g, PrimEntry** out) {
     return status_ok();
 }
 
+// torch sends a bf16 matmul of at most 16*16*16 multiply-adds (GemmArgs.torch_macs) not to
+// oneDNN but to ATen's CPU BLAS, which sums in other orders (gemm.h): such a product runs here
+// through the naive backend, which has those orders, so that this backend gives torch's bits
+// for every bf16 product (measured: the linear_low_orders and attention_bf16_orders goldens,
+// tests/test_model_golden.c). A bias (beta 0) becomes C preset with its rows and beta 1, the
+// same single rounding of acc + bias, where C's dtype holds the bias exactly (the low bias of
+// a linear under autocast); otherwise the product stays with oneDNN.
+static bool onednn_small_bf16(OnednnCtx* c, const GemmArgs* g, Status* out) {
+    if (g->ab_dtype != DTYPE_BF16 || g->torch_macs <= 0 || g->torch_macs > GEMM_BF16_ONEDNN_MIN_MACS) return false;
+    GemmArgs a = *g;
+    if (g->bias) {
+        for (int j = 0; j < g->N; j++)
+            if (g->c_dtype == DTYPE_BF16 && bf16_to_f32(bf16_from_f32(g->bias[j])) != g->bias[j]) return false;
+        for (int i = 0; i < g->M; i++)
+            for (int j = 0; j < g->N; j++) {
+                const size_t at = (size_t)i * (size_t)g->ldc + (size_t)j;
+                if (g->c_dtype == DTYPE_BF16) ((Bf16*)g->C)[at] = bf16_from_f32(g->bias[j]);
+                else ((float*)g->C)[at] = g->bias[j];
+            }
+        a.bias = NULL;
+        a.beta = 1.0f;
+    }
+    if (!c->naive && !status_is_ok(*out = gemm_backend_naive.init(&c->naive, c->threads))) return true;
+    *out = gemm_backend_naive.run(c->naive, &a);
+    return true;
+}
+
 static Status onednn_run(void* ctx, const GemmArgs* g) {
     OnednnCtx* c = ctx;
+    Status small;
+    if (onednn_small_bf16(c, g, &small)) return small;
     // oneDNN sizes its thread partition from OpenMP's current setting, at creation and at
     // execution: set ours for both, then give the caller back its own.
     const int caller_threads = omp_get_max_threads();
