@@ -27,6 +27,7 @@ Cases (written to <out>/model/<case>.safetensors; rows of <out>/MANIFEST.tsv):
                             which swaps the fp16 orders of q @ k^T and dS @ k)
   grads_dropout_cfg2_<mode> fp32, bf16: the second configuration of gen_model_goldens.py (dim 36,
                             3 heads of 12, 3 labels, batch 5x20 with heavy padding)
+  trajectory_dropout_fp16_b1 as trajectory_dropout_fp16 with batches of one sequence
   trajectory_dropout_<mode> fp32, bf16, fp16 (+ GradScaler('cpu'), init 2^16, interval 4):
                             TRAIN_STEPS AdamW steps (adamw_torch, the train_* goldens'
                             hyperparameters) on the first batches of the train_* stream, the
@@ -96,6 +97,11 @@ def cases():
                    flags=["no_padding_batch", "forward_backward", "dropout", "autocast", "mask_none", "one_head"],
                    comment="one forward+backward with dropout (trainbench's masks), fp16, one attention head of 32, "
                            "a batch without padding: the k^T reshape is a view, as with batch 1"))
+    # batch 1: k's gradient reaches k_lin column-major in torch (src/model/layers.h dy_col_major)
+    cs.append(dict(name="trajectory_dropout_fp16_b1", kind="train", mode="fp16", labels=2, nopad=False, batch=1,
+                   flags=["padding", "adamw_torch", "trajectory", "dropout", "autocast", "grad_scaler", "batch_1"],
+                   comment=f"{TRAIN_STEPS} AdamW steps of one sequence each, fp16, with dropout 0.1 / 0.1 / 0.2 and "
+                           "trainbench's masks of each step and GradScaler('cpu') (init 2^16, interval 4)"))
     for mode in ["fp32", "bf16", "fp16"]:
         flags = ["padding", "adamw_torch", "trajectory", "dropout"]
         if mode != "fp32":
