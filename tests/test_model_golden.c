@@ -968,6 +968,13 @@ static void test_attention_low_orders(void** state) {
            onednn ? "" : ", not built");
 }
 
+// n values of 1.0 in the low dtype (fp16 0x3c00, bf16 0x3f80): the W (and x) of linear_low_orders
+static uint16_t* low_ones(DType dt, size_t n) {
+    uint16_t* ones = xmalloc(n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) ones[i] = dt == DTYPE_F16 ? 0x3c00 : 0x3f80;
+    return ones;
+}
+
 // linear_low_orders: F.linear's forward (x @ W^T), dx (dy @ W) and dW (dy^T @ x) in fp16 and bf16
 // on crafted inputs, sizes on both sides of bf16's oneDNN threshold; mm_on's rule: nt DOT, the
 // others MM, torch_macs = M*N*K. Checked: fails with bf16 always in the pairs order.
@@ -991,9 +998,7 @@ static void check_linear_orders(const GemmBackend* backend, bool bf16_only) {
             const uint16_t *x = LO_T("input", "x"), *dy = LO_T("input", "dy"), *dyw = LO_T("input", "dyW");
             const uint16_t *y = LO_T("expect", "y"), *dx = LO_T("expect", "dx"), *dW = LO_T("expect", "dW");
 #undef LO_T
-            uint16_t* ones = xmalloc((size_t)(N > Kout ? N : Kout) * (size_t)Kin * sizeof(uint16_t));
-            const uint16_t one = DT[d] == DTYPE_F16 ? 0x3c00 : 0x3f80;
-            for (size_t i = 0; i < (size_t)(N > Kout ? N : Kout) * (size_t)Kin; i++) ones[i] = one;
+            uint16_t* ones = low_ones(DT[d], (size_t)(N > Kout ? N : Kout) * (size_t)Kin);
             const int64_t macs = (int64_t)N * Kin * Kout;
             char what[96];
             snprintf(what, sizeof what, "linear %s %dx%dx%d forward", DT_NAME[d], N, Kin, Kout);
@@ -1029,9 +1034,7 @@ static void check_linear_orders(const GemmBackend* backend, bool bf16_only) {
 #undef KG_T
             const int N = B * T, D = H * dh;
             const bool col = attention_k_grad_col_major(B, T);
-            uint16_t* ones = xmalloc((size_t)(N > D ? N : D) * (size_t)D * sizeof(uint16_t));
-            const uint16_t one = DT[d] == DTYPE_F16 ? 0x3c00 : 0x3f80;
-            for (size_t i = 0; i < (size_t)(N > D ? N : D) * (size_t)D; i++) ones[i] = one;
+            uint16_t* ones = low_ones(DT[d], (size_t)(N > D ? N : D) * (size_t)D);
             const int64_t macs = (int64_t)N * D * D;
             char what[96];
             snprintf(what, sizeof what, "k_lin %s B %d H %d T %d dh %d dx", DT_NAME[d], B, H, T, dh);

@@ -1875,15 +1875,16 @@ GemmF16Sum attention_f16_sum(AttentionProduct product, int B, int H, int T) {
 // cl_dst (low modes; may be NULL): the low C goes there, leading dimension ldcl, instead of the
 // worker's packed buffer, and stays there as a later GEMM's operand (attention's merged context);
 // then C may be NULL (nothing reads the fp32 values: no widening).
-// f16_sum: the fp16 summation order torch takes for this product (gemm.h): DOT where its
-// cpublas gemm multiplies by the transposed view of a contiguous tensor, MM elsewhere.
-// heads: B * H, the batch of torch's bmm (its size decides oneDNN or cpublas for bf16).
-static Status head_mm(const LayerCtx* c, HeadWorker* w, int heads, GemmF16Sum f16_sum, bool ta, bool tb, int M, int N,
-                      int K, const void* A, int lda, const void* B, int ldb, float* C, int ldc, void* cl_dst,
-                      int ldcl) {
+// product, nb, nh: which of attention's products this is and the batch and head counts: the
+// low-precision order torch takes for it (attention_f16_sum; every product has M = T) and the
+// size of torch's bmm, whose batch is nb * nh (it decides oneDNN or CPU BLAS for bf16).
+static Status head_mm(const LayerCtx* c, HeadWorker* w, AttentionProduct product, int nb, int nh, bool ta, bool tb,
+                      int M, int N, int K, const void* A, int lda, const void* B, int ldb, float* C, int ldc,
+                      void* cl_dst, int ldcl) {
     GemmArgs g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = 0.0f,
-                  .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb, .f16_sum = f16_sum,
-                  .torch_macs = (int64_t)heads * M * N * K};
+                  .ab_dtype = c->low, .A = A, .lda = lda, .B = B, .ldb = ldb,
+                  .f16_sum = attention_f16_sum(product, nb, nh, M),
+                  .torch_macs = (int64_t)nb * nh * M * N * K};
     if (c->low == DTYPE_F32) {
         g.c_dtype = DTYPE_F32;
         g.C = C;
@@ -2028,8 +2029,8 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
         float* Sw = !a->drop.keep ? grow((void**)&hw->dP, &hw->dP_bytes, TT * sizeof(float)) : S;
         // low modes: the product's low result stays in the worker's buffer (C NULL) and each
         // row is widened in the row loop below, while it is in L1 (the same exact widening)
-        Status hs = head_mm(c, hw, B * H, attention_f16_sum(ATT_SCORES, B, H, T), false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off), D,
-                            low == DTYPE_F32 ? Sw : NULL, T, NULL, 0);
+        Status hs = head_mm(c, hw, ATT_SCORES, B, H, false, true, T, T, dh, elem(c, ql, off), D, elem(c, kl, off),
+                            D, low == DTYPE_F32 ? Sw : NULL, T, NULL, 0);
         if (status_is_ok(hs)) {
             // without dropout, R(P)'s low copy (the PV product's operand) row by row as well
             char* plrow = low != DTYPE_F32 && !a->drop.keep ? (char*)pl + poff * es : NULL;
@@ -2046,8 +2047,8 @@ static Status attention_forward_res(LayerCtx* c, float* out, const AttentionActs
                 dropout_mul(pv + poff, S, a->drop.keep + poff, TT, dropout_scale(a->drop.p, pdt), pdt);
             if (low != DTYPE_F32 && !plrow) dtype_from_f32_row((char*)pl + poff * es, low, pv + poff, TT);
             const void* P = Sw != S && low == DTYPE_F32 ? (const void*)Sw : elem(c, pl, poff);  // (T, T)
-            hs = head_mm(c, hw, B * H, attention_f16_sum(ATT_PV, B, H, T), false, false, T, dh, T, P, T, elem(c, vl, off), D, ctxy ? ctxy + off : NULL, D,
-                         ctxl ? (char*)ctxl + off * es : NULL, D);
+            hs = head_mm(c, hw, ATT_PV, B, H, false, false, T, dh, T, P, T, elem(c, vl, off), D,
+                         ctxy ? ctxy + off : NULL, D, ctxl ? (char*)ctxl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);
     }
@@ -2139,10 +2140,10 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
         // dv product writes into dvl, not there) and each row is widened in the row loop below,
         // while it is in L1 (the same exact widening; dropout's multiply wants the whole fp32 dP)
         const bool dp_rows = low != DTYPE_F32 && !a->drop.keep;
-        Status hs = head_mm(c, hw, B * H, attention_f16_sum(ATT_DP, B, H, T), false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D,
+        Status hs = head_mm(c, hw, ATT_DP, B, H, false, true, T, T, dh, elem(c, dctxl, off), D, elem(c, vl, off), D,
                             dp_rows ? NULL : dP, T, NULL, 0);
         if (status_is_ok(hs))
-            hs = head_mm(c, hw, B * H, attention_f16_sum(ATT_DV, B, H, T), true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D,
+            hs = head_mm(c, hw, ATT_DV, B, H, true, false, T, dh, T, elem(c, pl, poff), T, elem(c, dctxl, off), D,
                          dvl ? NULL : dv + off, D,
                          dvl ? (char*)dvl + off * es : NULL, D);
         if (status_is_ok(hs)) {
@@ -2174,11 +2175,11 @@ Status attention_backward(LayerCtx* c, float* dx, const AttentionGrads* g, const
             }
             const void* dSl = low != DTYPE_F32 ? (const void*)dSlb : dS;  // (T, T) GEMM operand
             // dq_h = R(dS @ k_h) ; dk_h = R(dS^T @ q_h)
-            hs = head_mm(c, hw, B * H, attention_f16_sum(ATT_DQ, B, H, T), false, false, T, dh, T, dSl, T, elem(c, kl, off), D, dql ? NULL : dq + off, D,
-                         dql ? (char*)dql + off * es : NULL, D);
+            hs = head_mm(c, hw, ATT_DQ, B, H, false, false, T, dh, T, dSl, T, elem(c, kl, off), D,
+                         dql ? NULL : dq + off, D, dql ? (char*)dql + off * es : NULL, D);
             if (status_is_ok(hs))
-                hs = head_mm(c, hw, B * H, attention_f16_sum(ATT_DK, B, H, T), true, false, T, dh, T, dSl, T, elem(c, ql, off), D, dkl ? NULL : dk + off, D,
-                             dkl ? (char*)dkl + off * es : NULL, D);
+                hs = head_mm(c, hw, ATT_DK, B, H, true, false, T, dh, T, dSl, T, elem(c, ql, off), D,
+                             dkl ? NULL : dk + off, D, dkl ? (char*)dkl + off * es : NULL, D);
         }
         keep_first_error(&first, &hs);
     }

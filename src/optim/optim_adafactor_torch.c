@@ -631,8 +631,9 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
     const AftKernels* k23 = aft_kernels_23(k, &a, batch);
     const bool stored = n <= AFT_STORE_MAX && !g_aft_force_recompute;
     if (stored) CHECK(pthread_mutex_lock(&g_aft_u_lock) == 0);
-    const double u_norm = (double)sqrtf(stored ? aft_stored_sumsq(k23, &a, n)
-                                               : torch_sumsq_produced_parallel_f32(n, k23->produce, k23->produce_feed, &a));
+    const double u_norm =
+        (double)sqrtf(stored ? aft_stored_sumsq(k23, &a, n)
+                             : torch_sumsq_produced_parallel_f32(n, k23->produce, k23->produce_feed, &a));
     const double denom = fmax(1.0, u_norm / (pow((double)n, 0.5) * c->d));  // max(1.0, NaN) = 1.0
     a.a = (float)(-alpha / denom);  // add_(update, alpha=-alpha/denom): fma(U, f32(alpha), p)
     const size_t n_pieces = (n + AFT_PIECE - 1) / AFT_PIECE;
