@@ -66,7 +66,7 @@ LIB_OBJS  = $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-unit test-extension test-ddp check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers peers-venv report contention test-crash fuzz conform-random
+.PHONY: all deps gbench-check test test-unit test-extension test-ddp check-ci check-instructions icount gate-instructions goldens clean bench bench-build gate run peers peers-venv report contention test-crash fuzz conform-random
 
 # all (default): build the trainbench CLI and the test binaries into $(BUILD)/
 all: deps $(BUILD)/trainbench $(TEST_BINS) $(BUILD)/bench/trainbench-icount
@@ -76,7 +76,9 @@ all: deps $(BUILD)/trainbench $(TEST_BINS) $(BUILD)/bench/trainbench-icount
 deps:
 	@sh src/deps.sh install $(WITHOUT)
 
-$(BUILD)/obj/%.o: src/%.c
+# every compile waits for deps (order-only: it never triggers a rebuild), so a parallel
+# `make -j` on a fresh machine installs the headers before the first compiler runs
+$(BUILD)/obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
@@ -87,7 +89,7 @@ $(BUILD)/libtrainbench.a: $(LIB_OBJS)
 $(BUILD)/trainbench: $(BUILD)/obj/cli/main.o $(BUILD)/libtrainbench.a
 	$(CC) $(LDFLAGS_ALL) $^ $(LIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainbench.a
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainbench.a | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/libtrainbench.a -lcmocka $(LIBS) $(LDFLAGS_ALL) -o $@
 
@@ -273,17 +275,20 @@ bench: deps bench-build
 	@test -s $(BENCH_OUT).tmp || { rm -f $(BENCH_OUT).tmp; echo "bench: $(BENCH_OUT).tmp is empty; not moved into place" >&2; exit 1; }
 	@mv $(BENCH_OUT).tmp $(BENCH_OUT) && echo "bench: wrote $(BENCH_OUT)"
 
-bench-build: deps
+# bench-build is one node of the same make graph as `all` (no recursive make: `make all
+# bench-build` must not build libtrainbench.a twice at once)
+bench-build: deps gbench-check $(BENCH_BIN)
+
+gbench-check: deps
 	@echo '#include <benchmark/benchmark.h>' | $(CXX) -x c++ -fsyntax-only - 2>/dev/null || { \
 	  echo "trainbench: Google Benchmark is missing; install it with:" >&2; \
 	  echo "  apt-get install libbenchmark-dev   (and libbenchmark-tools for compare.py)" >&2; exit 2; }
-	@$(MAKE) --no-print-directory $(BENCH_BIN)
 
-$(BUILD)/bench/obj/%.o: bench/%.c
+$(BUILD)/bench/obj/%.o: bench/%.c | deps gbench-check
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Ibench -c $< -o $@
 
-$(BUILD)/bench/obj/gbench_shim.o: bench/gbench_shim.cc bench/gbench_shim.h
+$(BUILD)/bench/obj/gbench_shim.o: bench/gbench_shim.cc bench/gbench_shim.h | deps gbench-check
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_BENCH) -c $< -o $@
 

@@ -944,6 +944,29 @@ static size_t check_attention_orders(const char* file, DType dt, const GemmBacke
     return compared;
 }
 
+// Whether the onednn backend's bf16 products can be held to the order goldens: oneDNN built in
+// and dispatching its avx512_core_bf16 kernels, as on the goldens' machine (where torch's bf16
+// matmul is oneDNN summing in VDPBF16PS pairs). Elsewhere oneDNN's kernels sum in another order
+// (AMX tiles; or no bf16 kernel at all without avx512_bf16) and so would torch's own oneDNN on
+// that CPU: the naive backend stays the reference there. *why_not says which.
+static bool onednn_runs_golden_bf16_order(const char** why_not) {
+    static char why[160];
+    const char* isa = gemm_onednn_isa();
+    Gemm probe;
+    if (!isa || !status_is_ok(gemm_open(&probe, &gemm_backend_onednn, 1))) {
+        *why_not = "onednn not built";
+        return false;
+    }
+    gemm_close(&probe);
+    if (!cpu_features()->avx512_bf16 || strcmp(isa, GEMM_ONEDNN_GOLDEN_BF16_ISA) != 0) {
+        snprintf(why, sizeof why, "oneDNN dispatches %s here, the goldens' bf16 order is that of %s", isa,
+                 GEMM_ONEDNN_GOLDEN_BF16_ISA);
+        *why_not = why;
+        return false;
+    }
+    return true;
+}
+
 static void test_attention_low_orders(void** state) {
     (void)state;
     size_t cf, cb, co = 0, no = 0;
@@ -953,19 +976,15 @@ static void test_attention_low_orders(void** state) {
                                              &gemm_backend_naive, &cb);
     // the onednn backend, where built: bf16 in oneDNN, and the products torch gives its CPU BLAS
     // through the naive orders (gemm_onednn.c onednn_small_bf16)
-    // (only where the CPU has avx512_bf16, as the goldens' machine: oneDNN's bf16 kernels, and so
-    // their summation order, differ without it)
-    Gemm probe;
-    const bool onednn = cpu_features()->avx512_bf16 && status_is_ok(gemm_open(&probe, &gemm_backend_onednn, 1));
-    if (onednn) {
-        gemm_close(&probe);
+    const char* why_not = NULL;
+    const bool onednn = onednn_runs_golden_bf16_order(&why_not);
+    if (onednn)
         no = check_attention_orders(GOLDEN_DIR "/attention_bf16_orders.safetensors", DTYPE_BF16, &gemm_backend_onednn,
                                     &co);
-    }
     assert_true(cf >= 8 && cb >= 6);
     printf("attention orders: fp16 %zu configurations, %zu values; bf16 %zu configurations, %zu values (onednn "
-           "backend: %zu values%s): the six attention products bit-identical to torch's\n", cf, nf, cb, nb, no,
-           onednn ? "" : ", not built");
+           "backend: %zu values%s%s): the six attention products bit-identical to torch's\n", cf, nf, cb, nb, no,
+           onednn ? "" : ", not run: ", onednn ? "" : why_not);
 }
 
 // n values of 1.0 in the low dtype (fp16 0x3c00, bf16 0x3f80): the W (and x) of linear_low_orders
@@ -1060,11 +1079,11 @@ static void check_linear_orders(const GemmBackend* backend, bool bf16_only) {
 static void test_linear_low_orders(void** state) {
     (void)state;
     check_linear_orders(&gemm_backend_naive, false);
-    Gemm probe;  // the onednn backend where built and the CPU has avx512_bf16 (test_attention_low_orders)
-    if (cpu_features()->avx512_bf16 && status_is_ok(gemm_open(&probe, &gemm_backend_onednn, 1))) {
-        gemm_close(&probe);
+    const char* why_not = NULL;
+    if (onednn_runs_golden_bf16_order(&why_not))
         check_linear_orders(&gemm_backend_onednn, true);
-    }
+    else
+        printf("linear orders (onednn backend): not run: %s\n", why_not);
 }
 
 // sinusoidal_pos_embds=True: the position table transformers' own init gives the model

@@ -144,6 +144,12 @@ typedef struct {
     size_t evictions;  // primitives destroyed to make room (least recently used first)
 } GemmOnednnCacheStats;
 bool gemm_onednn_cache_stats(const Gemm* g, GemmOnednnCacheStats* out);
+// The ISA oneDNN dispatches its kernels for on this CPU, as oneDNN names it
+// ("cpu_isa_avx512_core_bf16", "cpu_isa_avx512_core_amx", ...); NULL when oneDNN is not built in.
+// Its bf16 matmul sums in the order of the kernels of that ISA: torch's order on the goldens'
+// machine is that of avx512_core_bf16 (VDPBF16PS pairs); AMX tiles sum in another.
+const char* gemm_onednn_isa(void);
+#define GEMM_ONEDNN_GOLDEN_BF16_ISA "cpu_isa_avx512_core_bf16"
 
 // The registered backends (one file each).
 extern const GemmBackend gemm_backend_naive;

@@ -33,6 +33,7 @@ static Status onednn_stub_run(void* ctx, const GemmArgs* args) {
 }
 
 bool gemm_onednn_cache_stats(const Gemm* g, GemmOnednnCacheStats* out) { return false; }
+const char* gemm_onednn_isa(void) { return NULL; }
 
 static int onednn_stub_library_info(GemmInfoItem* items, int max) {
     if (max < 1) return 0;
@@ -431,6 +432,8 @@ static int onednn_library_info(GemmInfoItem* items, int max) {
     }
     return n;
 }
+
+const char* gemm_onednn_isa(void) { return dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()); }
 
 bool gemm_onednn_cache_stats(const Gemm* g, GemmOnednnCacheStats* out) {
     if (!g || g->backend != &gemm_backend_onednn || !g->ctx) return false;
