@@ -30,6 +30,7 @@
 #include "model/amp.h"
 #include "model/model.h"
 #include "cli_harness.h"
+#include "sanitizer_pass.h"
 
 
 // Builds the table, real buffers (HF init, a synthetic N(0, 1e-3) gradient), the state for
@@ -106,7 +107,13 @@ static void test_distilbert_base_cased_adamw_seed_figures(void** s) {
     assert_int_equal(estimate, 65783042ull * 8 + 104 * 4);
     assert_int_equal((estimate + (1 << 19)) >> 20, 502);
 
-    // One real measured run (~1 GB: params, grads, state; about a second).
+    // One real measured run (~1 GB: params, grads, state; about a second, 30 under ASan, whose
+    // paths test_estimate_equals_measured_every_optimizer_and_preset runs on smaller models).
+    if (SANITIZER_PASS) {
+        sanitizer_pass_note("distilbert-base-cased's measured AdamW state (estimate checked)");
+        param_table_free(&t);
+        return;
+    }
     float* params = param_table_alloc_buffer(&t);
     float* grads = param_table_alloc_buffer(&t);
     for (size_t i = 0; i < t.alloc_numel; i++) {
@@ -148,6 +155,15 @@ static RunResult g_run;
 static void test_cli_distilbert_adamw_report(void** s) {
     (void)s;
     RunResult* r = &g_run;
+    if (SANITIZER_PASS) {  // the same report on the small preset: the seed's figures are distilbert's
+        sanitizer_pass_note("the report on small instead of distilbert-base-cased (the seed's figures not checked)");
+        run_cmd(r, "memory --model small --optim adamw_torch", true);
+        printf("%s", r->out);
+        assert_int_equal(r->exit_code, 0);
+        assert_non_null(strstr(r->out, "estimate == measured"));
+        assert_non_null(strstr(r->out, "activations: not counted here"));
+        return;
+    }
     run_cmd(r, "memory --model distilbert-base-cased --optim adamw_torch", true);
     printf("%s", r->out);
     assert_int_equal(r->exit_code, 0);
@@ -196,6 +212,10 @@ static void test_cli_json_every_optimizer(void** s) {
     }
     json_decref(root);
 
+    if (SANITIZER_PASS) {
+        sanitizer_pass_note("the distilbert-base-cased JSON (tiny's checked)");
+        return;
+    }
     run_cmd(r, "memory --model distilbert-base-cased --optim adamw_torch --json", false);
     assert_int_equal(r->exit_code, 0);
     root = json_loads(r->out, 0, &err);
@@ -379,11 +399,10 @@ static void check_zero1_json(const char* model, const char* optim, int R) {
 static void test_cli_zero1_per_rank(void** s) {
     (void)s;
     check_zero1_json("small", "all", 4);
-#if defined(__SANITIZE_ADDRESS__)
-    printf("ASan pass: the distilbert-base-cased ZeRO-1 check runs in the plain pass only (time)\n");
-#else
-    check_zero1_json("distilbert-base-cased", "adamw_torch", 4);
-#endif
+    if (SANITIZER_PASS)
+        sanitizer_pass_note("the distilbert-base-cased ZeRO-1 check");
+    else
+        check_zero1_json("distilbert-base-cased", "adamw_torch", 4);
     expect_exit2("memory --model tiny --zero 1", "give --ranks R with R >= 2");
     expect_exit2("memory --model tiny --ranks 41 --zero 1", "--ranks must be in [2, 40]");
     expect_exit2("memory --model tiny --ranks 4 --machines 3", "--machines 3 must divide --ranks 4");

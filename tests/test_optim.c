@@ -26,6 +26,7 @@
 #include "optim/optim.h"
 #include "optim/torch_reduce.h"
 #include "optim/torch_sqrt.h"
+#include "sanitizer_pass.h"
 
 static void run_all_cases(const Optimizer* o, FILE* log, size_t* n_cases, size_t* n_failed_cases, ConformSummary* total) {
     char** paths;
@@ -103,12 +104,14 @@ static void test_every_known_mistake_fails(void** s) {
             n_failed += sum.n_failed > 0;
             n_cmp += sum.n_compared;
             n_cmp_failed += sum.n_failed;
+            if (SANITIZER_PASS && n_failed) break;  // caught: the remaining cases replay the same paths
         }
         conform_free_list(paths, n);
         printf("mistake %s/%s: %zu of %zu applicable cases failed (%zu of %zu comparisons)%s\n", m->optim, m->id,
                n_failed, n_run, n_cmp_failed, n_cmp, n_failed ? "" : "  <- NOT CAUGHT");
         if (n_failed == 0) not_caught++;
     }
+    sanitizer_pass_note("each mistake's cases stop at the first that fails it");
     assert_int_equal(not_caught, 0);
 }
 
@@ -263,6 +266,10 @@ static void test_adafactor_torch_avx512_matches_avx2(void** s) {
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const size_t batch = (size_t)shapes[k][0], R = (size_t)shapes[k][1], C = (size_t)shapes[k][2];
         const size_t n = batch * R * C;
+        if (SANITIZER_PASS && n > 100000) {  // 257 x 1000: the threaded split, as the three ~80k shapes
+            sanitizer_pass_note("adafactor_torch AVX-512 vs AVX2: the 257 x 1000 shape");
+            continue;
+        }
         const TensorShape shape = batched_shape(shapes[k]);
         float* p0 = malloc(n * sizeof *p0);
         float* g = malloc(4 * n * sizeof *g);
