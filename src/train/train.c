@@ -128,7 +128,7 @@ const Command cmd_train = {
         "    [--dropout P] [--attention-dropout P] [--seq-classif-dropout P] [--dump-dropout-masks DIR]\n"
         "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend auto\n"
         "  --backend auto: resuming, the checkpoint's backend; else onednn where it runs the precision's\n"
-        "  GEMMs natively (fp32; bf16 on avx512_bf16 CPUs; fp16 on avx512_fp16/AMX-FP16), else openblas\n"
+        "  GEMMs natively (fp32; bf16 on avx512_bf16 CPUs; fp16 where oneDNN has f16 matmul), else openblas\n"
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
         "  --adam-beta1 0.9 --adam-beta2 0.999 --adam-epsilon 1e-8 (AdamW optimizers; Adafactor ignores them,\n"
         "  as the Trainer does); --label-smoothing-factor 0 (X > 0: the Trainer's LabelSmoother)\n"
@@ -800,9 +800,9 @@ static void clear_progress(const Run* r) {
 
 // --backend auto, the default: resuming, the backend the checkpoint's run used (a run continues
 // bit for bit only on the GEMMs it started on); otherwise onednn where it runs the precision's
-// GEMMs natively (fp32 and, on CPUs with avx512_bf16, bf16; fp16 only with avx512_fp16 or
-// AMX-FP16, as oneDNN itself reports): the fastest backend on every train_step measured here
-// (small: fp32 23.0k against openblas's 18.8k tokens/s, bf16 36.2k against 17.5k; tiny equal),
+// GEMMs natively (fp32 and, on CPUs with avx512_bf16, bf16; fp16 where oneDNN itself reports an
+// f16 matmul: Debian's 2.6 has none, not even on an AMX Xeon with avx512_fp16): the fastest
+// backend on every train_step measured here (small: fp32 23.0k against openblas's 18.8k tokens/s, bf16 36.2k against 17.5k; tiny equal),
 // else openblas, else naive (which runs everything). `why` receives " (auto: ...)" for messages
 // and the banner.
 static const char* backend_auto(const PrecisionMode* m, const char* resume, char* why, size_t cap) {
