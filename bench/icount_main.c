@@ -170,6 +170,6 @@ int main(int argc, char** argv) {
     run_once(&w);  // warm-up: first-touch, primitive creation, lazy tables (not counted)
     icount_measure(&w, iters);
     printf("paths: convert=%s torch_sqrt=%s threads=1\n", convert_impl_name(convert_impl_active()),
-           torch_sqrt_hw_matches() ? "hw-rsqrt-avx2" : "portable-table");
+           !torch_sqrt_vector() ? "portable-table" : torch_sqrt_hw_matches() ? "hw-rsqrt-avx2" : "table-gather-avx2");
     return 0;
 }

@@ -58,8 +58,9 @@ static void run_all_cases(const Optimizer* o, FILE* log, size_t* n_cases, size_t
 
 static void test_every_optimizer_matches_its_goldens(void** state) {
     (void)state;
-    printf("torch sqrt: %s\n", torch_sqrt_hw_matches() ? "hardware rsqrtps path (verified identical to the table)"
-                                                      : "portable table path");
+    printf("torch sqrt: %s\n", !torch_sqrt_vector()     ? "portable scalar path"
+                               : torch_sqrt_hw_matches() ? "vector path, rsqrtps seed (verified identical to the table)"
+                                                         : "vector path, seed gathered from the table");
     size_t failed_optims = 0;
     for (size_t i = 0; i < optim_count(); i++) {
         const Optimizer* o = optim_at(i);
@@ -124,6 +125,16 @@ static void test_portable_paths_match_goldens(void** s) {
     torch_sqrt_force_portable(false);
 }
 
+// The vector kernels with torch's sqrt seeded from the table (gathered) instead of rsqrtps:
+// the path of CPUs whose rsqrtps rounds otherwise (an Intel Xeon with AMX), forced here so that
+// a CPU whose rsqrtps matches checks it too.
+static void test_table_seed_paths_match_goldens(void** s) {
+    (void)s;
+    torch_sqrt_force_table(true);
+    test_every_optimizer_matches_its_goldens(NULL);
+    torch_sqrt_force_table(false);
+}
+
 // adamw_bnb_8bit's vector kernels (AVX2; AVX-512: register-resident threshold search instead of
 // the LUT; AVX-512 VBMI: byte-table lookups instead of the search; hardware rsqrt seed) against
 // its portable scalar kernel on data the goldens do not reach: 70 blocks (a ragged last one),
@@ -166,41 +177,48 @@ static void test_bnb8_vector_kernels_match_portable(void** s) {
             if (blk == 10) x = (i & 1 ? 1.0f : -1.0f) * (3.4e38f - (float)(i % 256) * 1e35f);  // near FLT_MAX
             g[(size_t)t * n + i] = x;
         }
-    // the most capable kernel first; each one the CPU lacks falls back to the next (skipped)
-    int last = -1;
-    for (int want = 3; want >= 1; want--) {
-        const int kernel = optim_adamw_bnb_8bit_force_kernel(want);
-        optim_adamw_bnb_8bit_force_kernel(-1);
-        if (kernel == last) continue;
-        last = kernel;
-        float* pv = malloc(n * sizeof *pv);
-        float* ps = malloc(n * sizeof *ps);
-        memcpy(pv, p0, n * sizeof *pv);
-        memcpy(ps, p0, n * sizeof *ps);
-        OptimState *sv, *ss;
-        bnb8_run_steps(want, pv, g, n, &sv);
-        bnb8_run_steps(-1, ps, g, n, &ss);
-        size_t diff = 0;
-        for (size_t i = 0; i < n; i++) diff += memcmp(&pv[i], &ps[i], sizeof(float)) != 0;
-        printf("adamw_bnb_8bit vector kernel %d vs portable: %zu of %zu parameters differ\n", kernel, diff, n);
-        assert_int_equal(diff, 0);
-        assert_int_equal(sv->n_tensors, ss->n_tensors);
-        for (int k = 0; k < sv->n_tensors; k++) {
-            const StateTensor* a = &sv->tensors[k];
-            const StateTensor* b = &ss->tensors[k];
-            assert_string_equal(a->name, b->name);
-            size_t bytes, bytes_b;
-            assert_true(dtype_nbytes(a->dtype, shape_numel(&a->shape), &bytes));
-            assert_true(dtype_nbytes(b->dtype, shape_numel(&b->shape), &bytes_b));
-            assert_int_equal(bytes, bytes_b);
-            printf("  state %s: %s\n", a->name, memcmp(a->data, b->data, bytes) ? "DIFFERS" : "identical");
-            assert_memory_equal(a->data, b->data, bytes);
+    // the most capable kernel first; each one the CPU lacks falls back to the next (skipped);
+    // torch's sqrt seeded by rsqrtps where it matches the table, and from the table (forced)
+    for (int seed = 0; seed < 2; seed++) {
+        if (seed == 0 && !torch_sqrt_hw_matches()) continue;  // this CPU takes the table seed anyway
+        torch_sqrt_force_table(seed == 1);
+        int last = -1;
+        for (int want = 3; want >= 1; want--) {
+            const int kernel = optim_adamw_bnb_8bit_force_kernel(want);
+            optim_adamw_bnb_8bit_force_kernel(-1);
+            if (kernel == last) continue;
+            last = kernel;
+            float* pv = malloc(n * sizeof *pv);
+            float* ps = malloc(n * sizeof *ps);
+            memcpy(pv, p0, n * sizeof *pv);
+            memcpy(ps, p0, n * sizeof *ps);
+            OptimState *sv, *ss;
+            bnb8_run_steps(want, pv, g, n, &sv);
+            bnb8_run_steps(-1, ps, g, n, &ss);
+            size_t diff = 0;
+            for (size_t i = 0; i < n; i++) diff += memcmp(&pv[i], &ps[i], sizeof(float)) != 0;
+            printf("adamw_bnb_8bit vector kernel %d (%s seed) vs portable: %zu of %zu parameters differ\n", kernel,
+                   seed ? "table" : "rsqrtps", diff, n);
+            assert_int_equal(diff, 0);
+            assert_int_equal(sv->n_tensors, ss->n_tensors);
+            for (int k = 0; k < sv->n_tensors; k++) {
+                const StateTensor* a = &sv->tensors[k];
+                const StateTensor* b = &ss->tensors[k];
+                assert_string_equal(a->name, b->name);
+                size_t bytes, bytes_b;
+                assert_true(dtype_nbytes(a->dtype, shape_numel(&a->shape), &bytes));
+                assert_true(dtype_nbytes(b->dtype, shape_numel(&b->shape), &bytes_b));
+                assert_int_equal(bytes, bytes_b);
+                printf("  state %s: %s\n", a->name, memcmp(a->data, b->data, bytes) ? "DIFFERS" : "identical");
+                assert_memory_equal(a->data, b->data, bytes);
+            }
+            optim_adamw_bnb_8bit.free(sv);
+            optim_adamw_bnb_8bit.free(ss);
+            free(pv);
+            free(ps);
         }
-        optim_adamw_bnb_8bit.free(sv);
-        optim_adamw_bnb_8bit.free(ss);
-        free(pv);
-        free(ps);
     }
+    torch_sqrt_force_table(false);
     free(p0);
     free(g);
 }
@@ -212,7 +230,7 @@ static void test_bnb8_vbmi_kernel_in_use(void** s) {
 #if defined(__x86_64__)
     const CpuFeatures* f = cpu_features();
     const bool capable = f->avx2 && f->fma && f->avx512bw && __builtin_cpu_supports("avx512vbmi") &&
-                         torch_sqrt_hw_matches();
+                         torch_sqrt_vector();
     const int kernel = optim_adamw_bnb_8bit_force_kernel(-1);
     printf("adamw_bnb_8bit: kernel %d (VBMI-capable CPU: %s)\n", kernel, capable ? "yes" : "no");
     if (capable) assert_int_equal(kernel, 3);
@@ -702,6 +720,7 @@ int main(void) {
         cmocka_unit_test(test_damaged_goldens_are_unusable),
         cmocka_unit_test(test_every_optimizer_matches_its_goldens),
         cmocka_unit_test(test_portable_paths_match_goldens),
+        cmocka_unit_test(test_table_seed_paths_match_goldens),
         cmocka_unit_test(test_bnb8_vector_kernels_match_portable),
         cmocka_unit_test(test_bnb8_vbmi_kernel_in_use),
         cmocka_unit_test(test_recomputing_path_matches_goldens),

@@ -41,7 +41,7 @@ static void test_within_one_ulp_of_sqrtf(void** s) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) static size_t hw_mismatches(size_t* n_out) {
+__attribute__((target("avx2"))) static size_t vector_mismatches(bool hw_seed, size_t* n_out) {
     uint64_t z = 88172645463325252ull;
     size_t bad = 0, n = 0;
     float xs[8], got[8];
@@ -51,12 +51,36 @@ __attribute__((target("avx2"))) static size_t hw_mismatches(size_t* n_out) {
             uint32_t b = (uint32_t)z;
             memcpy(&xs[l], &b, 4);
         }
-        _mm256_storeu_ps(got, torch_sqrt8_avx2(_mm256_loadu_ps(xs)));
+        _mm256_storeu_ps(got, torch_sqrt8_avx2(_mm256_loadu_ps(xs), hw_seed));
         for (int l = 0; l < 8; l++, n++) {
             float want = torch_sqrtf(xs[l]);
             if (memcmp(&got[l], &want, 4) != 0 && !(isnan(got[l]) && isnan(want))) bad++;
         }
     }
+    *n_out = n;
+    return bad;
+}
+
+// every float in [1, 4) (each table entry) and at the extremes of the exponent range
+__attribute__((target("avx2"))) static size_t table_sweep_mismatches(size_t* n_out) {
+    static const int shifts[] = {0, 2, -2, -126, 126, 124, -124};
+    size_t bad = 0, n = 0;
+    float xs[8], got[8];
+    for (size_t k = 0; k < sizeof shifts / sizeof shifts[0]; k++)
+        for (uint32_t b = 0x3F800000u; b < 0x40800000u; b += 8) {
+            for (int l = 0; l < 8; l++) {
+                int64_t e = (int64_t)((b + (uint32_t)l) >> 23) + shifts[k];
+                if (e < 1) e = 1;  // keep it a normal (subnormals are in the random patterns)
+                if (e > 254) e = 254;
+                const uint32_t bits = ((uint32_t)e << 23) | ((b + (uint32_t)l) & 0x7FFFFFu);
+                memcpy(&xs[l], &bits, 4);
+            }
+            _mm256_storeu_ps(got, torch_sqrt8_avx2(_mm256_loadu_ps(xs), false));
+            for (int l = 0; l < 8; l++, n++) {
+                float want = torch_sqrtf(xs[l]);
+                if (memcmp(&got[l], &want, 4) != 0) bad++;
+            }
+        }
     *n_out = n;
     return bad;
 }
@@ -66,12 +90,30 @@ static void test_hardware_path_bit_identical(void** s) {
     (void)s;
 #if defined(__x86_64__)
     if (!torch_sqrt_hw_matches()) {
-        printf("this CPU's rsqrtps differs from the table (or no AVX2): vector path not used\n");
+        printf("this CPU's rsqrtps differs from the table (or no AVX2): the hardware seed is not used\n");
         return;
     }
-    size_t n, bad = hw_mismatches(&n);
-    printf("rsqrtps vector path vs torch_sqrtf: %zu random inputs, %zu mismatches\n", n, bad);
+    size_t n, bad = vector_mismatches(true, &n);
+    printf("rsqrtps-seeded vector path vs torch_sqrtf: %zu random inputs, %zu mismatches\n", n, bad);
     assert_int_equal(bad, 0);
+#endif
+}
+
+// The seed gathered from the table (the vector kernels' path on a CPU whose rsqrtps rounds
+// otherwise, e.g. an Intel Xeon with AMX): bit-identical to torch_sqrtf on every CPU with AVX2.
+static void test_table_seed_path_bit_identical(void** s) {
+    (void)s;
+#if defined(__x86_64__)
+    torch_sqrt_init();
+    if (!__builtin_cpu_supports("avx2")) {
+        printf("no AVX2: the vector kernels are not used\n");
+        return;
+    }
+    size_t n, bad = vector_mismatches(false, &n), n2, bad2 = table_sweep_mismatches(&n2);
+    printf("table-seeded vector path vs torch_sqrtf: %zu random inputs, %zu mismatches; %zu swept (every entry, "
+           "7 exponents), %zu mismatches\n", n, bad, n2, bad2);
+    assert_int_equal(bad, 0);
+    assert_int_equal(bad2, 0);
 #endif
 }
 
@@ -79,6 +121,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_within_one_ulp_of_sqrtf),
         cmocka_unit_test(test_hardware_path_bit_identical),
+        cmocka_unit_test(test_table_seed_path_bit_identical),
     };
     return cmocka_run_group_tests_name("torch_sqrt", tests, NULL, NULL);
 }

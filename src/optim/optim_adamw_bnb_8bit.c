@@ -212,6 +212,7 @@ typedef struct {
     float eps;              // 8-bit: f32(eps)
     float decay;            // f32(1 - lr*wd), or 1.0f when wd == 0 (p * 1.0f == p exactly)
     float step;             // 8-bit: f32(-lr / (1 - b1^t));  32-bit: f32(-lr*sqrt(1-b2^t)/(1-b1^t))
+    bool hw_seed;           // vector kernels: torch's sqrt seeded by rsqrtps (torch_sqrt_hw_matches) or the table
 } StepConsts;
 
 // Grid index for x (already multiplied by 1/absmax), as the .so computes it; NaN -> 0.
@@ -312,7 +313,8 @@ BNB_AVX2 static void quantize_block_avx2(const float* x, uint8_t* out, const uin
 }
 
 // bnb8_block with 8 lanes of AVX2: the code maps read by gathers and torch.sqrt by
-// the CPU's own rsqrtps (torch_sqrt8_avx2; only when torch_sqrt_hw_matches()). Every
+// torch_sqrt8_avx2 (seeded by the CPU's own rsqrtps where torch_sqrt_hw_matches(), else by the
+// table, gathered). Every
 // arithmetic operation is the scalar block's, in its order, one rounding each, so the bits
 // are the same. Full blocks only (len == 256); the ragged last block takes bnb8_block.
 BNB_AVX2 static void bnb8_block_avx2(float* restrict p, const float* restrict g, uint8_t* restrict c1,
@@ -335,7 +337,7 @@ BNB_AVX2 static void bnb8_block_avx2(float* restrict p, const float* restrict g,
         const __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(w2, gi), gi, _mm256_mul_ps(d2, b2));
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
-        const __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi), cc2), eps);
+        const __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi, sc->hw_seed), cc2), eps);
         const __m256 pi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), decay),
                                         _mm256_div_ps(_mm256_mul_ps(step, mi), denom));
         _mm256_storeu_ps(p + i, pi);
@@ -362,15 +364,33 @@ BNB_AVX2 static void bnb8_block_avx2(float* restrict p, const float* restrict g,
 
 #define BNB_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
 
-// torch_sqrt8_avx2 over 16 lanes: the seed from the 256-bit rsqrtps on each half (AVX-512's
-// vrsqrt14ps has 14 bits, not the 12-bit values torch's MKL kernel saw), then the same fp32
-// steps, each one rounding, no FMA.
-BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x) {
+// torch_rsqrt8_table_avx2 over 16 lanes (one 512-bit gather)
+BNB_AVX512 static inline __m512 torch_rsqrt16_table_avx512(__m512 x) {
+    const __m512i b = _mm512_castps_si512(x);
+    const __m512i e = _mm512_sub_epi32(_mm512_srli_epi32(b, 23), _mm512_set1_epi32(127));
+    const __m512i idx = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(1)), 12),
+                                        _mm512_and_si512(_mm512_srli_epi32(b, 11), _mm512_set1_epi32(0xFFF)));
+    const __m512i tab = _mm512_and_si512(_mm512_i32gather_epi32(idx, (const void*)torch_rsqrt_tab, 2),
+                                         _mm512_set1_epi32(0xFFFF));
+    return _mm512_castsi512_ps(
+        _mm512_sub_epi32(_mm512_or_si512(_mm512_set1_epi32(0x3F000000), _mm512_slli_epi32(tab, 11)),
+                         _mm512_slli_epi32(_mm512_srai_epi32(e, 1), 23)));
+}
+
+// torch_sqrt8_avx2 over 16 lanes: the seed from the 256-bit rsqrtps on each half (hw_seed;
+// AVX-512's vrsqrt14ps has 14 bits, not the 12-bit values torch's MKL kernel saw) or from the
+// table, then the same fp32 steps, each one rounding, no FMA.
+BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x, bool hw_seed) {
     const __m512 half = _mm512_set1_ps(0.5f);
-    const __m256 ylo = _mm256_rsqrt_ps(_mm512_castps512_ps256(x));
-    const __m256 yhi = _mm256_rsqrt_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-    const __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(ylo)),
-                                                         _mm256_castps_pd(yhi), 1));
+    __m512 y;
+    if (hw_seed) {
+        const __m256 ylo = _mm256_rsqrt_ps(_mm512_castps512_ps256(x));
+        const __m256 yhi = _mm256_rsqrt_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+        y = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(ylo)),
+                                                _mm256_castps_pd(yhi), 1));
+    } else {
+        y = torch_rsqrt16_table_avx512(x);
+    }
     const __m512 s = _mm512_mul_ps(x, y), h = _mm512_mul_ps(y, half);
     const __m512 c = _mm512_sub_ps(half, _mm512_mul_ps(s, h));
     const __m512 s1 = _mm512_add_ps(s, _mm512_mul_ps(s, c)), h1 = _mm512_add_ps(h, _mm512_mul_ps(h, c));
@@ -384,12 +404,13 @@ BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x) {
 // The step's constants in registers, for both AVX-512 kernels
 typedef struct {
     __m512 b1, w1, b2, w2, c2, eps, decay, step;
+    bool hw_seed;
 } StepRegs;
 
 BNB_AVX512 static inline StepRegs step_regs(const StepConsts* sc) {
     return (StepRegs){_mm512_set1_ps(sc->b1),  _mm512_set1_ps(sc->w1),    _mm512_set1_ps(sc->b2),
                       _mm512_set1_ps(sc->w2),  _mm512_set1_ps(sc->c2),    _mm512_set1_ps(sc->eps),
-                      _mm512_set1_ps(sc->decay), _mm512_set1_ps(sc->step)};
+                      _mm512_set1_ps(sc->decay), _mm512_set1_ps(sc->step), sc->hw_seed};
 }
 
 // 16 lanes of bnb8_block_avx2's arithmetic, shared by both AVX-512 kernels: the old moments
@@ -406,7 +427,7 @@ BNB_AVX512 static inline __attribute__((always_inline)) void adam16_avx512(float
     *vi = _mm512_fmadd_ps(_mm512_mul_ps(k->w2, gi), gi, _mm512_mul_ps(d2, k->b2));
     _mm512_storeu_ps(mo, *mi);
     _mm512_storeu_ps(vo, *vi);
-    const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(*vi), k->c2), k->eps);
+    const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(*vi, k->hw_seed), k->c2), k->eps);
     _mm512_storeu_ps(p, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p), k->decay),
                                       _mm512_div_ps(_mm512_mul_ps(k->step, *mi), denom)));
 }
@@ -936,7 +957,7 @@ int optim_adamw_bnb_8bit_force_kernel(int max_kernel) {
     maps_ensure();
     g_bnb_max_kernel = max_kernel < 0 ? 3 : max_kernel;
 #if defined(__x86_64__)
-    const bool avx2 = cpu_features()->avx2 && cpu_features()->fma && torch_sqrt_hw_matches();
+    const bool avx2 = torch_sqrt_vector();  // AVX2 and FMA, not forced portable
     const bool avx512 = avx2 && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
     return avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3 ? 3 : avx512 ? 2 : avx2 ? 1 : 0;
 #else
@@ -949,7 +970,7 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
                     size_t n, const StepConsts* s) {
     const size_t n_blocks = (n + BNB_BLOCK - 1) / BNB_BLOCK;
 #if defined(__x86_64__)
-    const bool avx2 = is_8bit && cpu_features()->avx2 && cpu_features()->fma && torch_sqrt_hw_matches();
+    const bool avx2 = is_8bit && torch_sqrt_vector();  // AVX2 and FMA, not forced portable
     const bool avx512 = avx2 && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
     const bool vbmi = avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3;
 #else
@@ -1083,6 +1104,7 @@ static void bnb8_optim_step(OptimState* base, float* p, const float* g, const Op
         .b1 = (float)c->beta1, .w1 = (float)(1.0 - c->beta1),
         .b2 = (float)c->beta2, .w2 = (float)(1.0 - c->beta2),
         .decay = c->weight_decay > 0.0 ? (float)(1.0 - c->lr * c->weight_decay) : 1.0f,
+        .hw_seed = torch_sqrt_hw_matches(),
     };
     if (st->is_8bit) {
         s.c2 = (float)c2;

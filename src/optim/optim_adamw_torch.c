@@ -52,7 +52,8 @@ static OptimState* adamw_init(const TensorShape* shape, const OptimConfig* c) {
 static void adamw_kernel_portable(float* restrict p, const float* restrict g, float* restrict m,
                                   float* restrict v, size_t n, float decay, float lerp_coeff,
                                   bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
-                                  float neg_step_size, float g_scale) {
+                                  float neg_step_size, float g_scale, bool hw_seed) {
+    (void)hw_seed;
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float pi = p[i] * decay;  // decay == 1.0f when weight_decay == 0: exact, same as skipping
@@ -67,12 +68,13 @@ static void adamw_kernel_portable(float* restrict p, const float* restrict g, fl
 }
 
 #if defined(__x86_64__)
-// The same operations, 8 lanes at a time, with the CPU's rsqrtps seed for torch's sqrt (used
-// only when torch_sqrt_hw_matches() proved it gives the table's bits). Bit-identical.
+// The same operations, 8 lanes at a time; torch's sqrt seeded by the CPU's rsqrtps where
+// torch_sqrt_hw_matches() proved it gives the table's bits (hw_seed), else by the table
+// gathered (torch_sqrt8_avx2). Bit-identical either way.
 __attribute__((target("avx2,fma"))) static void adamw_kernel_avx2(
     float* restrict p, const float* restrict g, float* restrict m, float* restrict v, size_t n,
     float decay, float lerp_coeff, bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
-    float neg_step_size, float g_scale) {
+    float neg_step_size, float g_scale, bool hw_seed) {
     const size_t n8 = n / 8 * 8;
     const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(lerp_coeff), vb2 = _mm256_set1_ps(b2),
                  vw2 = _mm256_set1_ps(w2), vbc = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(eps),
@@ -83,13 +85,13 @@ __attribute__((target("avx2,fma"))) static void adamw_kernel_avx2(
         __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs), m0 = _mm256_loadu_ps(m + i);
         __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), lerp_from_start ? m0 : gi);
         __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(vw2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), vb2));
-        __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi), vbc), veps);
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi, hw_seed), vbc), veps);
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
         _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vss, mi), denom)));
     }
     adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, n - n8, decay, lerp_coeff, lerp_from_start, b2, w2,
-                          bc2_sqrt, eps, neg_step_size, g_scale);
+                          bc2_sqrt, eps, neg_step_size, g_scale, hw_seed);
 }
 #endif
 
@@ -106,15 +108,16 @@ static void adamw_step_scaled(OptimState* st, float* p, const float* g, float g_
     const double step_size = c->lr / bc1;
     const double bc2_sqrt = pow(bc2, 0.5);
     void (*kernel)(float* restrict, const float* restrict, float* restrict, float* restrict, size_t, float,
-                   float, bool, float, float, float, float, float, float) = adamw_kernel_portable;
+                   float, bool, float, float, float, float, float, float, bool) = adamw_kernel_portable;
 #if defined(__x86_64__)
-    if (torch_sqrt_hw_matches()) kernel = adamw_kernel_avx2;
+    if (torch_sqrt_vector()) kernel = adamw_kernel_avx2;
 #endif
     const float w1 = (float)(1.0 - c->beta1);
     const bool small = w1 < 0.5f && w1 > -0.5f;  // torch_lerp's branch (optim.h)
     kernel(p, g, st->tensors[0].data, st->tensors[1].data, shape_numel(&st->shape),
            (float)(1.0 - c->lr * c->weight_decay), small ? w1 : w1 - 1.0f, small, (float)c->beta2,
-           (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size), g_scale);
+           (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size), g_scale,
+           torch_sqrt_hw_matches());
 }
 
 static void adamw_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {

@@ -49,7 +49,7 @@ static const char RSQRT_DIFFS[] =
     "101010101010101110101010101010101010101110101010101010101010101110101010101010101010101010101011"
     "101010101010101010101010101010111010101010101010101010101010101010101010101010101010101110101010"
     "1010101010101010101010101010101010101010101010101010101010101010";
-uint16_t torch_rsqrt_tab[8192];  // 12-bit mantissa of rsqrtps(x), x in [1, 4), by (parity, top 12 bits)
+uint16_t torch_rsqrt_tab[8192 + 2];  // 12-bit mantissa of rsqrtps(x), x in [1, 4), by (parity, top 12 bits)
 
 static void rsqrt_tab_fill(void) {
     CHECK(sizeof RSQRT_DIFFS - 1 == 4096);
@@ -83,7 +83,7 @@ __attribute__((target("avx2"))) static bool hw_check(void) {
                     memcpy(&xs[l], &b, 4);
                     want[l] = torch_sqrtf(xs[l]);
                 }
-                _mm256_storeu_ps(got, torch_sqrt8_avx2(_mm256_loadu_ps(xs)));
+                _mm256_storeu_ps(got, torch_sqrt8_avx2(_mm256_loadu_ps(xs), true));
                 if (memcmp(got, want, sizeof got) != 0) return false;
             }
         }
@@ -91,21 +91,30 @@ __attribute__((target("avx2"))) static bool hw_check(void) {
     return true;
 }
 
-static bool g_hw_ok;
+static bool g_hw_ok, g_vector_ok;
 static pthread_once_t g_hw_once = PTHREAD_ONCE_INIT;
 static void hw_init(void) {
     torch_sqrt_init();
-    g_hw_ok = cpu_features()->avx2 && hw_check();
+    g_vector_ok = cpu_features()->avx2 && cpu_features()->fma;
+    g_hw_ok = g_vector_ok && hw_check();
 }
 
-static bool g_force_portable;
+static bool g_force_portable, g_force_table;
 void torch_sqrt_force_portable(bool on) { g_force_portable = on; }
+void torch_sqrt_force_table(bool on) { g_force_table = on; }
 
 bool torch_sqrt_hw_matches(void) {
     CHECK(pthread_once(&g_hw_once, hw_init) == 0);
-    return g_hw_ok && !g_force_portable;
+    return g_hw_ok && !g_force_portable && !g_force_table;
+}
+
+bool torch_sqrt_vector(void) {
+    CHECK(pthread_once(&g_hw_once, hw_init) == 0);
+    return g_vector_ok && !g_force_portable;
 }
 #else
 void torch_sqrt_force_portable(bool on) { (void)on; }
+void torch_sqrt_force_table(bool on) { (void)on; }
 bool torch_sqrt_hw_matches(void) { return false; }
+bool torch_sqrt_vector(void) { return false; }
 #endif

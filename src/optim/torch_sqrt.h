@@ -22,14 +22,24 @@
 #include <stdint.h>
 #include <string.h>
 
-extern uint16_t torch_rsqrt_tab[8192];  // 12-bit mantissa of rsqrtps(x), x in [1, 4)
+// 12-bit mantissa of rsqrtps(x), x in [1, 4); two zero entries after the 8192 so that a 32-bit
+// gather of entry 8191 (torch_rsqrt8_table_avx2) stays inside the array
+extern uint16_t torch_rsqrt_tab[8192 + 2];
 void torch_sqrt_init(void);             // fills the table once (thread-safe); call before use
 // True when this CPU's own 256-bit rsqrtps gives exactly the table's values (checked once over
-// all 8192 table entries and a spread of exponents): then torch_sqrt8_avx2 below, which uses
-// the instruction, is bit-identical to torch_sqrtf and vectorizes. Else use torch_sqrtf.
+// all 8192 table entries and a spread of exponents): then torch_sqrt8_avx2(x, true), which
+// takes the instruction's estimate as its seed, is bit-identical to torch_sqrtf. (AMD Zen 4/5:
+// yes; an Intel Xeon with AMX: no, its rsqrtps rounds other entries.)
 bool torch_sqrt_hw_matches(void);
-// Tests: make torch_sqrt_hw_matches() report false (true) or restore detection (false).
+// True when the vector kernels may run (AVX2 and FMA, not forced portable): they then call
+// torch_sqrt8_avx2(x, torch_sqrt_hw_matches()), whose seed is rsqrtps where it matches and
+// the table, gathered 8 lanes at a time, elsewhere; both bit-identical to torch_sqrtf.
+bool torch_sqrt_vector(void);
+// Tests: force_portable(true): both of the above report false (the scalar kernels);
+// force_table(true): torch_sqrt_hw_matches() reports false (the gathered seed, on a CPU whose
+// rsqrtps matches); false restores detection.
 void torch_sqrt_force_portable(bool on);
+void torch_sqrt_force_table(bool on);
 
 // torch_sqrtf in two parts so that the table lookup can sit in its own (scalar) loop while
 // the arithmetic vectorizes.
@@ -60,11 +70,26 @@ static inline float torch_sqrtf(float x) { return torch_sqrt_finish(x, torch_rsq
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-// 8 lanes of torch_sqrtf with the hardware rsqrtps seed; only valid if torch_sqrt_hw_matches().
-// Every operation is a separate rounded fp32 op (no FMA), as in torch_sqrt_finish.
-__attribute__((target("avx2"))) static inline __m256 torch_sqrt8_avx2(__m256 x) {
+// torch_sqrt_finish's seed y for 8 lanes from the table (torch_rsqrt_tab_index's index, one
+// 32-bit gather, the low 16 bits kept): the same integer steps, lane by lane.
+__attribute__((target("avx2"))) static inline __m256 torch_rsqrt8_table_avx2(__m256 x) {
+    const __m256i b = _mm256_castps_si256(x);
+    const __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(127));
+    const __m256i idx = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(e, _mm256_set1_epi32(1)), 12),
+                                        _mm256_and_si256(_mm256_srli_epi32(b, 11), _mm256_set1_epi32(0xFFF)));
+    const __m256i tab = _mm256_and_si256(_mm256_i32gather_epi32((const int*)(const void*)torch_rsqrt_tab, idx, 2),
+                                         _mm256_set1_epi32(0xFFFF));
+    const __m256i yb = _mm256_sub_epi32(_mm256_or_si256(_mm256_set1_epi32(0x3F000000), _mm256_slli_epi32(tab, 11)),
+                                        _mm256_slli_epi32(_mm256_srai_epi32(e, 1), 23));
+    return _mm256_castsi256_ps(yb);
+}
+
+// 8 lanes of torch_sqrtf: the seed from rsqrtps (hw_seed: only valid if torch_sqrt_hw_matches())
+// or from the table. Every operation is a separate rounded fp32 op (no FMA), as in
+// torch_sqrt_finish.
+__attribute__((target("avx2"))) static inline __m256 torch_sqrt8_avx2(__m256 x, bool hw_seed) {
     const __m256 half = _mm256_set1_ps(0.5f);
-    __m256 y = _mm256_rsqrt_ps(x);
+    __m256 y = hw_seed ? _mm256_rsqrt_ps(x) : torch_rsqrt8_table_avx2(x);
     __m256 s = _mm256_mul_ps(x, y), h = _mm256_mul_ps(y, half);
     __m256 c = _mm256_sub_ps(half, _mm256_mul_ps(s, h));
     __m256 s1 = _mm256_add_ps(s, _mm256_mul_ps(s, c)), h1 = _mm256_add_ps(h, _mm256_mul_ps(h, c));
