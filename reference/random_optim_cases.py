@@ -118,6 +118,22 @@ def draw_case(r, seed, opt, name, big):
                     steps=steps, grads=kind)
 
 
+def torch_sqrt_kernel(torch):
+    """Which of MKL's sqrt kernels this torch takes (reference/OPTIM_SEMANTICS.md 0.3), told by
+    the share of [1, 4) it rounds otherwise than the correctly rounded sqrt (a double sqrt rounded
+    to float is correctly rounded): about 12% with the SSE kernel of the goldens' AMD machine,
+    0.59% with the AVX-512 kernel of Intel AVX-512 CPUs. Written into each case's metadata
+    (torch_sqrt), which `trainbench conform` follows; another share is named as it is and refused
+    there."""
+    x = torch.arange(0x3F800000, 0x40800000, 61, dtype=torch.int32).view(torch.float32)
+    off = (torch.sqrt(x) != torch.sqrt(x.double()).float()).double().mean().item()
+    if 0.08 < off < 0.2:
+        return "mkl-sse"
+    if 0.002 < off < 0.02:
+        return "mkl-avx512"
+    return f"unknown ({100 * off:.2f}% of [1, 4) off the correctly rounded sqrt)"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="output folder (OUT/optim/<optimizer>/...)")
@@ -144,10 +160,12 @@ def main():
     torch.manual_seed(0)
     common = {}
     quantizer_path = gen.probe_bnb_path(torch, bnb)
+    sqrt_kernel = torch_sqrt_kernel(torch)
+    print(f"{PROG}: torch.sqrt is MKL's {sqrt_kernel} kernel here", flush=True)
     for name in gen.OPTIMIZERS:
         m = {"library": gen.library_string(torch, transformers, bnb, name), "generator": PROG,
              "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_num_threads": "1",
-             "format": "trainbench-optim-golden-1", "campaign_seed": str(seed)}
+             "format": "trainbench-optim-golden-1", "campaign_seed": str(seed), "torch_sqrt": sqrt_kernel}
         if name == "adamw_bnb_8bit":
             m["quantizer_path"] = quantizer_path
             m["blocksize"] = "256"

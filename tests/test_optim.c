@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +223,47 @@ static void test_bnb8_vector_kernels_match_portable(void** s) {
     torch_sqrt_force_table(false);
     free(p0);
     free(g);
+}
+
+// Goldens made by torch on an Intel Xeon with AVX-512 (reference/golden/optim_mkl_avx512/, by
+// reference/random_optim_cases.py: metadata torch_sqrt mkl-avx512), where MKL's sqrt is another
+// kernel than on the committed goldens' AMD machine (OPTIM_SEMANTICS.md 0.3): conform follows
+// the golden's metadata, and adamw_torch and adamw_bnb_8bit must replay them bit for bit (on a
+// CPU without AVX-512F, whose vrsqrt14ps the model needs, each case is "does not apply").
+static void test_mkl_avx512_sqrt_goldens(void** s) {
+    (void)s;
+    static const char* const OPTIMS[] = {"adamw_torch", "adamw_bnb_8bit"};
+    size_t cases = 0;
+    for (size_t k = 0; k < sizeof OPTIMS / sizeof OPTIMS[0]; k++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s_mkl_avx512/%s", GOLDEN_OPTIM_DIR, OPTIMS[k]);
+        DIR* d = opendir(dir);
+        assert_non_null(d);
+        struct dirent* e;
+        while ((e = readdir(d))) {
+            if (!strstr(e->d_name, ".safetensors")) continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            ConformSummary sum;
+            Status st = conform_run_case(optim_find(OPTIMS[k]), path, NULL, &sum);
+            if (st.code == STATUS_UNSUPPORTED && !cpu_features()->avx512f) {
+                printf("%s: %s\n", path, st.msg);
+                continue;
+            }
+            if (!status_is_ok(st)) fail_msg("%s: %s", path, st.msg);
+            printf("%s/%s: %zu comparisons, %zu failed, max param ulp %u, max state ulp %u, codes identical %.4f%%\n",
+                   OPTIMS[k], e->d_name, sum.n_compared, sum.n_failed, sum.worst_ulp_param, sum.worst_ulp_state,
+                   100.0 * sum.min_code_equal);
+            assert_int_equal(sum.n_failed, 0);
+            assert_int_equal(sum.worst_ulp_param, 0);
+            assert_int_equal(sum.worst_ulp_state, 0);
+            assert_true(sum.min_code_equal == 1.0);
+            cases++;
+        }
+        closedir(d);
+    }
+    assert_int_equal(g_torch_sqrt_kernel, TORCH_SQRT_MKL_SSE);  // restored after each case
+    if (cpu_features()->avx512f) assert_true(cases >= 4);
 }
 
 // The VBMI kernel's quantizer is planned and checked against the LUT at start-up and skipped if
@@ -721,6 +764,7 @@ int main(void) {
         cmocka_unit_test(test_every_optimizer_matches_its_goldens),
         cmocka_unit_test(test_portable_paths_match_goldens),
         cmocka_unit_test(test_table_seed_paths_match_goldens),
+        cmocka_unit_test(test_mkl_avx512_sqrt_goldens),
         cmocka_unit_test(test_bnb8_vector_kernels_match_portable),
         cmocka_unit_test(test_bnb8_vbmi_kernel_in_use),
         cmocka_unit_test(test_recomputing_path_matches_goldens),

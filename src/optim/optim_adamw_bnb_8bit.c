@@ -269,9 +269,18 @@ static void bnb8_block(float* restrict p, const float* restrict g, uint8_t* rest
         seed[i] = torch_rsqrt_tab[torch_rsqrt_tab_index(vi)];
     }
     uint32_t am1 = 0, am2 = 0;
+    // torch_sqrtf's other kernel (reference/OPTIM_SEMANTICS.md 0.3): its value where the seed was
+    if (g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512)
+        for (size_t i = 0; i < len; i++) {
+            const float r = torch_sqrtf(v[i]);
+            memcpy(&seed[i], &r, 4);
+        }
+    const bool mkl512 = g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512;
 #pragma omp simd reduction(max : am1, am2)
     for (size_t i = 0; i < len; i++) {
-        const float denom = torch_sqrt_finish(v[i], seed[i]) / s.c2 + s.eps;
+        float root;
+        memcpy(&root, &seed[i], 4);
+        const float denom = (mkl512 ? root : torch_sqrt_finish(v[i], seed[i])) / s.c2 + s.eps;
         p[i] = p[i] * s.decay + (s.step * m[i]) / denom;
         const uint32_t u1 = abs_bits_or_zero(m[i]), u2 = abs_bits_or_zero(v[i]);
         am1 = u1 > am1 ? u1 : am1;
@@ -942,9 +951,18 @@ static void bnb32_block(float* restrict p, const float* restrict g, float* restr
         v[i] = fmaf(s.w2 * gi, gi, v[i] * s.b2);
     }
     for (size_t i = 0; i < len; i++) seed[i] = torch_rsqrt_tab[torch_rsqrt_tab_index(v[i])];
+    // torch_sqrtf's other kernel (reference/OPTIM_SEMANTICS.md 0.3): its value where the seed was
+    const bool mkl512 = g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512;
+    if (mkl512)
+        for (size_t i = 0; i < len; i++) {
+            const float r = torch_sqrtf(v[i]);
+            memcpy(&seed[i], &r, 4);
+        }
 #pragma omp simd
     for (size_t i = 0; i < len; i++) {
-        const float u = m[i] / (torch_sqrt_finish(v[i], seed[i]) + s.c2);
+        float root;
+        memcpy(&root, &seed[i], 4);
+        const float u = m[i] / ((mkl512 ? root : torch_sqrt_finish(v[i], seed[i])) + s.c2);
         p[i] = fmaf(u, s.step, p[i] * s.decay);
     }
 }

@@ -65,7 +65,25 @@ static inline float torch_sqrt_finish(float x, uint32_t tab) {
     return rare ? sqrtf(x) : r;
 }
 
-static inline float torch_sqrtf(float x) { return torch_sqrt_finish(x, torch_rsqrt_tab[torch_rsqrt_tab_index(x)]); }
+// Which of MKL's sqrt kernels torch_sqrtf reproduces (reference/OPTIM_SEMANTICS.md 0.3): the SSE
+// kernel MKL takes on the goldens' AMD machine (the table above: the default), or the AVX-512
+// kernel it takes on Intel AVX-512 CPUs (vrsqrt14ps seed, one fused Newton step, biased
+// exponents below 64 scaled by 2^64). `trainbench conform` sets it per golden from its
+// `torch_sqrt` metadata (absent: mkl-sse), restoring it afterwards.
+typedef enum { TORCH_SQRT_MKL_SSE = 0, TORCH_SQRT_MKL_AVX512 = 1 } TorchSqrtKernel;
+extern TorchSqrtKernel g_torch_sqrt_kernel;  // read by torch_sqrtf; set only through the setter
+// Sets the kernel for the steps that follow (process-wide: never while a step runs).
+// MKL_AVX512 needs AVX-512F (vrsqrt14ps): on a CPU without it, false and nothing changes.
+// Under MKL_AVX512 the vector kernels stand aside (torch_sqrt_vector() is false).
+bool torch_sqrt_set_kernel(TorchSqrtKernel k);
+const char* torch_sqrt_kernel_name(TorchSqrtKernel k);          // "mkl-sse", "mkl-avx512"
+bool torch_sqrt_kernel_parse(const char* s, TorchSqrtKernel* out);  // the names above
+float torch_sqrtf_mkl_avx512(float x);  // the Intel kernel's model; AVX-512F CPUs only
+
+static inline float torch_sqrtf(float x) {
+    if (g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512) return torch_sqrtf_mkl_avx512(x);
+    return torch_sqrt_finish(x, torch_rsqrt_tab[torch_rsqrt_tab_index(x)]);
+}
 
 
 #if defined(__x86_64__)

@@ -19,6 +19,7 @@
 
 #include "core/cli.h"
 #include "core/safetensors.h"
+#include "optim/torch_sqrt.h"
 #include "core/junit.h"
 #include "results/results.h"
 #include "validate/rounding_band.h"
@@ -568,6 +569,24 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
         st_free(&st);
         return s;
     }
+    // torch.sqrt's MKL kernel on the machine that made the golden (metadata torch_sqrt, written
+    // by reference/random_optim_cases.py; absent: the committed goldens' AMD machine, mkl-sse),
+    // for every torch_sqrtf of this case (ours and the reference computations), then restored
+    const TorchSqrtKernel sqrt_before = g_torch_sqrt_kernel;
+    const char* sqrt_meta = st_meta(&st, "torch_sqrt");
+    TorchSqrtKernel sqrt_kernel = TORCH_SQRT_MKL_SSE;
+    if (sqrt_meta && !torch_sqrt_kernel_parse(sqrt_meta, &sqrt_kernel)) {
+        Status e = status_make(STATUS_INVALID, "%s: unusable golden: metadata torch_sqrt '%.40s' is not a known "
+                               "kernel (allowed: mkl-sse, mkl-avx512)", path, sqrt_meta);
+        st_free(&st);
+        return e;
+    }
+    if (!torch_sqrt_set_kernel(sqrt_kernel)) {
+        Status e = status_make(STATUS_UNSUPPORTED, "does not apply here: the golden's torch.sqrt is MKL's %s kernel, "
+                               "whose model needs AVX-512F (vrsqrt14ps), which this CPU lacks", sqrt_meta);
+        st_free(&st);
+        return e;
+    }
     const char* case_id = st_meta(&st, "case");
     const char* hparams = st_meta(&st, "hparams");
     const char* checks = st_meta(&st, "check_steps");
@@ -592,6 +611,7 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
     if (!status_is_ok(s)) {
         Status e = status_make(s.code, "%s: %s", path, s.msg);
         st_free(&st);
+        torch_sqrt_set_kernel(sqrt_before);
         return e;
     }
     TensorShape shape = {p0->ndim, {0}};
@@ -602,6 +622,7 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
     s = st_tensor_to_f32(grads, &all_grads);
     if (!status_is_ok(s)) {
         st_free(&st);
+        torch_sqrt_set_kernel(sqrt_before);
         return s;
     }
     float* p = xaligned_alloc(n * sizeof(float) + 4);
@@ -721,6 +742,7 @@ static Status run_case(const char* tol_name, const Runner* subject, const Runner
     free(p);
     free(all_grads);
     st_free(&st);
+    torch_sqrt_set_kernel(sqrt_before);
     g_case_hparams = "{}";
     if (g_ext_error[0]) return status_make(STATUS_UNSUPPORTED, "%s", g_ext_error);
     return status_ok();
