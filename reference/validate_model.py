@@ -302,8 +302,12 @@ def trainbench_run(a, init_dir, data_path, out_dir, cfg):
            "--seq-classif-dropout", repr(cfg.seq_classif_dropout)]
     if has_dropout(cfg):
         cmd += ["--dump-dropout-masks", os.path.join(out_dir, "masks")]
-    print("$ " + " ".join(cmd))
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    # torch.sqrt is another MKL kernel on Intel AVX-512 CPUs than on the goldens' AMD machine
+    # (OPTIM_SEMANTICS.md 0.3): trainbench takes the one the torch beside it takes here
+    env = dict(os.environ)
+    env.setdefault("TRAINBENCH_TORCH_SQRT", "auto")
+    print(f"$ TRAINBENCH_TORCH_SQRT={env['TRAINBENCH_TORCH_SQRT']} " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         print(p.stdout + p.stderr)
         # trainbench's exit 2 is bad input (a refused setting, e.g. fp16 on a backend without f16

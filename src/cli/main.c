@@ -5,6 +5,7 @@
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/threads.h"
+#include "optim/torch_sqrt.h"
 
 // To add a command: write src/<name>.c exporting `const Command cmd_<name>`, declare it in
 // cli.h and add one line here. README.md lists the commands.
@@ -66,5 +67,10 @@ static int run_command(int argc, char** argv) {
 // pipe makes the exit status non-zero even when the command itself succeeded.
 int main(int argc, char** argv) {
     threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
+    char err[200];
+    if (!torch_sqrt_apply_env(err, sizeof err)) {  // torch.sqrt's MKL kernel (torch_sqrt.h)
+        fprintf(stderr, "trainbench: %s\n", err);
+        return 2;
+    }
     return close_stdout_checked(run_command(argc, argv));
 }
