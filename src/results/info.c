@@ -11,12 +11,13 @@
 #include "core/dtype.h"
 #include "core/threads.h"
 #include "gemm/gemm.h"
+#include "optim/torch_sqrt.h"
 
 // Environment variables that change which kernels run or how many threads they use.
 static const char* const KERNEL_ENV_VARS[] = {
     "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
     "OMP_WAIT_POLICY",   "GOMP_SPINCOUNT",       "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
-    "ONEDNN_VERBOSE",    "DNNL_VERBOSE",
+    "ONEDNN_VERBOSE",    "DNNL_VERBOSE",         "TRAINBENCH_TORCH_SQRT",
 };
 
 static const DType GEMM_DTYPES[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
@@ -74,6 +75,14 @@ json_t* info_collect(int threads) {
     json_object_set_new(omp, "wait_policy", json_string(threads_wait_policy()));
     json_object_set_new(root, "openmp", omp);
     json_object_set_new(root, "convert_impl", json_string(convert_impl_name(convert_impl_active())));
+    // torch.sqrt's MKL kernel our optimizers reproduce (torch_sqrt.h) and how they compute it here
+    torch_sqrt_init();
+    json_t* sq = json_object();
+    json_object_set_new(sq, "kernel", json_string(torch_sqrt_kernel_name(g_torch_sqrt_kernel)));
+    json_object_set_new(sq, "path", json_string(!torch_sqrt_vector()     ? "scalar"
+                                                : torch_sqrt_hw_matches() ? "vector, rsqrtps seed"
+                                                                          : "vector, table seed gathered"));
+    json_object_set_new(root, "torch_sqrt", sq);
     json_t* env = json_object();
     for (size_t i = 0; i < ARRAY_LEN(KERNEL_ENV_VARS); i++) {
         const char* v = getenv(KERNEL_ENV_VARS[i]);
@@ -134,6 +143,9 @@ static void print_human(json_t* root) {
     printf("OpenMP:     %s, wait policy %s\n", json_string_value(json_object_get(omp, "runtime")),
            json_string_value(json_object_get(omp, "wait_policy")));
     printf("fp16/bf16 row converters: %s\n", json_string_value(json_object_get(root, "convert_impl")));
+    json_t* sq = json_object_get(root, "torch_sqrt");
+    printf("torch.sqrt: MKL's %s kernel (%s; TRAINBENCH_TORCH_SQRT=mkl-sse|mkl-avx512|auto)\n",
+           json_string_value(json_object_get(sq, "kernel")), json_string_value(json_object_get(sq, "path")));
     printf("Environment (kernel-relevant):\n");
     json_object_foreach(json_object_get(root, "environment"), key, val)
         printf("  %-22s %s\n", key, json_is_null(val) ? "(unset)" : json_string_value(val));
