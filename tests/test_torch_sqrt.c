@@ -117,11 +117,51 @@ static void test_table_seed_path_bit_identical(void** s) {
 #endif
 }
 
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma,avx512f,avx512vl"))) static size_t mkl512_mismatches(size_t* n_out) {
+    uint64_t z = 0x9E3779B97F4A7C15ull;
+    size_t bad = 0, n = 0;
+    float xs[8], got[8];
+    for (int i = 0; i < 4000000; i++) {  // 16M random bit patterns of all classes, then 16M floats from 1
+        for (int l = 0; l < 8; l++) {
+            z ^= z << 13; z ^= z >> 7; z ^= z << 17;
+            uint32_t b = i < 2000000 ? (uint32_t)z : 0x3F800000u + (uint32_t)(i - 2000000) * 8u + (uint32_t)l;
+            memcpy(&xs[l], &b, 4);
+        }
+        _mm256_storeu_ps(got, torch_sqrt8_mkl_avx512(_mm256_loadu_ps(xs)));
+        for (int l = 0; l < 8; l++, n++) {
+            float want = torch_sqrtf_mkl_avx512(xs[l]);
+            if (memcmp(&got[l], &want, 4) != 0 && !(isnan(got[l]) && isnan(want))) bad++;
+        }
+    }
+    *n_out = n;
+    return bad;
+}
+#endif
+
+// MKL's AVX-512 kernel (OPTIM_SEMANTICS.md 0.3): the 8-lane version adamw_torch's kernel uses
+// under TORCH_SQRT_MKL_AVX512 equals the scalar model (which test_optim's
+// test_mkl_avx512_sqrt_goldens holds to torch's own goldens).
+static void test_mkl_avx512_vector_matches_scalar(void** s) {
+    (void)s;
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl")) {
+        printf("no AVX-512F/VL: MKL's AVX-512 kernel is not modelled here\n");
+        return;
+    }
+    size_t n, bad = mkl512_mismatches(&n);
+    printf("mkl-avx512 vector vs scalar model: %zu inputs (16 M random patterns, the first 16 M floats of [1, 4)), %zu mismatches\n", n,
+           bad);
+    assert_int_equal(bad, 0);
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_within_one_ulp_of_sqrtf),
         cmocka_unit_test(test_hardware_path_bit_identical),
         cmocka_unit_test(test_table_seed_path_bit_identical),
+        cmocka_unit_test(test_mkl_avx512_vector_matches_scalar),
     };
     return cmocka_run_group_tests_name("torch_sqrt", tests, NULL, NULL);
 }

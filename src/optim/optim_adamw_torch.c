@@ -20,6 +20,7 @@
 
 #include "optim/optim.h"
 #include "optim/torch_sqrt.h"
+#include "core/cpu.h"
 
 static void adamw_defaults(OptimConfig* c) {
     c->lr = 1e-3;
@@ -68,30 +69,43 @@ static void adamw_kernel_portable(float* restrict p, const float* restrict g, fl
 }
 
 #if defined(__x86_64__)
-// The same operations, 8 lanes at a time; torch's sqrt seeded by the CPU's rsqrtps where
-// torch_sqrt_hw_matches() proved it gives the table's bits (hw_seed), else by the table
-// gathered (torch_sqrt8_avx2). Bit-identical either way.
+// The same operations, 8 lanes at a time, torch's sqrt computed by SQRT8(vi): one body for both
+// vector kernels below. Bit-identical to the portable kernel.
+#define ADAMW_KERNEL_BODY(SQRT8)                                                                                      \
+    const size_t n8 = n / 8 * 8;                                                                                       \
+    const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(lerp_coeff), vb2 = _mm256_set1_ps(b2),           \
+                 vw2 = _mm256_set1_ps(w2), vbc = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(eps),                 \
+                 vss = _mm256_set1_ps(neg_step_size), vgs = _mm256_set1_ps(g_scale);                                   \
+    _Pragma("omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)")                                             \
+    for (size_t i = 0; i < n8; i += 8) {                                                                              \
+        __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);                                                    \
+        __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs), m0 = _mm256_loadu_ps(m + i);                          \
+        __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), lerp_from_start ? m0 : gi);                          \
+        __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(vw2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), vb2));         \
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(SQRT8(vi), vbc), veps);                                            \
+        _mm256_storeu_ps(m + i, mi);                                                                                   \
+        _mm256_storeu_ps(v + i, vi);                                                                                   \
+        _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vss, mi), denom)));                     \
+    }                                                                                                                  \
+    adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, n - n8, decay, lerp_coeff, lerp_from_start, b2, w2,         \
+                          bc2_sqrt, eps, neg_step_size, g_scale, hw_seed)
+
+// torch's sqrt seeded by the CPU's rsqrtps where torch_sqrt_hw_matches() proved it gives the
+// table's bits (hw_seed), else by the table gathered (torch_sqrt8_avx2): MKL's SSE kernel
+#define ADAMW_SQRT8_SSE(x) torch_sqrt8_avx2((x), hw_seed)
 __attribute__((target("avx2,fma"))) static void adamw_kernel_avx2(
     float* restrict p, const float* restrict g, float* restrict m, float* restrict v, size_t n,
     float decay, float lerp_coeff, bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
     float neg_step_size, float g_scale, bool hw_seed) {
-    const size_t n8 = n / 8 * 8;
-    const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(lerp_coeff), vb2 = _mm256_set1_ps(b2),
-                 vw2 = _mm256_set1_ps(w2), vbc = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(eps),
-                 vss = _mm256_set1_ps(neg_step_size), vgs = _mm256_set1_ps(g_scale);
-#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
-    for (size_t i = 0; i < n8; i += 8) {
-        __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
-        __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs), m0 = _mm256_loadu_ps(m + i);
-        __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), lerp_from_start ? m0 : gi);
-        __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(vw2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), vb2));
-        __m256 denom = _mm256_add_ps(_mm256_div_ps(torch_sqrt8_avx2(vi, hw_seed), vbc), veps);
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vss, mi), denom)));
-    }
-    adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, n - n8, decay, lerp_coeff, lerp_from_start, b2, w2,
-                          bc2_sqrt, eps, neg_step_size, g_scale, hw_seed);
+    ADAMW_KERNEL_BODY(ADAMW_SQRT8_SSE);
+}
+
+// MKL's AVX-512 kernel (TORCH_SQRT_MKL_AVX512; CPUs with AVX-512VL): torch_sqrt8_mkl_avx512
+__attribute__((target("avx2,fma,avx512f,avx512vl"))) static void adamw_kernel_mkl512(
+    float* restrict p, const float* restrict g, float* restrict m, float* restrict v, size_t n,
+    float decay, float lerp_coeff, bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
+    float neg_step_size, float g_scale, bool hw_seed) {
+    ADAMW_KERNEL_BODY(torch_sqrt8_mkl_avx512);
 }
 #endif
 
@@ -111,6 +125,7 @@ static void adamw_step_scaled(OptimState* st, float* p, const float* g, float g_
                    float, bool, float, float, float, float, float, float, bool) = adamw_kernel_portable;
 #if defined(__x86_64__)
     if (torch_sqrt_vector()) kernel = adamw_kernel_avx2;
+    else if (g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512 && cpu_features()->avx512vl) kernel = adamw_kernel_mkl512;
 #endif
     const float w1 = (float)(1.0 - c->beta1);
     const bool small = w1 < 0.5f && w1 > -0.5f;  // torch_lerp's branch (optim.h)

@@ -124,6 +124,26 @@ __attribute__((target("avx2"))) static inline __m256 torch_sqrt8_avx2(__m256 x, 
     if (_mm256_testz_si256(rare, rare)) return r;  // the usual case: no vsqrtps (it is not cheap)
     return _mm256_blendv_ps(r, _mm256_sqrt_ps(x), _mm256_castsi256_ps(rare));
 }
+
+// 8 lanes of torch_sqrtf_mkl_avx512 (MKL's AVX-512 kernel): the same steps, lane by lane; for
+// kernels compiled for AVX-512VL (vrsqrt14ps on 256 bits), used only under TORCH_SQRT_MKL_AVX512.
+__attribute__((target("avx2,fma,avx512f,avx512vl"))) static inline __m256 torch_sqrt8_mkl_avx512(__m256 x) {
+    const __m256i b = _mm256_castps_si256(x);
+    const __m256i bm1 = _mm256_sub_epi32(b, _mm256_set1_epi32(1));  // tiny: 0 < b < 64 << 23
+    const __m256i tiny = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((64 << 23) - 1), bm1),
+                                          _mm256_cmpgt_epi32(bm1, _mm256_set1_epi32(-1)));
+    const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(0x1p64f)), _mm256_castsi256_ps(tiny));
+    const __m256 y = _mm256_rsqrt14_ps(xs);
+    const __m256 s = _mm256_mul_ps(xs, y), h = _mm256_mul_ps(y, _mm256_set1_ps(0.5f));
+    __m256 r = _mm256_fmadd_ps(_mm256_fnmadd_ps(s, s, xs), h, s);
+    r = _mm256_blendv_ps(r, _mm256_mul_ps(r, _mm256_set1_ps(0x1p-32f)), _mm256_castsi256_ps(tiny));
+    // +-0 as they are; inf, NaN and negatives (b >= 0x7F800000 unsigned) the correctly rounded sqrt
+    const __m256i zero = _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_setzero_si256());
+    const __m256i special = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), b),
+                                            _mm256_cmpgt_epi32(b, _mm256_set1_epi32(0x7F7FFFFF)));
+    r = _mm256_blendv_ps(r, _mm256_sqrt_ps(x), _mm256_castsi256_ps(_mm256_or_si256(special, zero)));
+    return r;
+}
 #endif
 
 #endif

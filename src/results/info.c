@@ -79,9 +79,14 @@ json_t* info_collect(int threads) {
     torch_sqrt_init();
     json_t* sq = json_object();
     json_object_set_new(sq, "kernel", json_string(torch_sqrt_kernel_name(g_torch_sqrt_kernel)));
-    json_object_set_new(sq, "path", json_string(!torch_sqrt_vector()     ? "scalar"
-                                                : torch_sqrt_hw_matches() ? "vector, rsqrtps seed"
-                                                                          : "vector, table seed gathered"));
+    const bool mkl512 = g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512;
+    json_object_set_new(sq, "path",
+                        json_string(mkl512 ? (cpu_features()->avx512vl ? "adamw_torch vector (vrsqrt14ps), "
+                                                                         "adamw_bnb_8bit scalar"
+                                                                       : "scalar")
+                                    : !torch_sqrt_vector()    ? "scalar"
+                                    : torch_sqrt_hw_matches() ? "vector, rsqrtps seed"
+                                                              : "vector, table seed gathered"));
     json_object_set_new(root, "torch_sqrt", sq);
     json_t* env = json_object();
     for (size_t i = 0; i < ARRAY_LEN(KERNEL_ENV_VARS); i++) {
