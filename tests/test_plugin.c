@@ -38,7 +38,16 @@ static int conform(const char* fmt, const char* plugin) {
 // The seed's 9 adamw_torch cases (and the other optimizers' cases of the same names): the
 // diagnosis tests below count rows of this set; the edge cases (beta1_*, eps_*, shapes, ...)
 // are checked by tests/test_optim.c and test_edge_cases_* below.
+// The sanitizer pass leaves out the four largest vectors (vec_409[5-7], vec_100003: most of the
+// set's elements and of its time there, through the same code paths as vec_255 and vec_257);
+// SEED_N counts the set.
+#if SANITIZER_PASS
+#define SEED_CASES "--case 'matrix_64x96_*,vec_1,vec_25*'"
+#define SEED_N 5
+#else
 #define SEED_CASES "--case 'matrix_64x96_*,vec_*'"
+#define SEED_N 9
+#endif
 #define SEED_CASES_ADAFACTOR \
     "--case 'matrix_*,vec_*,three_d_3x16x24,scale_parameter_20x28,relative_step_*,beta1_20x28,all_flags_vec_257," \
     "clip_threshold_0.5_20x28,rho_relative_20x28,tiny_params_vec_257,d_2_eps_20x28'"
@@ -81,7 +90,9 @@ static size_t rows_with(const char* verdict, const char* needle) {
 static void test_correct_plain_plugin_passes(void** s) {
     (void)s;
     int rc = conform("--plugin %s " SEED_CASES, "adamw_plain.so");
-    if (rc != 0 || !strstr(g_out, "9 cases: 9 passed")) show_and_fail("adamw_plain.so must pass all 9 cases");
+    char want[64];
+    snprintf(want, sizeof want, "%d cases: %d passed", SEED_N, SEED_N);
+    if (rc != 0 || !strstr(g_out, want)) show_and_fail("adamw_plain.so must pass every case");
     printf("%s", g_out);
 }
 
@@ -141,7 +152,7 @@ static void expect_diagnosis(const char* plugin, const char* text, size_t min_fa
 
 static void test_eps_inside_sqrt_diagnosed(void** s) {
     (void)s;
-    expect_diagnosis("adamw_eps_inside_sqrt.so", "eps inside the sqrt", 8);
+    expect_diagnosis("adamw_eps_inside_sqrt.so", "eps inside the sqrt", SEED_N - 1);
 }
 static void test_missing_bias_correction_diagnosed(void** s) {
     (void)s;
@@ -390,7 +401,7 @@ static void test_crash_is_reported_and_other_cases_run(void** s) {
     (void)s;
     int rc = conform("--plugin %s " SEED_CASES, "adamw_crash.so");
     printf("%s", g_out);
-    if (rc != 1 || rows_with("CRASH", "SIGSEGV") != 1 || rows_with("PASS", NULL) != 8 ||
+    if (rc != 1 || rows_with("CRASH", "SIGSEGV") != 1 || rows_with("PASS", NULL) != SEED_N - 1 ||
         !strstr(g_out, "vec_255                    CRASH"))
         show_and_fail("the crash in vec_255 must be one CRASH row (SIGSEGV) and the 8 other cases must pass");
 }
@@ -399,7 +410,7 @@ static void test_nan_output_fails_undiagnosed(void** s) {
     (void)s;
     int rc = conform("--plugin %s " SEED_CASES, "adamw_nan.so");
     printf("%s", g_out);
-    if (rc != 1 || rows_with("FAIL", "no known mistake fits") != 9 || !strstr(g_out, "NaN"))
+    if (rc != 1 || rows_with("FAIL", "no known mistake fits") != SEED_N || !strstr(g_out, "NaN"))
         show_and_fail("NaN output must FAIL every case, with no mistake claimed");
 }
 
@@ -414,7 +425,7 @@ static void test_refusal_is_error_with_its_text(void** s) {
     (void)s;
     int rc = conform("--plugin %s " SEED_CASES, "adamw_refuse_nd.so");
     printf("%s", g_out);
-    if (rc != 1 || rows_with("ERROR", "only handles 1-D tensors") != 2 || rows_with("PASS", NULL) != 7)
+    if (rc != 1 || rows_with("ERROR", "only handles 1-D tensors") != 2 || rows_with("PASS", NULL) != SEED_N - 2)
         show_and_fail("the two 2-D cases must be ERROR with the plugin's text, the 7 others PASS");
 }
 
