@@ -44,6 +44,9 @@ static void detect(void) {
         __cpuid_count(7, 1, a71, b71, c71, d71);
     }
     CpuFeatures* f = &g_features;
+    unsigned vb, vc, vd;
+    __cpuid(0, a, vb, vc, vd);
+    f->intel = vb == 0x756e6547u && vd == 0x49656e69u && vc == 0x6c65746eu;  // "Genu" "ineI" "ntel"
     f->fma = os_avx && avx && fma;
     f->f16c = os_avx && avx && f16c;
     f->avx2 = os_avx && avx && ((b7 >> 5) & 1);

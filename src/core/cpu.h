@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 typedef struct {
+    bool intel;  // cpuid vendor "GenuineIntel" (libraries such as MKL pick kernels by vendor)
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512_bf16, avx512_fp16;
     bool amx_tile, amx_bf16, amx_int8, amx_fp16;

@@ -258,29 +258,20 @@ static void bnb8_block(float* restrict p, const float* restrict g, uint8_t* rest
                        uint8_t* restrict c2, float* restrict absmax1, float* restrict absmax2,
                        size_t len, const StepConsts* sc) {
     float m[BNB_BLOCK], v[BNB_BLOCK];  // (len) dequantized, then the new states
-    uint32_t seed[BNB_BLOCK];          // (len) rsqrt table entries for v
+    float root[BNB_BLOCK];             // (len) torch.sqrt(v)
+    uint32_t seed[BNB_BLOCK];          // (len) scratch of torch_sqrtf_n
     const StepConsts s = *sc;
     const float a1 = *absmax1, a2 = *absmax2;
     for (size_t i = 0; i < len; i++) {
         const float gi = g[i];
         m[i] = fmaf(gi, s.w1, (g_code1[c1[i]] * a1) * s.b1);
-        const float vi = fmaf(s.w2 * gi, gi, (g_code2[c2[i]] * a2) * s.b2);
-        v[i] = vi;
-        seed[i] = torch_rsqrt_tab[torch_rsqrt_tab_index(vi)];
+        v[i] = fmaf(s.w2 * gi, gi, (g_code2[c2[i]] * a2) * s.b2);
     }
+    torch_sqrtf_n(v, root, seed, len);
     uint32_t am1 = 0, am2 = 0;
-    // torch_sqrtf's other kernel (reference/OPTIM_SEMANTICS.md 0.3): its value where the seed was
-    if (g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512)
-        for (size_t i = 0; i < len; i++) {
-            const float r = torch_sqrtf(v[i]);
-            memcpy(&seed[i], &r, 4);
-        }
-    const bool mkl512 = g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512;
 #pragma omp simd reduction(max : am1, am2)
     for (size_t i = 0; i < len; i++) {
-        float root;
-        memcpy(&root, &seed[i], 4);
-        const float denom = (mkl512 ? root : torch_sqrt_finish(v[i], seed[i])) / s.c2 + s.eps;
+        const float denom = root[i] / s.c2 + s.eps;
         p[i] = p[i] * s.decay + (s.step * m[i]) / denom;
         const uint32_t u1 = abs_bits_or_zero(m[i]), u2 = abs_bits_or_zero(v[i]);
         am1 = u1 > am1 ? u1 : am1;
@@ -942,7 +933,8 @@ static void vbmi_init(void) {
 BNB_CLONES
 static void bnb32_block(float* restrict p, const float* restrict g, float* restrict m, float* restrict v,
                         size_t len, const StepConsts* sc) {
-    uint32_t seed[BNB_BLOCK];  // (len) rsqrt table entries for v
+    float root[BNB_BLOCK];     // (len) torch.sqrt(v)
+    uint32_t seed[BNB_BLOCK];  // (len) scratch of torch_sqrtf_n
     const StepConsts s = *sc;
 #pragma omp simd
     for (size_t i = 0; i < len; i++) {
@@ -950,19 +942,10 @@ static void bnb32_block(float* restrict p, const float* restrict g, float* restr
         m[i] = fmaf(gi, s.w1, m[i] * s.b1);
         v[i] = fmaf(s.w2 * gi, gi, v[i] * s.b2);
     }
-    for (size_t i = 0; i < len; i++) seed[i] = torch_rsqrt_tab[torch_rsqrt_tab_index(v[i])];
-    // torch_sqrtf's other kernel (reference/OPTIM_SEMANTICS.md 0.3): its value where the seed was
-    const bool mkl512 = g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512;
-    if (mkl512)
-        for (size_t i = 0; i < len; i++) {
-            const float r = torch_sqrtf(v[i]);
-            memcpy(&seed[i], &r, 4);
-        }
+    torch_sqrtf_n(v, root, seed, len);
 #pragma omp simd
     for (size_t i = 0; i < len; i++) {
-        float root;
-        memcpy(&root, &seed[i], 4);
-        const float u = m[i] / ((mkl512 ? root : torch_sqrt_finish(v[i], seed[i])) + s.c2);
+        const float u = m[i] / (root[i] + s.c2);
         p[i] = fmaf(u, s.step, p[i] * s.decay);
     }
 }

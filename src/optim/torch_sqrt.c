@@ -8,9 +8,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 static const char RSQRT_DIFFS[] =
     "555455565554555655545555555455565554555655545555555455555554555655545555555455555554555555545555"
@@ -74,7 +71,6 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 void torch_sqrt_init(void) { CHECK(pthread_once(&g_once, rsqrt_tab_fill) == 0); }
 
 #if defined(__x86_64__)
-#include "core/cpu.h"
 
 __attribute__((target("avx2"))) static bool hw_check(void) {
     // every table entry (x in [1, 4)), at several exponents, and both ends of each bucket
@@ -161,22 +157,12 @@ const char* torch_sqrt_kernel_name(TorchSqrtKernel k) {
     return k == TORCH_SQRT_MKL_AVX512 ? "mkl-avx512" : "mkl-sse";
 }
 
-static bool cpu_is_intel(void) {
-#if defined(__x86_64__)
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "Genu" "ineI" "ntel"
-#else
-    return false;
-#endif
-}
-
 bool torch_sqrt_apply_env(char* err, size_t cap) {
     const char* v = getenv("TRAINBENCH_TORCH_SQRT");
     if (!v || !*v) return true;
     TorchSqrtKernel k;
     if (!strcmp(v, "auto")) {
-        k = cpu_is_intel() && cpu_features()->avx512f ? TORCH_SQRT_MKL_AVX512 : TORCH_SQRT_MKL_SSE;
+        k = cpu_features()->intel && cpu_features()->avx512f ? TORCH_SQRT_MKL_AVX512 : TORCH_SQRT_MKL_SSE;
     } else if (!torch_sqrt_kernel_parse(v, &k)) {
         snprintf(err, cap, "TRAINBENCH_TORCH_SQRT='%.40s' is not a kernel (allowed: mkl-sse, mkl-avx512, auto)", v);
         return false;

@@ -74,7 +74,8 @@ typedef enum { TORCH_SQRT_MKL_SSE = 0, TORCH_SQRT_MKL_AVX512 = 1 } TorchSqrtKern
 extern TorchSqrtKernel g_torch_sqrt_kernel;  // read by torch_sqrtf; set only through the setter
 // Sets the kernel for the steps that follow (process-wide: never while a step runs).
 // MKL_AVX512 needs AVX-512F (vrsqrt14ps): on a CPU without it, false and nothing changes.
-// Under MKL_AVX512 the vector kernels stand aside (torch_sqrt_vector() is false).
+// Under MKL_AVX512 torch_sqrt_vector() is false: the table/rsqrtps vector kernels stand aside
+// (adamw_torch has its own for this kernel, torch_sqrt8_mkl_avx512; bnb runs scalar).
 bool torch_sqrt_set_kernel(TorchSqrtKernel k);
 const char* torch_sqrt_kernel_name(TorchSqrtKernel k);          // "mkl-sse", "mkl-avx512"
 bool torch_sqrt_kernel_parse(const char* s, TorchSqrtKernel* out);  // the names above
@@ -88,6 +89,19 @@ bool torch_sqrt_apply_env(char* err, size_t cap);
 static inline float torch_sqrtf(float x) {
     if (g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512) return torch_sqrtf_mkl_avx512(x);
     return torch_sqrt_finish(x, torch_rsqrt_tab[torch_rsqrt_tab_index(x)]);
+}
+
+// root[i] = torch_sqrtf(v[i]) for n values, seed[n] as scratch: under the table's kernel the
+// lookups in their own scalar loop, so that the arithmetic vectorizes; always inlined, so that
+// it does so in the caller's target (bnb's target_clones).
+static inline __attribute__((always_inline)) void torch_sqrtf_n(const float* restrict v, float* restrict root, uint32_t* restrict seed, size_t n) {
+    if (g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512) {
+        for (size_t i = 0; i < n; i++) root[i] = torch_sqrtf_mkl_avx512(v[i]);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) seed[i] = torch_rsqrt_tab[torch_rsqrt_tab_index(v[i])];
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) root[i] = torch_sqrt_finish(v[i], seed[i]);
 }
 
 

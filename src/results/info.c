@@ -76,7 +76,6 @@ json_t* info_collect(int threads) {
     json_object_set_new(root, "openmp", omp);
     json_object_set_new(root, "convert_impl", json_string(convert_impl_name(convert_impl_active())));
     // torch.sqrt's MKL kernel our optimizers reproduce (torch_sqrt.h) and how they compute it here
-    torch_sqrt_init();
     json_t* sq = json_object();
     json_object_set_new(sq, "kernel", json_string(torch_sqrt_kernel_name(g_torch_sqrt_kernel)));
     const bool mkl512 = g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512;

@@ -19,8 +19,8 @@
 
 #include "core/cli.h"
 #include "core/safetensors.h"
-#include "optim/torch_sqrt.h"
 #include "core/junit.h"
+#include "optim/torch_sqrt.h"
 #include "results/results.h"
 #include "validate/rounding_band.h"
 #include "validate/trainbench_plugin.h"
