@@ -31,12 +31,7 @@
 #include "train/ddp.h"
 #include "checkpoint_compare.h"
 #include "cli_harness.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define ASAN_BUILD 1
-#else
-#define ASAN_BUILD 0
-#endif
+#include "sanitizer_pass.h"
 
 // Open MPI in a container as root: the two variables allow root; --oversubscribe lets 2 ranks
 // share fewer cores; vader's cross-memory attach is blocked in containers (no CAP_SYS_PTRACE);
@@ -60,7 +55,7 @@ static int train(int ranks, const char* args) {
     char cmd[8192];
     if (ranks > 0)
         snprintf(cmd, sizeof cmd, MPIRUN " %s -np %d %s train %s %s 2>&1",
-                 ASAN_BUILD ? "-x ASAN_OPTIONS=detect_leaks=0" : "", ranks, g_bin, g_common, args);
+                 SANITIZER_PASS ? "-x ASAN_OPTIONS=detect_leaks=0" : "", ranks, g_bin, g_common, args);
     else
         snprintf(cmd, sizeof cmd, "%s train %s %s 2>&1", g_bin, g_common, args);
     int rc = cli_capture(cmd, g_out, sizeof g_out);
@@ -199,7 +194,10 @@ static void test_ddp_equals_accumulation(void** s) {
     (void)s;
     SKIP_WITHOUT_MPI();
     check_equal_runs("adamw", "--gradient-accumulation-steps 2", "");
-    if (ASAN_BUILD) return;
+    if (SANITIZER_PASS) {
+        sanitizer_pass_note("the fp16 DDP-vs-accumulation check");
+        return;
+    }
     // 2 ranks x 2 rounds = 4 micro-batches, fp16: a large initial scale makes the first step
     // overflow and skip (found_inf from the reduced gradient), default clipping at 1.0
     check_equal_runs("fp16", "--fp16 --init-scale 1e6 --gradient-accumulation-steps 4",
@@ -218,8 +216,10 @@ static void test_zero1_equals_accumulation(void** s) {
     SKIP_WITHOUT_MPI();
     for (size_t i = 0; i < optim_count(); i++) {
         const char* o = optim_at(i)->name;
-        if (ASAN_BUILD && i > 0) {
-            printf("ASan pass: ZeRO-1 of %s runs in the plain pass only (time)\n", o);
+        if (SANITIZER_PASS && i > 0) {
+            char what[96];
+            snprintf(what, sizeof what, "ZeRO-1 of %s", o);
+            sanitizer_pass_note(what);
             continue;
         }
         char name[128], single[256], ddp[256];
@@ -233,8 +233,8 @@ static void test_zero1_equals_accumulation(void** s) {
 static void test_repeat_and_resume(void** s) {
     (void)s;
     SKIP_WITHOUT_MPI();
-    if (ASAN_BUILD) {
-        printf("ASan pass: repetition and resume run in the plain pass only (time)\n");
+    if (SANITIZER_PASS) {
+        sanitizer_pass_note("repetition and resume");
         return;
     }
     char ref[512], dir[512], args[2048];
@@ -385,7 +385,7 @@ static void test_bad_input(void** s) {
     snprintf(cmd, sizeof cmd,
              MPIRUN " %s -np 1 %s train %s --ddp --backend naive --output-dir %s/bad5 : -np 1 %s train %s --ddp "
                     "--backend openblas --output-dir %s/bad5 2>&1",
-             ASAN_BUILD ? "-x ASAN_OPTIONS=detect_leaks=0" : "", g_bin, COMMON, g_tmp, g_bin, COMMON, g_tmp);
+             SANITIZER_PASS ? "-x ASAN_OPTIONS=detect_leaks=0" : "", g_bin, COMMON, g_tmp, g_bin, COMMON, g_tmp);
     assert_int_not_equal(cli_capture(cmd, g_out, sizeof g_out), 0);
     printf("$ mpirun -np 1 ... --backend naive : -np 1 ... --backend openblas\n%s", g_out);
     assert_non_null(strstr(g_out, "the ranks run different GEMM backends (this rank: naive)"));
