@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "core/cpu.h"
+#include "core/stream_prefetch.h"
 #include "optim/optim.h"
 #include "optim/torch_reduce.h"
 
@@ -226,6 +227,7 @@ static inline __attribute__((always_inline)) float afhf_row_fused_body(const flo
     for (size_t c = 0; c < size; c++) {
         const float* restrict gc = g + c * CHUNK;
         float* restrict ac = acc + c * CHUNK;
+        stream_prefetch_span(gc, CHUNK * sizeof(float));
         if (first) {
             for (int t = 0; t < CHUNK; t++) {
                 const float u = gc[t] * gc[t] + eps1;
@@ -302,12 +304,14 @@ static inline __attribute__((always_inline)) void afhf_u_sumsq_body(const AfhfAr
         const float r = a->rf[grow];
         const float* restrict cf = a->cf + (grow / R) * C;
         const float* restrict g = a->g + grow * C;
-        for (size_t j = 0; j < C; j += V)
+        for (size_t j = 0; j < C; j += V) {
+            stream_prefetch_span(g + j, V * sizeof(float));
             for (int l = 0; l < V; l++) {
                 const float U = (r * cf[j + (size_t)l]) * g[j + (size_t)l];
                 const float sq = U * U;
                 acc[l] = acc[l] + sq;
             }
+        }
     }
     memcpy(lane, acc, sizeof acc);
 }
@@ -350,6 +354,8 @@ static inline __attribute__((always_inline)) void afhf_apply_run(const AfhfArgs*
     }
 }
 
+enum { AFHF_PF_RUN = STREAM_PAGE_BYTES / sizeof(float) };  // elements per run of the update pass
+
 static inline __attribute__((always_inline)) void afhf_apply_runs(const AfhfArgs* a, size_t e0, size_t e1,
                                                                   bool decay, bool beta1, bool clip1) {
     float* m = beta1 ? a->m : NULL;
@@ -360,7 +366,11 @@ static inline __attribute__((always_inline)) void afhf_apply_runs(const AfhfArgs
     }
     const size_t C = a->C, R = a->R;
     for (size_t e = e0; e < e1;) {
-        const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
+        size_t len = C - e % C < e1 - e ? C - e % C : e1 - e;
+        if (len > AFHF_PF_RUN) len = AFHF_PF_RUN;  // one page of g and p per run: kick the streams
+        const size_t grow = e / C, j = e - grow * C;
+        stream_prefetch_span(a->g + e, len * sizeof(float));
+        stream_prefetch_span(a->p + e, len * sizeof(float));
         afhf_apply_run(a, a->p + e, m ? m + e : NULL, a->g + e, a->cf + (grow / R) * C + j, a->rf[grow], len, true,
                        decay, beta1, clip1);
         e += len;

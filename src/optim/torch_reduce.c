@@ -12,6 +12,7 @@
 #include "core/common.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
+#include "core/stream_prefetch.h"
 
 #include <omp.h>
 #include <sched.h>
@@ -148,11 +149,13 @@ static inline __attribute__((always_inline)) void sum_dim0_body(float* out, cons
 //   an FMA for the last 0..3 (measured on the goldens' machine; OPTIM_SEMANTICS.md 0.4(a)).
 static inline __attribute__((always_inline)) void sumsq_feed_body(float* restrict acc, const float* restrict x,
                                                                    size_t nv) {  // acc (8), x (nv), nv % 8 == 0
-    for (size_t d = 0; d < nv; d += LANES)
+    for (size_t d = 0; d < nv; d += LANES) {
+        stream_prefetch_span(x + d, LANES * sizeof(float));
         for (int l = 0; l < LANES; l++) {
             const float sq = x[d + (size_t)l] * x[d + (size_t)l];
             acc[l] = acc[l] + sq;
         }
+    }
 }
 
 static inline float sumsq_finish_body(const float* acc, const float* x, size_t n) {  // acc (8), x (n), n < 8
