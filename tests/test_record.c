@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli_harness.h"
+#include "results/results.h"
 
 typedef struct {
     int exit_code;  // -1 if killed by a signal
@@ -196,6 +197,41 @@ static void test_machine_class_and_instance_ids(void** s) {
     json_decref(mb);
 }
 
+// The class id is stable across versions for an unchanged machine: machine.json files recorded by
+// earlier builds (tests/data/machine/: an AMD EPYC run at 38d0922, an Intel Xeon run at 0441b2b,
+// before TRAINBENCH_TORCH_SQRT was recorded) derive their own recorded class again, also with
+// that variable recorded as unset; set, it makes another class (it changes kernels).
+static void test_machine_class_stable_across_versions(void** s) {
+    (void)s;
+    static const char* const FILES[] = {"tests/data/machine/amd-epyc-2c-4ff90e89.json",
+                                        "tests/data/machine/intel-r-xeon-r-processor-2c-2f910073.json"};
+    for (size_t i = 0; i < sizeof FILES / sizeof FILES[0]; i++) {
+        json_error_t err;
+        json_t* m = json_load_file(FILES[i], 0, &err);
+        if (!m) fail_msg("%s: %s", FILES[i], err.text);
+        const char* recorded = json_string_value(json_object_get(m, "machine_class"));
+        assert_non_null(recorded);
+        char id[256], id_unset[256], id_set[256];
+        machine_class_derive(m, id, sizeof id);
+        printf("%s: recorded %s, derived %s\n", FILES[i], recorded, id);
+        assert_string_equal(id, recorded);
+        json_t* env = json_object_get(m, "environment");
+        assert_non_null(env);
+        json_object_set_new(env, "TRAINBENCH_TORCH_SQRT", json_null());
+        machine_class_derive(m, id_unset, sizeof id_unset);
+        assert_string_equal(id_unset, recorded);
+        json_object_set_new(env, "TRAINBENCH_TORCH_SQRT", json_string("mkl-avx512"));
+        machine_class_derive(m, id_set, sizeof id_set);
+        assert_string_not_equal(id_set, recorded);
+        // a variable of the first version changes the class whether set or not (it was always hashed)
+        json_object_set_new(env, "TRAINBENCH_TORCH_SQRT", json_null());
+        json_object_del(env, "OMP_WAIT_POLICY");
+        machine_class_derive(m, id_set, sizeof id_set);
+        assert_string_not_equal(id_set, recorded);
+        json_decref(m);
+    }
+}
+
 static void test_outside_git_commit_unknown(void** s) {
     (void)s;
     char cmd[1024];
@@ -255,6 +291,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_record_writes_machine_json),
         cmocka_unit_test(test_consecutive_records_never_collide),
         cmocka_unit_test(test_machine_class_and_instance_ids),
+        cmocka_unit_test(test_machine_class_stable_across_versions),
         cmocka_unit_test(test_outside_git_commit_unknown),
         cmocka_unit_test(test_bad_flags_exit_2),
         cmocka_unit_test(test_uncreatable_folder_exits_1),

@@ -92,8 +92,15 @@ static uint64_t fnv1a64(const char* s) {
     return h;
 }
 
-// The class description of an `info --json` root (see the header) and its id.
-static void machine_class_id(json_t* info, char* out, size_t cap) {
+// Environment variables `info` began to record after the class description's first version:
+// each enters the description only when set, so that adding one to the record does not move
+// every machine where it is unset (all of them, usually) into a new class, away from its runs'
+// history and baselines. (TRAINBENCH_TORCH_SQRT came with 20d2cdf; from then until this rule,
+// 73fbb65 included, every machine's class id differed from its earlier runs'.)
+static const char* const CLASS_ENV_WHEN_SET[] = {"TRAINBENCH_TORCH_SQRT"};
+
+// The class description of an `info --json` root (see the header) and its id (results.h).
+void machine_class_derive(json_t* info, char* out, size_t cap) {
     json_t* cls = json_object();
     json_t* cpu = json_object_get(info, "cpu");
     json_object_set(cls, "cpu_model", json_object_get(cpu, "model"));
@@ -107,7 +114,10 @@ static void machine_class_id(json_t* info, char* out, size_t cap) {
     json_array_foreach(json_object_get(info, "backends"), i, b)
         json_object_set(libs, json_string_value(json_object_get(b, "name")), json_object_get(b, "library"));
     json_object_set_new(cls, "libraries", libs);
-    json_object_set(cls, "environment", json_object_get(info, "environment"));
+    json_t* env = json_deep_copy(json_object_get(info, "environment"));
+    for (size_t k = 0; env && k < sizeof CLASS_ENV_WHEN_SET / sizeof CLASS_ENV_WHEN_SET[0]; k++)
+        if (json_is_null(json_object_get(env, CLASS_ENV_WHEN_SET[k]))) json_object_del(env, CLASS_ENV_WHEN_SET[k]);
+    if (env) json_object_set_new(cls, "environment", env);
     json_object_set(cls, "threads", json_object_get(info, "threads"));
     char* text = json_dumps(cls, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(cls);
@@ -187,7 +197,7 @@ static int record_run(int argc, char** argv) {
     json_t* root = info_collect((int)threads);
     char mid[128], iid[128];
     if (user_class && *user_class) slugify(user_class, mid, sizeof mid);
-    else machine_class_id(root, mid, sizeof mid);
+    else machine_class_derive(root, mid, sizeof mid);
     if (user_instance && *user_instance) snprintf(iid, sizeof iid, "%s", user_instance);
     else instance_id(iid, sizeof iid);
     char machine_dir[4096];

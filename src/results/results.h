@@ -193,6 +193,11 @@ Status machine_file_read(const char* path, MachineFile* out);
 void machine_file_free(MachineFile* f);
 // Class id of a machine.json root: its "machine_class" or, for version 0, its "machine_id".
 const char* machine_class_of(json_t* root);
+// The machine class id of an `info --json` root (or a machine.json, which holds info's fields):
+// <cpu-slug>-<logical cores>c-<8 hex digits of FNV-1a over the class description> (record.c;
+// README "Machine ids"). Stable across trainbench versions for an unchanged machine: recorded
+// environment variables added later enter the description only when set.
+void machine_class_derive(json_t* info, char* out, size_t cap);
 
 // ---- train/<name>/results.json ----
 typedef struct {
