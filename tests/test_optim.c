@@ -180,9 +180,12 @@ static void test_bnb8_vector_kernels_match_portable(void** s) {
             g[(size_t)t * n + i] = x;
         }
     // the most capable kernel first; each one the CPU lacks falls back to the next (skipped);
-    // torch's sqrt seeded by rsqrtps where it matches the table, and from the table (forced)
-    for (int seed = 0; seed < 2; seed++) {
+    // torch's sqrt seeded by rsqrtps where it matches the table, from the table (forced), and
+    // MKL's AVX-512 kernel (seed 2, where the CPU has AVX-512F: the AVX-512 kernels with
+    // torch_sqrt16_mkl_avx512 against the scalar torch_sqrtf_mkl_avx512)
+    for (int seed = 0; seed < 3; seed++) {
         if (seed == 0 && !torch_sqrt_hw_matches()) continue;  // this CPU takes the table seed anyway
+        if (seed == 2 && !torch_sqrt_set_kernel(TORCH_SQRT_MKL_AVX512)) continue;
         torch_sqrt_force_table(seed == 1);
         int last = -1;
         for (int want = 3; want >= 1; want--) {
@@ -199,8 +202,8 @@ static void test_bnb8_vector_kernels_match_portable(void** s) {
             bnb8_run_steps(-1, ps, g, n, &ss);
             size_t diff = 0;
             for (size_t i = 0; i < n; i++) diff += memcmp(&pv[i], &ps[i], sizeof(float)) != 0;
-            printf("adamw_bnb_8bit vector kernel %d (%s seed) vs portable: %zu of %zu parameters differ\n", kernel,
-                   seed ? "table" : "rsqrtps", diff, n);
+            printf("adamw_bnb_8bit vector kernel %d (%s) vs portable: %zu of %zu parameters differ\n", kernel,
+                   seed == 2 ? "MKL AVX-512 sqrt" : seed ? "table seed" : "rsqrtps seed", diff, n);
             assert_int_equal(diff, 0);
             assert_int_equal(sv->n_tensors, ss->n_tensors);
             for (int k = 0; k < sv->n_tensors; k++) {
@@ -219,6 +222,7 @@ static void test_bnb8_vector_kernels_match_portable(void** s) {
             free(pv);
             free(ps);
         }
+        torch_sqrt_set_kernel(TORCH_SQRT_MKL_SSE);
     }
     torch_sqrt_force_table(false);
     free(p0);

@@ -213,6 +213,7 @@ typedef struct {
     float decay;            // f32(1 - lr*wd), or 1.0f when wd == 0 (p * 1.0f == p exactly)
     float step;             // 8-bit: f32(-lr / (1 - b1^t));  32-bit: f32(-lr*sqrt(1-b2^t)/(1-b1^t))
     bool hw_seed;           // vector kernels: torch's sqrt seeded by rsqrtps (torch_sqrt_hw_matches) or the table
+    bool mkl512;            // AVX-512 kernels: torch's sqrt is MKL's AVX-512 kernel (torch_sqrt16_mkl_avx512)
 } StepConsts;
 
 // Grid index for x (already multiplied by 1/absmax), as the .so computes it; NaN -> 0.
@@ -404,13 +405,18 @@ BNB_AVX512 static inline __m512 torch_sqrt16_avx512(__m512 x, bool hw_seed) {
 // The step's constants in registers, for both AVX-512 kernels
 typedef struct {
     __m512 b1, w1, b2, w2, c2, eps, decay, step;
-    bool hw_seed;
+    bool hw_seed, mkl512;
 } StepRegs;
 
 BNB_AVX512 static inline StepRegs step_regs(const StepConsts* sc) {
     return (StepRegs){_mm512_set1_ps(sc->b1),  _mm512_set1_ps(sc->w1),    _mm512_set1_ps(sc->b2),
                       _mm512_set1_ps(sc->w2),  _mm512_set1_ps(sc->c2),    _mm512_set1_ps(sc->eps),
-                      _mm512_set1_ps(sc->decay), _mm512_set1_ps(sc->step), sc->hw_seed};
+                      _mm512_set1_ps(sc->decay), _mm512_set1_ps(sc->step), sc->hw_seed, sc->mkl512};
+}
+
+// torch.sqrt of 16 lanes under either MKL kernel torch_sqrtf models
+BNB_AVX512 static inline __m512 bnb_sqrt16(__m512 x, const StepRegs* k) {
+    return k->mkl512 ? torch_sqrt16_mkl_avx512(x) : torch_sqrt16_avx512(x, k->hw_seed);
 }
 
 // 16 lanes of bnb8_block_avx2's arithmetic, shared by both AVX-512 kernels: the old moments
@@ -427,7 +433,7 @@ BNB_AVX512 static inline __attribute__((always_inline)) void adam16_avx512(float
     *vi = _mm512_fmadd_ps(_mm512_mul_ps(k->w2, gi), gi, _mm512_mul_ps(d2, k->b2));
     _mm512_storeu_ps(mo, *mi);
     _mm512_storeu_ps(vo, *vi);
-    const __m512 denom = _mm512_add_ps(_mm512_div_ps(torch_sqrt16_avx512(*vi, k->hw_seed), k->c2), k->eps);
+    const __m512 denom = _mm512_add_ps(_mm512_div_ps(bnb_sqrt16(*vi, k), k->c2), k->eps);
     _mm512_storeu_ps(p, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p), k->decay),
                                       _mm512_div_ps(_mm512_mul_ps(k->step, *mi), denom)));
 }
@@ -951,7 +957,8 @@ static void bnb32_block(float* restrict p, const float* restrict g, float* restr
 }
 
 // The best kernel bnb_run may take (tests): 3 AVX-512 VBMI, 2 AVX-512, 1 AVX2 (0: as 1; the
-// portable kernel is forced by torch_sqrt_force_portable).
+// portable kernel is forced by torch_sqrt_force_portable). Under MKL's AVX-512 sqrt kernel the
+// AVX-512 ones run with its model and 1 means portable.
 static int g_bnb_max_kernel = 3;
 
 int optim_adamw_bnb_8bit_force_kernel(int max_kernel) {
@@ -959,7 +966,7 @@ int optim_adamw_bnb_8bit_force_kernel(int max_kernel) {
     g_bnb_max_kernel = max_kernel < 0 ? 3 : max_kernel;
 #if defined(__x86_64__)
     const bool avx2 = torch_sqrt_vector();  // AVX2 and FMA, not forced portable
-    const bool avx512 = avx2 && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
+    const bool avx512 = (avx2 || torch_sqrt_vector_mkl_avx512()) && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
     return avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3 ? 3 : avx512 ? 2 : avx2 ? 1 : 0;
 #else
     return 0;
@@ -972,7 +979,9 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
     const size_t n_blocks = (n + BNB_BLOCK - 1) / BNB_BLOCK;
 #if defined(__x86_64__)
     const bool avx2 = is_8bit && torch_sqrt_vector();  // AVX2 and FMA, not forced portable
-    const bool avx512 = avx2 && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
+    // the AVX-512 kernels also under MKL's AVX-512 sqrt kernel (s->mkl512: torch_sqrt16_mkl_avx512);
+    // the AVX2 one only under the SSE kernel's (its 8-lane sqrt has no other model)
+    const bool avx512 = (avx2 || (is_8bit && s->mkl512)) && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
     const bool vbmi = avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3;
 #else
     const bool avx2 = false;
@@ -1106,6 +1115,7 @@ static void bnb8_optim_step(OptimState* base, float* p, const float* g, const Op
         .b2 = (float)c->beta2, .w2 = (float)(1.0 - c->beta2),
         .decay = c->weight_decay > 0.0 ? (float)(1.0 - c->lr * c->weight_decay) : 1.0f,
         .hw_seed = torch_sqrt_hw_matches(),
+        .mkl512 = torch_sqrt_vector_mkl_avx512(),
     };
     if (st->is_8bit) {
         s.c2 = (float)c2;

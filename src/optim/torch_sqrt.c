@@ -116,6 +116,10 @@ bool torch_sqrt_vector(void) {
     return g_vector_ok && !g_force_portable && g_torch_sqrt_kernel == TORCH_SQRT_MKL_SSE;
 }
 
+bool torch_sqrt_vector_mkl_avx512(void) {
+    return !g_force_portable && g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512 && cpu_features()->avx512f;
+}
+
 // MKL's AVX-512 sqrt kernel as measured on an Intel Xeon (torch 2.15, MKL 2024.2): identical to
 // torch.sqrt on all 2^24 floats of [1, 4) and 4 M random bit patterns of every class.
 __attribute__((target("avx512f,fma"))) float torch_sqrtf_mkl_avx512(float x) {
@@ -143,6 +147,7 @@ void torch_sqrt_force_portable(bool on) { (void)on; }
 void torch_sqrt_force_table(bool on) { (void)on; }
 bool torch_sqrt_hw_matches(void) { return false; }
 bool torch_sqrt_vector(void) { return false; }
+bool torch_sqrt_vector_mkl_avx512(void) { return false; }
 float torch_sqrtf_mkl_avx512(float x) { return sqrtf(x); }  // never selected: the setter refuses
 bool torch_sqrt_set_kernel(TorchSqrtKernel k) {
     if (k != TORCH_SQRT_MKL_SSE) return false;

@@ -35,6 +35,9 @@ bool torch_sqrt_hw_matches(void);
 // torch_sqrt8_avx2(x, torch_sqrt_hw_matches()), whose seed is rsqrtps where it matches and
 // the table, gathered 8 lanes at a time, elsewhere; both bit-identical to torch_sqrtf.
 bool torch_sqrt_vector(void);
+// True when vector kernels of MKL's AVX-512 model may run: the kernel is TORCH_SQRT_MKL_AVX512
+// (which the setter allows only with AVX-512F) and the portable path is not forced.
+bool torch_sqrt_vector_mkl_avx512(void);
 // Tests: force_portable(true): both of the above report false (the scalar kernels);
 // force_table(true): torch_sqrt_hw_matches() reports false (the gathered seed, on a CPU whose
 // rsqrtps matches); false restores detection.
@@ -75,7 +78,8 @@ extern TorchSqrtKernel g_torch_sqrt_kernel;  // read by torch_sqrtf; set only th
 // Sets the kernel for the steps that follow (process-wide: never while a step runs).
 // MKL_AVX512 needs AVX-512F (vrsqrt14ps): on a CPU without it, false and nothing changes.
 // Under MKL_AVX512 torch_sqrt_vector() is false: the table/rsqrtps vector kernels stand aside
-// (adamw_torch has its own for this kernel, torch_sqrt8_mkl_avx512; bnb runs scalar).
+// (adamw_torch has its own for this kernel, torch_sqrt8_mkl_avx512, and bnb's AVX-512 kernels
+// torch_sqrt16_mkl_avx512; bnb's AVX2 one stands aside too: it runs scalar where AVX-512BW is missing).
 bool torch_sqrt_set_kernel(TorchSqrtKernel k);
 const char* torch_sqrt_kernel_name(TorchSqrtKernel k);          // "mkl-sse", "mkl-avx512"
 bool torch_sqrt_kernel_parse(const char* s, TorchSqrtKernel* out);  // the names above
@@ -157,6 +161,24 @@ __attribute__((target("avx2,fma,avx512f,avx512vl"))) static inline __m256 torch_
                                             _mm256_cmpgt_epi32(b, _mm256_set1_epi32(0x7F7FFFFF)));
     r = _mm256_blendv_ps(r, _mm256_sqrt_ps(x), _mm256_castsi256_ps(_mm256_or_si256(special, zero)));
     return r;
+}
+
+// 16 lanes of torch_sqrtf_mkl_avx512, with masks instead of blends (for bnb's AVX-512 kernels,
+// under TORCH_SQRT_MKL_AVX512 only): tiny lanes (0 < bits < 64 << 23) scaled by 2^64 and the
+// result by 2^-32; +-0 as they are; inf, NaN and negatives the correctly rounded sqrt.
+__attribute__((target("avx512f,fma"))) static inline __m512 torch_sqrt16_mkl_avx512(__m512 x) {
+    const __m512i b = _mm512_castps_si512(x);
+    const __mmask16 tiny = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(b, _mm512_set1_epi32(1)), _mm512_set1_epi32((64 << 23) - 1));
+    const __m512 xs = _mm512_mask_mul_ps(x, tiny, x, _mm512_set1_ps(0x1p64f));
+    const __m512 y = _mm512_rsqrt14_ps(xs);
+    const __m512 s = _mm512_mul_ps(xs, y), h = _mm512_mul_ps(y, _mm512_set1_ps(0.5f));
+    __m512 r = _mm512_fmadd_ps(_mm512_fnmadd_ps(s, s, xs), h, s);
+    r = _mm512_mask_mul_ps(r, tiny, r, _mm512_set1_ps(0x1p-32f));
+    // zero: bits & 0x7FFFFFFF == 0; special: bits >= 0x7F800000 unsigned (inf, NaN, negatives)
+    const __mmask16 zero = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 special = _mm512_cmpgt_epu32_mask(b, _mm512_set1_epi32(0x7F7FFFFF));
+    const __mmask16 exact = (__mmask16)(zero | special);
+    return exact ? _mm512_mask_sqrt_ps(r, exact, x) : r;
 }
 #endif
 

@@ -80,9 +80,13 @@ json_t* info_collect(int threads) {
     json_object_set_new(sq, "kernel", json_string(torch_sqrt_kernel_name(g_torch_sqrt_kernel)));
     const bool mkl512 = g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512;
     json_object_set_new(sq, "path",
-                        json_string(mkl512 ? (cpu_features()->avx512vl ? "adamw_torch vector (vrsqrt14ps), "
-                                                                         "adamw_bnb_8bit scalar"
-                                                                       : "scalar")
+                        json_string(mkl512 ? (cpu_features()->avx512vl && cpu_features()->avx512bw
+                                                  ? "vector (vrsqrt14ps)"
+                                              : cpu_features()->avx512vl ? "adamw_torch vector (vrsqrt14ps), "
+                                                                           "adamw_bnb_8bit scalar"
+                                              : cpu_features()->avx512bw ? "adamw_torch scalar, "
+                                                                           "adamw_bnb_8bit vector (vrsqrt14ps)"
+                                                                         : "scalar")
                                     : !torch_sqrt_vector()    ? "scalar"
                                     : torch_sqrt_hw_matches() ? "vector, rsqrtps seed"
                                                               : "vector, table seed gathered"));
