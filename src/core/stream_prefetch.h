@@ -21,9 +21,10 @@ enum { STREAM_PAGE_BYTES = 4096, STREAM_PAGES_AHEAD = 4 };
 static inline __attribute__((always_inline)) void stream_prefetch_span(const void* x, size_t bytes) {
     const uintptr_t a = (uintptr_t)x, page = (a + STREAM_PAGE_BYTES - 1) & ~(uintptr_t)(STREAM_PAGE_BYTES - 1);
     if (page > a + bytes - 1) return;
-    for (int k = 1; k <= STREAM_PAGES_AHEAD; k++) {
-        __builtin_prefetch((const char*)page + k * STREAM_PAGE_BYTES, 0, 2);
-        __builtin_prefetch((const char*)page + k * STREAM_PAGE_BYTES + 64, 0, 2);
+    // addresses formed as integers: past the end of the array they are no pointer arithmetic
+    for (uintptr_t k = 1; k <= STREAM_PAGES_AHEAD; k++) {
+        __builtin_prefetch((const void*)(page + k * STREAM_PAGE_BYTES), 0, 2);
+        __builtin_prefetch((const void*)(page + k * STREAM_PAGE_BYTES + 64), 0, 2);
     }
 }
 
