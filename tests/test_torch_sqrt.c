@@ -125,41 +125,24 @@ static void test_table_seed_path_bit_identical(void** s) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma,avx512f,avx512vl"))) static size_t mkl512_mismatches(size_t* n_out) {
-    uint64_t z = 0x9E3779B97F4A7C15ull;
-    size_t bad = 0, n = 0;
-    float xs[8], got[8];
-    for (int i = 0; i < 4000000 / SWEEP_DIV; i++) {  // 16M random bit patterns of all classes, then 16M floats from 1
-        for (int l = 0; l < 8; l++) {
-            z ^= z << 13; z ^= z >> 7; z ^= z << 17;
-            const int half = 2000000 / SWEEP_DIV;
-            uint32_t b = i < half ? (uint32_t)z : 0x3F800000u + (uint32_t)(i - half) * 8u * SWEEP_DIV + (uint32_t)l;
-            memcpy(&xs[l], &b, 4);
-        }
-        _mm256_storeu_ps(got, torch_sqrt8_mkl_avx512(_mm256_loadu_ps(xs)));
-        for (int l = 0; l < 8; l++, n++) {
-            float want = torch_sqrtf_mkl_avx512(xs[l]);
-            if (memcmp(&got[l], &want, 4) != 0 && !(isnan(got[l]) && isnan(want))) bad++;
-        }
-    }
-    *n_out = n;
-    return bad;
-}
-
-// The same inputs through the 16-lane model of bnb's AVX-512 kernels (torch_sqrt16_mkl_avx512)
-__attribute__((target("avx2,fma,avx512f"))) static size_t mkl512_16_mismatches(size_t* n_out) {
+// Mismatches of MKL's AVX-512 model in `lanes` (8: adamw_torch's torch_sqrt8_mkl_avx512; 16: bnb's
+// torch_sqrt16_mkl_avx512) against the scalar model: 16M random bit patterns of all classes, then
+// 16M floats from 1, `lanes` per vector.
+__attribute__((target("avx2,fma,avx512f,avx512vl"))) static size_t mkl512_mismatches(int lanes, size_t* n_out) {
     uint64_t z = 0x9E3779B97F4A7C15ull;
     size_t bad = 0, n = 0;
     float xs[16], got[16];
-    for (int i = 0; i < 2000000 / SWEEP_DIV; i++) {  // 16M random bit patterns of all classes, then 16M floats from 1
-        for (int l = 0; l < 16; l++) {
+    const int vectors = 32000000 / lanes / SWEEP_DIV, half = vectors / 2;
+    for (int i = 0; i < vectors; i++) {
+        for (int l = 0; l < lanes; l++) {
             z ^= z << 13; z ^= z >> 7; z ^= z << 17;
-            const int half = 1000000 / SWEEP_DIV;
-            uint32_t b = i < half ? (uint32_t)z : 0x3F800000u + (uint32_t)(i - half) * 16u * SWEEP_DIV + (uint32_t)l;
+            uint32_t b = i < half ? (uint32_t)z
+                                  : 0x3F800000u + (uint32_t)(i - half) * (uint32_t)lanes * SWEEP_DIV + (uint32_t)l;
             memcpy(&xs[l], &b, 4);
         }
-        _mm512_storeu_ps(got, torch_sqrt16_mkl_avx512(_mm512_loadu_ps(xs)));
-        for (int l = 0; l < 16; l++, n++) {
+        if (lanes == 16) _mm512_storeu_ps(got, torch_sqrt16_mkl_avx512(_mm512_loadu_ps(xs)));
+        else _mm256_storeu_ps(got, torch_sqrt8_mkl_avx512(_mm256_loadu_ps(xs)));
+        for (int l = 0; l < lanes; l++, n++) {
             float want = torch_sqrtf_mkl_avx512(xs[l]);
             if (memcmp(&got[l], &want, 4) != 0 && !(isnan(got[l]) && isnan(want))) bad++;
         }
@@ -179,7 +162,7 @@ static void test_mkl_avx512_vector_matches_scalar(void** s) {
         printf("no AVX-512F/VL: MKL's AVX-512 kernel is not modelled here\n");
         return;
     }
-    size_t n, bad = mkl512_mismatches(&n), n16, bad16 = mkl512_16_mismatches(&n16);
+    size_t n, bad = mkl512_mismatches(8, &n), n16, bad16 = mkl512_mismatches(16, &n16);
     printf("mkl-avx512 vector vs scalar model: 8 lanes %zu inputs (random patterns, then floats of [1, 4)), %zu "
            "mismatches; 16 lanes %zu inputs, %zu mismatches\n", n, bad, n16, bad16);
     assert_int_equal(bad, 0);

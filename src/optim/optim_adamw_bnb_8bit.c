@@ -961,33 +961,34 @@ static void bnb32_block(float* restrict p, const float* restrict g, float* restr
 // AVX-512 ones run with its model and 1 means portable.
 static int g_bnb_max_kernel = 3;
 
+// The kernel full 8-bit blocks take (the numbers above) under torch's sqrt kernel of this step:
+// the AVX-512 ones also under MKL's AVX-512 kernel (mkl512: torch_sqrt16_mkl_avx512), the AVX2
+// one only under the SSE kernel's (its 8-lane sqrt has no other model).
+static int bnb_kernel(bool mkl512) {
+#if defined(__x86_64__)
+    const bool avx2 = torch_sqrt_vector();  // AVX2 and FMA, not forced portable
+    const bool avx512 = (avx2 || mkl512) && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
+    return avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3 ? 3 : avx512 ? 2 : avx2 ? 1 : 0;
+#else
+    (void)mkl512;
+    return 0;
+#endif
+}
+
 int optim_adamw_bnb_8bit_force_kernel(int max_kernel) {
     maps_ensure();
     g_bnb_max_kernel = max_kernel < 0 ? 3 : max_kernel;
-#if defined(__x86_64__)
-    const bool avx2 = torch_sqrt_vector();  // AVX2 and FMA, not forced portable
-    const bool avx512 = (avx2 || torch_sqrt_vector_mkl_avx512()) && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
-    return avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3 ? 3 : avx512 ? 2 : avx2 ? 1 : 0;
-#else
-    return 0;
-#endif
+    return bnb_kernel(torch_sqrt_vector_mkl_avx512());
 }
 
 // p (n), g (n); 8-bit: st1/st2 (n) codes, am1/am2 (ceil(n/256)); 32-bit: st1/st2 (n) fp32.
 static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2, float* am1, float* am2,
                     size_t n, const StepConsts* s) {
     const size_t n_blocks = (n + BNB_BLOCK - 1) / BNB_BLOCK;
+    const int kernel = is_8bit ? bnb_kernel(s->mkl512) : 0;
 #if defined(__x86_64__)
-    const bool avx2 = is_8bit && torch_sqrt_vector();  // AVX2 and FMA, not forced portable
-    // the AVX-512 kernels also under MKL's AVX-512 sqrt kernel (s->mkl512: torch_sqrt16_mkl_avx512);
-    // the AVX2 one only under the SSE kernel's (its 8-lane sqrt has no other model)
-    const bool avx512 = (avx2 || (is_8bit && s->mkl512)) && cpu_features()->avx512bw && g_bnb_max_kernel >= 2;
-    const bool vbmi = avx512 && g_vbmi_ok && g_bnb_max_kernel >= 3;
-#else
-    const bool avx2 = false;
-#endif
-#if defined(__x86_64__)
-    if (avx512) {  // chunks of BNB_CHUNK full blocks, then the ragged last block if any
+    const bool avx2 = kernel == 1, vbmi = kernel == 3;
+    if (kernel >= 2) {  // chunks of BNB_CHUNK full blocks, then the ragged last block if any
         const size_t n_full = n / BNB_BLOCK, n_chunks = (n_full + BNB_CHUNK - 1) / BNB_CHUNK;
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
         for (size_t c = 0; c < n_chunks; c++) {
@@ -1007,6 +1008,8 @@ static void bnb_run(bool is_8bit, float* p, const float* g, void* st1, void* st2
         }
         return;
     }
+#else
+    (void)kernel;
 #endif
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (size_t b = 0; b < n_blocks; b++) {
