@@ -38,6 +38,10 @@ Cases:
                         the integer labels as float targets; REGRESSION: 3 heads of 8, FFN 40)
   activations_low       gelu, relu, silu, gelu_pytorch_tanh and gelu_new (get_activation) on every bf16 and fp16 pattern, forward
                         and backward in that dtype
+  activations_f32       F.gelu (approximate="none") on 65,536 fp32 inputs (random bit patterns, normal draws, a
+                        ramp over [-12, 12], values near 0 and near the minimax pieces' bounds), forward and
+                        backward as torch runs them by default (oneDNN's eltwise_gelu_erf), and the forward again
+                        in a subprocess with ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's non-AVX-512 kernel)
   lr_schedules          the lr after each scheduler step of transformers.get_scheduler for every
                         lr_scheduler_type trainbench implements, at several (lr, warmup, steps)
   layernorm_rows        F.layer_norm forward and backward (y, mean, rstd, dx, dgamma, dbeta) on rows of 3 to 3072
@@ -598,6 +602,58 @@ def table_case_list():
 ACT_TABLE = ["gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new"]
 
 
+def table_f32_case_list():
+    return [dict(name="activations_f32", kind="table_f32", mode="fp32", flags=["activation_f32"],
+                 comment="F.gelu on 65,536 fp32 inputs, forward and backward (torch's default: oneDNN's eltwise_gelu_erf "
+                         "with the ISA its JIT picks on the generating CPU), and the forward with "
+                         "ONEDNN_MAX_CPU_ISA=AVX2 (the kernel of CPUs without AVX-512)")]
+
+
+AVX2_GELU = ("import sys, numpy as np, torch; torch.set_num_threads(1); "
+             "x = torch.from_numpy(np.fromfile(sys.argv[1], dtype=np.float32)); "
+             "torch.nn.functional.gelu(x).numpy().tofile(sys.argv[2])")
+
+
+def run_table_f32(torch, transformers, c, base_meta):
+    """fp32 GELU on a fixed set of inputs: y and x.grad for dy (default ISA), y with oneDNN held to AVX2."""
+    import subprocess
+    import tempfile
+    import numpy as np
+    g = torch.Generator().manual_seed(GRADS_DATA_SEED)
+    q = 16384
+    bits = torch.randint(-(1 << 31), (1 << 31) - 1, (q,), generator=g, dtype=torch.int32).view(torch.float32)
+    normal = torch.randn(q, generator=g) * 3
+    ramp = torch.linspace(-12, 12, q)
+    # near 0 (subnormals included) and around the pieces' bounds: |x| = 2^k (k -24..3) times (1 +- tiny)
+    small = torch.randn(q // 2, generator=g) * torch.exp2(torch.randint(-140, 4, (q // 2,), generator=g).float())
+    k = torch.exp2(torch.randint(-24, 4, (q // 2,), generator=g).float())
+    edges = k * (1 + torch.randn(q // 2, generator=g) * 1e-6) * torch.where(torch.rand(q // 2, generator=g) < 0.5, -1.0, 1.0)
+    x = torch.cat([bits, normal, ramp, small, edges]).float()
+    specials = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 5.542593955993652, 5.5426, -5.5426,
+                             1e-40, -1e-40, 3e38, -3e38, 13.3, -13.3, 100.0, -100.0])
+    x[:specials.numel()] = specials
+    dy = torch.randn(x.numel(), generator=g)
+    xx = x.clone().requires_grad_(True)
+    y = torch.nn.functional.gelu(xx)
+    y.backward(dy)
+    with tempfile.TemporaryDirectory() as d:
+        xin, yout = os.path.join(d, "x.bin"), os.path.join(d, "y.bin")
+        x.numpy().tofile(xin)
+        subprocess.run([sys.executable, "-c", AVX2_GELU, xin, yout], check=True,
+                       env=dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2"))
+        y_avx2 = torch.from_numpy(np.fromfile(yout, dtype=np.float32))
+    yd = y.detach()
+    minimax = bool((yd.view(torch.int32) != y_avx2.view(torch.int32)).any())
+    tensors = {"input.x": x.clone(), "input.dy": dy, "expect.gelu.y": yd.clone(), "expect.gelu.dx": xx.grad.clone(),
+               "expect.gelu.y_avx2": y_avx2.clone()}
+    meta = dict(base_meta, case=c["name"], comment=c["comment"], flags=",".join(c["flags"]), seed=str(GRADS_DATA_SEED),
+                default_forward="minimax" if minimax else "abramowitz_stegun",
+                default_forward_means="which oneDNN forward torch ran by default on the generating CPU: minimax "
+                                      "(AVX-512 core) when it differs from the AVX2 run somewhere, else "
+                                      "abramowitz_stegun")
+    return tensors, meta
+
+
 def run_table(torch, transformers, c, base_meta):
     """Every 16-bit pattern x of bf16 and fp16 through get_activation(name) in that dtype: y and, for an
     incoming gradient dy (fixed random values of the dtype), x.grad = the activation's backward."""
@@ -746,7 +802,7 @@ def run_schedules(torch, transformers, c, base_meta):
 def all_cases():
     return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
             + relu_case_list() + silu_case_list() + regression_case_list() + label_smoothing_case_list()
-            + table_case_list() + layernorm_case_list()
+            + table_case_list() + table_f32_case_list() + layernorm_case_list()
             + sinusoidal_case_list() + schedules_case_list())
 
 
@@ -1515,7 +1571,8 @@ def main():
     for c in cases:
         use_shape(c.get("shape", "tiny"))
         run = (run_grads if c["kind"] == "grads" else run_accum if c["kind"] == "accum"
-               else run_table if c["kind"] == "table" else run_layernorm if c["kind"] == "layernorm"
+               else run_table if c["kind"] == "table" else run_table_f32 if c["kind"] == "table_f32"
+               else run_layernorm if c["kind"] == "layernorm"
                else run_sinusoidal if c["kind"] == "sinusoidal"
                else run_schedules if c["kind"] == "schedules" else run_train)
         tensors, meta = run(torch, transformers, c, base_meta)

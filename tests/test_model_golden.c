@@ -709,9 +709,9 @@ static void test_training_trajectories(void** state) {
 // backward's +0 where torch has -0 (ours is 0 + R(...), the add into a zeroed gradient: layers.h,
 // gelu_backward_low). GELU must match too: on fp16 ATen's reduced-type kernel (layers.c
 // verf_aten); on bf16, where torch hands it to oneDNN (AVX-512 BW/VL/DQ, the goldens' machine),
-// oneDNN's minimax forward written out in C and oneDNN's derivative for the backward
-// (gelu_onednn.h; a build without oneDNN keeps the fp32 formula's derivative and only the forward
-// is asserted). On a CPU where torch would not use oneDNN the bf16 GELU rows are reported only:
+// oneDNN's minimax forward written out in C and oneDNN's derivative for the backward (layers.c
+// gelu_as_grad, the fp32 path's; with oneDNN built in, the table's factors are that kernel's own
+// output, the same values). On a CPU where torch would not use oneDNN the bf16 GELU rows are reported only:
 // the golden came from one where it does (reference/MODEL_SEMANTICS.md step 19).
 static void test_activation_tables(void** state) {
     (void)state;
@@ -769,16 +769,16 @@ static void test_activation_tables(void** state) {
             printf("%s %s: %d patterns, forward %zu differ, backward %zu differ (+ %zu zeros of the other sign), "
                    "max %llu ulp; +-inf inputs differing: %zu\n", ffn_activation_name(act), DT[d], N, bad_y, bad_dx,
                    zero_sign, (unsigned long long)max_ulp, nonfinite_x);
-            // bf16 GELU backward: oneDNN's derivative where torch uses oneDNN (gelu_onednn.h); a
-            // build without oneDNN keeps the fp32 formula's derivative there (179 patterns apart)
+            // bf16 GELU backward: oneDNN's derivative where torch uses oneDNN, from the kernel
+            // itself or (built without oneDNN) from its formula written out in layers.c
             const bool bf16_gelu = act == FFN_ACT_GELU && DTS[d] == DTYPE_BF16;
             if (bf16_gelu && gelu_onednn_torch_uses()) {
                 const bool grad_onednn = !strcmp(layers_gelu_bf16_grad_source(), "onednn");
                 printf("  (bf16 GELU: oneDNN's forward; backward from %s)\n",
-                       grad_onednn ? "oneDNN's derivative" : "the fp32 formula: built without oneDNN");
+                       grad_onednn ? "oneDNN's derivative kernel" : "oneDNN's derivative formula (built without oneDNN)");
                 assert_int_equal(bad_y, 0);
                 assert_int_equal(nonfinite_x, 0);
-                if (grad_onednn) assert_int_equal(bad_dx, 0);
+                assert_int_equal(bad_dx, 0);
             } else if (!bf16_gelu) {  // relu, silu and fp16 GELU (ATen's reduced-type kernel): every pattern
                 assert_int_equal(bad_y, 0);
                 assert_int_equal(bad_dx, 0);
@@ -788,6 +788,75 @@ static void test_activation_tables(void** state) {
             free(dxl);
         }
     }
+    st_free(&st);
+}
+
+// fp32 GELU against torch's own (golden activations_f32: F.gelu forward and backward on 65,536 fp32
+// inputs, random bit patterns, normal draws, a ramp, tiny values and the minimax pieces' bounds).
+// torch runs fp32 GELU on oneDNN, whose forward depends on the ISA (layers.c): the golden holds
+// the default run's y (metadata default_forward: which kernel that was on the generating CPU) and
+// the forward with oneDNN held to AVX2. Ours with each kernel forced must give the same bits
+// (the minimax one only where this CPU can run it), and the default kernel here must be the one
+// torch picks on such a CPU. The backward (one formula on every ISA) likewise. Allowances, stated:
+// a NaN matches any NaN; the backward's +0 where torch has -0 (ours is the add into a zeroed
+// gradient, 0 + R(...): layers.h).
+static size_t gelu_f32_mismatches(const float* ours, const float* torch_, size_t n, bool zero_sign_ok) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, &ours[i], sizeof a);
+        memcpy(&b, &torch_[i], sizeof b);
+        if (a == b || (isnan(ours[i]) && isnan(torch_[i]))) continue;
+        if (zero_sign_ok && ours[i] == 0.0f && torch_[i] == 0.0f) continue;
+        if (bad++ < 3) printf("  x #%zu: ours %a, torch %a\n", i, (double)ours[i], (double)torch_[i]);
+    }
+    return bad;
+}
+
+static void test_activation_f32(void** state) {
+    (void)state;
+    SafeTensors st;
+    need_golden(GOLDEN_DIR "/activations_f32.safetensors", &st);
+    const StTensor* xt = need(&st, "input.x");
+    const size_t n = xt->numel;
+    const float* x = (const float*)xt->data;
+    const float* dy = (const float*)need(&st, "input.dy")->data;
+    const float* y_default = (const float*)need(&st, "expect.gelu.y")->data;
+    const float* y_avx2 = (const float*)need(&st, "expect.gelu.y_avx2")->data;
+    const float* dx_t = (const float*)need(&st, "expect.gelu.dx")->data;
+    const char* dk = st_meta(&st, "default_forward");
+    assert_non_null(dk);
+    const bool golden_mm = !strcmp(dk, "minimax");
+    float* y = malloc(n * sizeof(float));
+    float* dx = calloc(n, sizeof(float));
+    // the Abramowitz-Stegun forward (oneDNN held to AVX2); the minimax one where this CPU runs it
+    assert_true(layers_gelu_f32_force(0));
+    gelu_forward(y, x, n, DTYPE_F32);
+    size_t bad = gelu_f32_mismatches(y, y_avx2, n, false);
+    printf("fp32 gelu, Abramowitz-Stegun forward vs torch with ONEDNN_MAX_CPU_ISA=AVX2: %zu of %zu differ\n", bad, n);
+    assert_int_equal(bad, 0);
+    if (golden_mm) {
+        if (layers_gelu_f32_force(1)) {
+            gelu_forward(y, x, n, DTYPE_F32);
+            bad = gelu_f32_mismatches(y, y_default, n, false);
+            printf("fp32 gelu, minimax forward vs torch's default (AVX-512): %zu of %zu differ\n", bad, n);
+            assert_int_equal(bad, 0);
+        } else {
+            printf("fp32 gelu, minimax forward: not checked (this CPU has no AVX-512 BW/VL/DQ)\n");
+        }
+    }
+    // the kernel chosen by default: torch's on a CPU like this one
+    layers_gelu_f32_force(-1);
+    gelu_forward(y, x, n, DTYPE_F32);
+    const float* y_here = layers_gelu_f32_minimax() ? (golden_mm ? y_default : NULL) : y_avx2;
+    if (y_here) assert_int_equal(gelu_f32_mismatches(y, y_here, n, false), 0);
+    printf("fp32 gelu default here: %s\n", layers_gelu_f32_minimax() ? "minimax" : "Abramowitz-Stegun");
+    gelu_backward(dx, dy, x, n, DTYPE_F32);
+    bad = gelu_f32_mismatches(dx, dx_t, n, true);
+    printf("fp32 gelu backward vs torch: %zu of %zu differ\n", bad, n);
+    assert_int_equal(bad, 0);
+    free(y);
+    free(dx);
     st_free(&st);
 }
 
@@ -1142,6 +1211,7 @@ int main(void) {
         cmocka_unit_test(test_every_golden_matches),
         cmocka_unit_test(test_training_trajectories),
         cmocka_unit_test(test_activation_tables),
+        cmocka_unit_test(test_activation_f32),
         cmocka_unit_test(test_layernorm_rows),
         cmocka_unit_test(test_attention_low_orders),
         cmocka_unit_test(test_linear_low_orders),

@@ -11,8 +11,10 @@
 #include <string.h>
 
 // The minimax coefficients of oneDNN's jit_uni_eltwise_injector (gelu_erf_minimax_polynomial,
-// src/cpu/x64/injectors): coefficient of degree d for piece i is GELU_MM[d][i], as fp32 bit patterns.
-static const uint32_t GELU_MM[6][25] = {
+// src/cpu/x64/injectors): coefficient of degree d for piece i is gelu_onednn_minimax[d][i], as fp32
+// bit patterns; rows padded to 32 entries with zeros (never picked: pieces are 1 to 24), as oneDNN's
+// table is, for the 32-entry permutes of layers.c's AVX-512 kernel.
+const uint32_t gelu_onednn_minimax[6][32] = {
     {0xa6f2cb94, 0x32827792, 0x3381cc0c, 0x34523d4a, 0x351ac44d, 0x35f36d88, 0x36ee8229, 0x37b8a3bb, 0x3867a213,
      0x3940033b, 0x3a2a5a1d, 0x3ae35863, 0x3b7828f2, 0x3c08b14b, 0x3c515ed3, 0xbb503236, 0xbd8d8e5e, 0xbe8abcd9,
      0xbf0c19a2, 0xbeccb328, 0x3e176ced, 0x3f470d99, 0x3f7abb28, 0x3f800000, 0x00000000},
@@ -46,8 +48,9 @@ static uint32_t f32_bits(float f) {
 // the kernel's denormal flushing: a subnormal becomes a zero of its sign
 static float flush(float v) { return v != 0.0f && fabsf(v) < 0x1p-126f ? copysignf(0.0f, v) : v; }
 
-float gelu_onednn_forward(float x) {
-    x = flush(x);
+// oneDNN's AVX-512 gelu_erf forward; fl: the bf16 kernel's flushing (else none: the fp32 kernel)
+static float minimax_forward(float x, bool fl) {
+    if (fl) x = flush(x);
     const uint32_t pos = f32_bits(x) & 0x7fffffffu;
     const float xp = bits_f32(pos);
     // piece: (bits(|x|) + 0xc21fffff) >> 21 (32-bit wrap, arithmetic shift), in [1, 24]; 23 (erf = 1)
@@ -55,12 +58,20 @@ float gelu_onednn_forward(float x) {
     int32_t i = (int32_t)(pos + 0xc21fffffu) >> 21;
     i = i < 1 ? 1 : i > 24 ? 24 : i;
     if (bits_f32(0x40b15cee) < xp) i = 23;
-    float p = bits_f32(GELU_MM[5][i]);
-    for (int d = 4; d >= 0; d--) p = flush(fmaf(p, xp, bits_f32(GELU_MM[d][i])));
+    float p = bits_f32(gelu_onednn_minimax[5][i]);
+    for (int d = 4; d >= 0; d--) {
+        p = fmaf(p, xp, bits_f32(gelu_onednn_minimax[d][i]));
+        if (fl) p = flush(p);
+    }
     p = bits_f32(f32_bits(p) ^ (f32_bits(x) & 0x80000000u));  // erf's sign: x's
+    if (!fl) return (x * (p + 1.0f)) * 0.5f;
     const float r = flush(x * flush(p + 1.0f));
     return flush(r * 0.5f);
 }
+
+float gelu_onednn_forward(float x) { return minimax_forward(x, true); }
+
+float gelu_onednn_f32_forward(float x) { return minimax_forward(x, false); }
 
 bool gelu_onednn_torch_uses(void) {
     const CpuFeatures* c = cpu_features();

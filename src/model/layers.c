@@ -932,20 +932,21 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
 }
 
 // ---- GELU ----
-// reference: pytorch aten/src/ATen/native/cpu/Activation.cpp GeluKernelImpl / GeluBackwardKernelImpl
-// (GeluType::None), float math (also for bf16/fp16 inputs: opmath float):
-//   y = x * 0.5 * (1 + erf(x / sqrt(2))),  dy/dx = 0.5 * (1 + erf(x / sqrt(2))) + x * kBeta * exp(-x^2 / 2)
-// erf and exp are not libm's scalar calls (31-35% of a small-model step) but branch-free float
-// polynomials the compiler vectorizes, with explicit fmaf, so every clone (AVX-512, AVX2+FMA,
-// baseline, picked at run time by the loader's ifunc) computes the same bits:
-//   vexp: SLEEF's xexpf (u10): range reduction by ln 2 in two parts, degree-6 polynomial,
-//         scaling by 2^q in two halves; max error 0.97 ulp measured over [-20, 20]; arguments
-//         are clamped to [-104, 88.7] and 0 returned below -104 (exp rounds to +0 there).
-//         Only for these callers: vexp(NaN) is not NaN (see vexp).
-//   verf: Norbert Juffa's erff (two branches at |x| = 0.927734375, the upper one through
-//         1 - exp); max error 1.0 ulp against the exact erf over 2M points (glibc erff: 0.84).
-// Measured against torch 2.15's F.gelu on 2M float inputs (N(0,3) and [-10, 10]): bit-equal in
-// 71.3% (glibc erff: 71.8%), max abs difference 1.43e-6 for both.
+// reference: pytorch aten/src/ATen/native/Activation.cpp gelu_out_cpu / gelu_backward_out_cpu
+// (GeluType::None): on fp32 tensors torch hands GELU to oneDNN's eltwise_gelu_erf (use_mkldnn:
+// contiguous float tensors, torch.backends.mkldnn enabled, the default), so torch's fp32 GELU is
+// oneDNN's kernel, which depends on the ISA oneDNN's JIT picks (jit_uni_eltwise_injector):
+//   forward, AVX-512 core (F + BW + VL + DQ): erf(x / sqrt 2) by a piecewise degree-5 minimax
+//     polynomial in |x| (gelu_onednn.c's coefficients), x * (1 + erf) * 0.5 (gelu_f32_mm_rows);
+//   forward, other x86 ISAs: Abramowitz-Stegun 7.1.26 with oneDNN's exp (gelu_as_forward);
+//   backward, every ISA: dy * f(x), f = 0.5 + x * exp(-x^2/2) / sqrt(2 pi) + 0.5 * erf(x / sqrt 2)
+//     by the same Abramowitz-Stegun erf (gelu_as_grad).
+// Each is written out below operation by operation, fp32 ops in oneDNN's order (FMAs where its JIT
+// has them), no denormal flushing (torch's fp32 GELU keeps subnormal inputs and results).
+// Measured against torch 2.15's F.gelu and gelu_backward on every one of the 2^32 fp32 patterns,
+// forward (AVX-512, and AVX2 by ONEDNN_MAX_CPU_ISA=AVX2) and backward (dy = 1; dy * f is one
+// rounding): bit-equal on all (golden activations_f32 keeps 2^16 of them for test_model_golden).
+// Off x86 the same formulas are used (torch's oneDNN there was not measured).
 // c ? a : b through bit masks. Written as `c ? a : b`, GCC 12 merges such selects with nearby
 // comparisons into branches, and a loop with branches is not vectorized (it kept the AVX2 and
 // baseline clones of GELU scalar). The value is exactly that of `c ? a : b`.
@@ -994,26 +995,78 @@ __attribute__((always_inline)) static inline float vexp_full(float d) {
     return select_bits(d > 88.72283905206835f, INFINITY, vexp_clamped(d, 88.72283905206835f));
 }
 
-__attribute__((always_inline)) static inline float verf(float a) {
-    const float t = fabsf(a), s = a * a;
-    // |a| > 0.927734375: erf = 1 - exp(poly(t))
-    float r = fmaf(-1.72853470e-5f, t, 3.83197126e-4f);
-    const float u = fmaf(-3.88396438e-3f, t, 2.42546219e-2f);
-    r = fmaf(r, s, u);
-    r = fmaf(r, t, -1.06777877e-1f);
-    r = fmaf(r, t, -6.34846687e-1f);
-    r = fmaf(r, t, -1.28717512e-1f);
-    r = fmaf(r, t, -t);
-    const float big = copysignf(1.0f - vexp(r), a);
-    // else: odd polynomial
-    float p = -5.96761703e-4f;
-    p = fmaf(p, s, 4.99119423e-3f);
-    p = fmaf(p, s, -2.67681349e-2f);
-    p = fmaf(p, s, 1.12819925e-1f);
-    p = fmaf(p, s, -3.76125336e-1f);
-    p = fmaf(p, s, 1.28379166e-1f);
-    const float small = fmaf(p, a, a);
-    return select_bits(t > 0.927734375f, big, small);
+// c ? a : b on 32-bit integers, branch-free (as select_bits)
+__attribute__((always_inline)) static inline uint32_t select_u32(bool c, uint32_t a, uint32_t b) {
+    const uint32_t m = c ? 0xFFFFFFFFu : 0u;
+    return (a & m) | (b & ~m);
+}
+
+// oneDNN's exp (exp_compute_vector_fwd): x clamped to [ln FLT_MIN, ln FLT_MAX] (vminps/vmaxps: a
+// NaN x becomes the top), n = floor(x log2e + 0.5), r = x - n ln2 (one FMA), degree-5 polynomial,
+// times 2^(n-1) and then 2 (2^(n-1) is 0 where x < ln FLT_MIN: the result is then 0)
+__attribute__((always_inline)) static inline float onednn_exp(float x) {
+    const float lo = -0x1.5d58ap+6f, hi = 0x1.62e43p+6f;
+    const bool under = x < lo;
+    float s = select_bits(x < hi, x, hi);
+    s = select_bits(s > lo, s, lo);
+    // floor(v) as rint(v) less 1 where that rounded up (exact: integers of this range; GCC 12
+    // vectorizes rintf, not floorf)
+    const float v = s * 0x1.715476p+0f + 0.5f, rv = rintf(v);
+    const float fx = rv - select_bits(rv > v, 1.0f, 0.0f);
+    const float r = fmaf(-fx, 0x1.62e43p-1f, s);
+    const uint32_t pb = select_u32(under, 0u, (uint32_t)((int32_t)(fx - 1.0f) + 127) << 23);
+    float p = 0x1.0f9f9cp-7f;
+    p = fmaf(p, r, 0x1.573a1ap-5f);
+    p = fmaf(p, r, 0x1.555a8p-3f);
+    p = fmaf(p, r, 0x1.fffdc6p-2f);
+    p = fmaf(p, r, 0x1.fffff6p-1f);
+    p = fmaf(p, r, 1.0f);
+    float scale;
+    memcpy(&scale, &pb, sizeof scale);
+    return p * scale * 2.0f;
+}
+
+// oneDNN's Abramowitz-Stegun polynomial in t = 1 / fma(p, |x|, 1)
+__attribute__((always_inline)) static inline float onednn_as_poly(float t) {
+    float r = 0x1.0fb844p+0f;
+    r = fmaf(r, t, -0x1.7401c6p+0f);
+    r = fmaf(r, t, 0x1.6be1c6p+0f);
+    r = fmaf(r, t, -0x1.23531cp-2f);
+    return fmaf(r, t, 0x1.04f20cp-2f);
+}
+
+// sign(s) xor v: the erf's sign
+__attribute__((always_inline)) static inline float with_sign_of(float v, float s) {
+    uint32_t uv, us;
+    memcpy(&uv, &v, sizeof uv);
+    memcpy(&us, &s, sizeof us);
+    uv ^= us & 0x80000000u;
+    float out;
+    memcpy(&out, &uv, sizeof out);
+    return out;
+}
+
+// GELU forward, oneDNN's non-AVX-512 kernel: xr = s / sqrt 2, t = 1 / fma(p, |xr|, 1),
+// erf = sign(s) xor fma(-exp(-xr^2) * t, poly(t), 1), S = 0.5 s, gelu = fma(erf, S, S)
+__attribute__((always_inline)) static inline float gelu_as_forward(float s) {
+    const float xr = s * 0x1.6a09e6p-1f;
+    const float t = 1.0f / fmaf(0x1.4f740ap-2f, fabsf(xr), 1.0f);
+    const float e = -onednn_exp(-(xr * xr)) * t;
+    const float erf = with_sign_of(fmaf(e, onednn_as_poly(t), 1.0f), s);
+    const float S = s * 0.5f;
+    return fmaf(erf, S, S);
+}
+
+// GELU's derivative, oneDNN's backward (every ISA): R = s / sqrt 2, Q = exp(-R^2),
+// T = (R / sqrt pi) * Q, W = 1 / fma(p, |R|, 1), erf = sign(R) xor fma(-Q * W, poly(W), 1),
+// f = fma(erf, 0.5, T + 0.5); the backward is dy * f
+__attribute__((always_inline)) static inline float gelu_as_grad(float s) {
+    const float R = s * 0x1.6a09e6p-1f;
+    const float Q = onednn_exp(-(R * R));
+    const float T = R * 0x1.20dd74p-1f * Q;
+    const float W = 1.0f / fmaf(0x1.4f740ap-2f, fabsf(R), 1.0f);
+    const float erf = with_sign_of(fmaf(-Q * W, onednn_as_poly(W), 1.0f), R);
+    return fmaf(erf, 0.5f, T + 0.5f);
 }
 
 #define GELU_CLONES SIMD_CLONES
@@ -1037,7 +1090,7 @@ GELU_CLONES static void relu_grad_rows(float* t, const float* dy, const float* x
 
 // GELU on bf16/fp16 tensors as ATen's reduced-type kernel computes it (Gelu.h vectorized_gelu on
 // the widened floats): x * 0.5 * (1 + erf(x * alpha)) with Vectorized<float>::erf, which is not
-// the erf of the fp32 path (verf above) but Abramowitz-Stegun 7.1.26 written with FMAs:
+// the fp32 path's (oneDNN's, above) but Abramowitz-Stegun 7.1.26 written with FMAs and SLEEF's exp:
 // t = 1 / fma(p, |x|, 1), r = ((((p5 t + p4) t + p3) t + p2) t + p1 (FMAs), erf = sign(x) xor
 // fma(-exp(-x*x) * t, r, 1), exp SLEEF's u10; the backward dy * (0.5 (1 + erf(x alpha)) + x * beta *
 // exp(-x*x/2)). Measured against torch 2.15 on every pattern: fp16 forward and backward, and bf16
@@ -1061,41 +1114,116 @@ __attribute__((always_inline)) static inline float verf_aten(float a) {
     return out;
 }
 
-// GELU's forward y = x * 0.5 * (1 + erf(x / sqrt 2)) and gradient t = dy * gelu'(x), one formula
-// for both erfs: the fp32 path's (verf, with vexp) or ATen's reduced-type one (verf_aten, with
-// vexp_full); `aten` is a constant at each call, so each clone below keeps its own loop.
-__attribute__((always_inline)) static inline void gelu_rows_body(float* y, const float* x, size_t m, bool aten) {
+// ATen's reduced-type GELU (verf_aten, with vexp_full): forward y = x * 0.5 * (1 + erf(x / sqrt 2))
+// and gradient t = dy * (cdf + x * pdf)
+GELU_CLONES static void gelu_rows_aten(float* y, const float* x, size_t m) {
 #pragma omp simd  // element-wise: lanes change no bit
     for (size_t i = 0; i < m; i++) {
         const float u = x[i] * (float)M_SQRT1_2;
-        y[i] = x[i] * 0.5f * (1.0f + (aten ? verf_aten(u) : verf(u)));
+        y[i] = x[i] * 0.5f * (1.0f + verf_aten(u));
     }
 }
 
-__attribute__((always_inline)) static inline void gelu_grad_rows_body(float* t, const float* dy, const float* x,
-                                                                      size_t m, bool aten) {
+GELU_CLONES static void gelu_grad_rows_aten(float* t, const float* dy, const float* x, size_t m) {
     const float kBeta = (float)(M_2_SQRTPI * M_SQRT1_2 * 0.5);
 #pragma omp simd  // element-wise: lanes change no bit
     for (size_t i = 0; i < m; i++) {
         const float u = x[i] * (float)M_SQRT1_2, e = x[i] * x[i] * -0.5f;
-        const float cdf = 0.5f * (1.0f + (aten ? verf_aten(u) : verf(u)));
-        const float pdf = kBeta * (aten ? vexp_full(e) : vexp(e));
+        const float cdf = 0.5f * (1.0f + verf_aten(u));
+        const float pdf = kBeta * vexp_full(e);
         t[i] = dy[i] * (cdf + x[i] * pdf);
     }
 }
 
-GELU_CLONES static void gelu_rows(float* y, const float* x, size_t m) { gelu_rows_body(y, x, m, false); }
-GELU_CLONES static void gelu_grad_rows(float* t, const float* dy, const float* x, size_t m) {
-    gelu_grad_rows_body(t, dy, x, m, false);
+// torch's fp32 GELU (oneDNN's, above): the Abramowitz-Stegun forward of the non-AVX-512 kernels and
+// the backward t = dy * f(x) of every kernel (one rounding)
+GELU_CLONES static void gelu_f32_as_rows(float* y, const float* x, size_t m) {
+#pragma omp simd  // element-wise: lanes change no bit
+    for (size_t i = 0; i < m; i++) y[i] = gelu_as_forward(x[i]);
 }
-GELU_CLONES static void gelu_rows_aten(float* y, const float* x, size_t m) { gelu_rows_body(y, x, m, true); }
-GELU_CLONES static void gelu_grad_rows_aten(float* t, const float* dy, const float* x, size_t m) {
-    gelu_grad_rows_body(t, dy, x, m, true);
+
+GELU_CLONES static void gelu_f32_grad_rows(float* t, const float* dy, const float* x, size_t m) {
+#pragma omp simd  // element-wise: lanes change no bit
+    for (size_t i = 0; i < m; i++) t[i] = dy[i] * gelu_as_grad(x[i]);
+}
+
+// The AVX-512 forward, oneDNN's minimax kernel 16 lanes at a time: piece index from |x|'s bits,
+// (bits + 0xc21fffff) >> 21 (arithmetic) clamped to [1, 24], 23 (erf = 1) where |x| > 5.5426;
+// each degree's coefficient picked from its 32-entry row by vpermt2ps; p = Horner by FMAs in |x|;
+// erf = sign(x) xor p; y = (x * (p + 1)) * 0.5. Every lane's operations are those of
+// gelu_onednn.c's scalar model without its flushing (gelu_onednn_f32_forward; test_layers
+// compares them).
+#if defined(__x86_64__)
+#define GELU_MM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+GELU_MM_AVX512 static inline __m512 gelu_mm16(__m512 x, const __m512 lo[6], const __m512 hi[6]) {
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    const __m512i xi = _mm512_castps_si512(x);
+    const __m512i pos = _mm512_andnot_si512(sign, xi);
+    const __m512 xp = _mm512_castsi512_ps(pos);
+    __m512i idx = _mm512_srai_epi32(_mm512_add_epi32(pos, _mm512_set1_epi32((int)0xc21fffffu)), 21);
+    idx = _mm512_min_epi32(_mm512_max_epi32(idx, _mm512_set1_epi32(1)), _mm512_set1_epi32(24));
+    const __mmask16 beyond = _mm512_cmp_ps_mask(_mm512_set1_ps(0x1.62b9dcp+2f), xp, _CMP_LT_OS);
+    idx = _mm512_mask_mov_epi32(idx, beyond, _mm512_set1_epi32(23));
+    __m512 p = _mm512_permutex2var_ps(lo[5], idx, hi[5]);
+    for (int d = 4; d >= 0; d--) p = _mm512_fmadd_ps(p, xp, _mm512_permutex2var_ps(lo[d], idx, hi[d]));
+    p = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(p), _mm512_and_si512(xi, sign)));
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    return _mm512_mul_ps(_mm512_mul_ps(x, p), _mm512_set1_ps(0.5f));
+}
+
+GELU_MM_AVX512 static void gelu_f32_mm_rows(float* y, const float* x, size_t m) {
+    __m512 lo[6], hi[6];
+    for (int d = 0; d < 6; d++) {
+        lo[d] = _mm512_castsi512_ps(_mm512_loadu_si512(gelu_onednn_minimax[d]));
+        hi[d] = _mm512_castsi512_ps(_mm512_loadu_si512(gelu_onednn_minimax[d] + 16));
+    }
+    size_t i = 0;
+    for (; i + 16 <= m; i += 16) _mm512_storeu_ps(y + i, gelu_mm16(_mm512_loadu_ps(x + i), lo, hi));
+    if (i < m) {
+        const __mmask16 k = (__mmask16)((1u << (m - i)) - 1u);
+        _mm512_mask_storeu_ps(y + i, k, gelu_mm16(_mm512_maskz_loadu_ps(k, x + i), lo, hi));
+    }
+}
+#endif
+
+static int g_gelu_f32_force = -1;  // tests: -1 as torch on this CPU, 0 the A&S forward, 1 the minimax one
+
+bool layers_gelu_f32_force(int kernel) {
+#if defined(__x86_64__)
+    const bool can_mm = cpu_features()->avx512f && gelu_onednn_torch_uses();
+#else
+    const bool can_mm = false;
+#endif
+    if (kernel == 1 && !can_mm) return false;
+    g_gelu_f32_force = kernel;
+    return true;
+}
+
+// Which fp32 forward torch runs here: oneDNN's minimax kernel where its JIT is AVX-512 core
+// (AVX-512 F, BW, VL, DQ: gelu_onednn_torch_uses' check), else the Abramowitz-Stegun one
+bool layers_gelu_f32_minimax(void) {
+    if (g_gelu_f32_force >= 0) return g_gelu_f32_force == 1;
+#if defined(__x86_64__)
+    return cpu_features()->avx512f && gelu_onednn_torch_uses();
+#else
+    return false;
+#endif
+}
+
+static void gelu_f32_rows(float* y, const float* x, size_t m) {
+#if defined(__x86_64__)
+    if (layers_gelu_f32_minimax()) {
+        gelu_f32_mm_rows(y, x, m);
+        return;
+    }
+#endif
+    gelu_f32_as_rows(y, x, m);
 }
 
 // Which GELU torch runs on tensors of dt: ATen's reduced-type kernel (gelu_rows_aten) for fp16, and
 // for bf16 where torch does not hand it to oneDNN; oneDNN's (gelu_onednn.h) for bf16 where it does;
-// else (fp32) the fp32 formula.
+// else (fp32) oneDNN's fp32 kernel (gelu_f32_rows, gelu_f32_grad_rows; the bf16 backward's factor
+// where torch uses oneDNN is that kernel's too).
 static bool gelu_low_aten(DType dt) {
     return dt == DTYPE_F16 || (dt == DTYPE_BF16 && !gelu_onednn_torch_uses());
 }
@@ -1360,7 +1488,7 @@ static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size
     else if (act == FFN_ACT_GELU_NEW) gelu_new_rows(dt, y, x, m);
     else if (gelu_low_aten(dt)) gelu_rows_aten(y, x, m);
     else if (gelu_low_onednn(dt)) gelu_rows_onednn(y, x, m);
-    else gelu_rows(y, x, m);
+    else gelu_f32_rows(y, x, m);
 }
 static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy, const float* x, size_t m) {
     if (act == FFN_ACT_RELU) relu_grad_rows(t, dy, x, m);
@@ -1368,20 +1496,21 @@ static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy
     else if (act == FFN_ACT_GELU_TANH) gelu_tanh_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_GELU_NEW) gelu_new_grad_rows(dt, t, dy, x, m);
     else if (gelu_low_aten(dt)) gelu_grad_rows_aten(t, dy, x, m);
-    else gelu_grad_rows(t, dy, x, m);
+    else gelu_f32_grad_rows(t, dy, x, m);
 }
 
 // GELU by table in the low modes. There GELU's input is lin1's low result: one of 65,536 bit
 // patterns of bf16 or fp16. The forward's R(gelu(x)) and the backward's factor
 // gelu'(x) = cdf + x * pdf (the backward is dy * that factor, one rounding) are functions of
-// those 16 bits, so each table holds, for every pattern, what gelu_rows + round_to and
-// gelu_grad_rows (with dy = 1: 1 * f == f) compute for it, built once by that very code: a
+// those 16 bits, so each table holds, for every pattern, what act_rows + round_to and
+// act_grad_rows (with dy = 1: 1 * f == f) compute for it, built once by that very code: a
 // lookup gives the direct path's bits by construction (test_layers checks every pattern of
 // both dtypes against the direct path, NaN and infinities included). 2 x 512 KiB.
 typedef struct {
     float fwd[65536];   // R(gelu(x)) in fp32 (a value of the low dtype)
-    float grad[65536];  // cdf + x * pdf, as gelu_grad_rows forms it; bf16 where torch runs GELU on
-                        // oneDNN: that kernel's derivative (gelu_onednn.h), then grad_onednn
+    float grad[65536];  // the factor as act_grad_rows forms it; bf16 where torch runs GELU on oneDNN:
+                        // that kernel's derivative (gelu_f32_grad_rows, and with grad_onednn the
+                        // kernel's own output, the same values: test_layers)
     bool avx512;        // lookups by AVX-512 gathers (decided once, when the table is built)
     bool grad_onednn;
 } GeluLut;
@@ -1449,7 +1578,7 @@ const char* layers_gelu_bf16_grad_source(void) {
 
 
 // out[i] = T[idx[i]], times mul[i] (fp32) or times the widened mulb[i] (bf16: the top half of
-// its fp32, exactly) when one of them is given: gelu_grad_rows' final multiply with the factor
+// its fp32, exactly) when one of them is given: act_grad_rows' final multiply with the factor
 // from the table, one rounding either way. AVX-512 gathers 16 lanes at a time (GCC's vectorizer
 // does not use gathers here).
 static void lut_rows_scalar(float* restrict out, const float* restrict T, const uint16_t* restrict idx,

@@ -233,6 +233,12 @@ const char* layers_gelu_bf16_grad_source(void);
 // (layers.c "GELU by table"), false restores them.
 void layers_gelu_table_disable(bool off);
 
+// The fp32 GELU forward torch runs on this CPU (layers.c: oneDNN's kernel by ISA): true for the
+// AVX-512 minimax kernel, false for the Abramowitz-Stegun one. Tests: layers_gelu_f32_force(1 or 0)
+// picks one (false, nothing changed, when the CPU cannot run the AVX-512 kernel), -1 restores.
+bool layers_gelu_f32_minimax(void);
+bool layers_gelu_f32_force(int kernel);
+
 // ---- the FFN's backward: lin2, the activation, lin1 (DistilBERT's FFN: f1 = lin1(h1), g =
 // act(f1), lin2(g); act = c->act, GELU, ReLU or SiLU), the operations of
 //   dg = 0; linear_backward(dg, dW2, db2 <- dy, g, W2); df1 = 0; gelu_backward(df1 <- dg, f1)
