@@ -947,6 +947,7 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
 // forward (AVX-512, and AVX2 by ONEDNN_MAX_CPU_ISA=AVX2) and backward (dy = 1; dy * f is one
 // rounding): bit-equal on all (golden activations_f32 keeps 2^16 of them for test_model_golden).
 // Off x86 the same formulas are used (torch's oneDNN there was not measured).
+
 // c ? a : b through bit masks. Written as `c ? a : b`, GCC 12 merges such selects with nearby
 // comparisons into branches, and a loop with branches is not vectorized (it kept the AVX2 and
 // baseline clones of GELU scalar). The value is exactly that of `c ? a : b`.
@@ -963,7 +964,7 @@ __attribute__((always_inline)) static inline float select_bits(bool c, float a, 
 
 // SLEEF's xexpf polynomial on d clamped to [-104, top], +0 below -104. Clamped with comparisons
 // (vectorizable, unlike fminf/fmaxf); a NaN d becomes -104 here, so the result is not NaN: the
-// callers keep NaN through their factor x (GELU through select_bits: see there).
+// callers keep NaN through a factor of x (SiLU, ATen's GELU) or their own select (softmax_exp).
 __attribute__((always_inline)) static inline float vexp_clamped(float d, float top) {
     const float lo = select_bits(d > -104.0f, d, -104.0f), hi = select_bits(d < top, d, top);
     const float dc = select_bits(d > -104.0f, hi, lo);
@@ -986,7 +987,7 @@ __attribute__((always_inline)) static inline float vexp_clamped(float d, float t
     return select_bits(d < -104.0f, 0.0f, u);
 }
 
-// the softmax's and GELU's exp: their arguments are <= 0 (or NaN), so the top clamp 88.7 never acts
+// the softmax's exp: its arguments are <= 0 (or NaN), so the top clamp 88.7 never acts
 __attribute__((always_inline)) static inline float vexp(float d) { return vexp_clamped(d, 88.7f); }
 
 // exp as SLEEF's xexpf (u10) over its whole range, ATen's Vectorized<float>::exp: the top clamp at
