@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/threads.h"
 #include "gemm/gemm.h"
+#include "model/layers.h"
 #include "optim/torch_sqrt.h"
 
 // Environment variables that change which kernels run or how many threads they use.
@@ -91,6 +92,10 @@ json_t* info_collect(int threads) {
                                     : torch_sqrt_hw_matches() ? "vector, rsqrtps seed"
                                                               : "vector, table seed gathered"));
     json_object_set_new(root, "torch_sqrt", sq);
+    // torch's fp32 GELU is oneDNN's eltwise_gelu_erf, whose forward depends on the ISA (layers.c)
+    json_object_set_new(root, "gelu_fp32",
+                        json_string(layers_gelu_f32_minimax() ? "oneDNN's AVX-512 minimax forward"
+                                                              : "oneDNN's Abramowitz-Stegun forward"));
     json_t* env = json_object();
     for (size_t i = 0; i < ARRAY_LEN(KERNEL_ENV_VARS); i++) {
         const char* v = getenv(KERNEL_ENV_VARS[i]);
@@ -154,6 +159,8 @@ static void print_human(json_t* root) {
     json_t* sq = json_object_get(root, "torch_sqrt");
     printf("torch.sqrt: MKL's %s kernel (%s; TRAINBENCH_TORCH_SQRT=mkl-sse|mkl-avx512|auto)\n",
            json_string_value(json_object_get(sq, "kernel")), json_string_value(json_object_get(sq, "path")));
+    printf("fp32 GELU:  %s, its Abramowitz-Stegun derivative (as torch runs it on this CPU)\n",
+           json_string_value(json_object_get(root, "gelu_fp32")));
     printf("Environment (kernel-relevant):\n");
     json_object_foreach(json_object_get(root, "environment"), key, val)
         printf("  %-22s %s\n", key, json_is_null(val) ? "(unset)" : json_string_value(val));
