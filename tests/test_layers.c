@@ -432,6 +432,37 @@ static void test_gelu_relu(void** state) {
     free(x), free(dy), free(dx), free(dx0), free(y), free(yl), free(yr), free(ac.x);
 }
 
+// fp32 GELU's AVX-512 kernel (layers.c gelu_f32_mm_rows, reached through gelu_forward with the
+// minimax forward forced) against its scalar model gelu_onednn_f32_forward, bit for bit (a NaN
+// matches any NaN), on 4M random bit patterns of every class, subnormals and infinities included.
+// (Both against torch: test_model_golden's activations_f32.) Skipped where the CPU cannot run it.
+static void test_gelu_f32_kernel_matches_model(void** state) {
+    (void)state;
+    if (!layers_gelu_f32_force(1)) {
+        printf("no AVX-512 BW/VL/DQ: the minimax kernel does not run here\n");
+        skip();
+    }
+    enum { N = 1 << 22 };
+    float* x = malloc(N * sizeof(float));
+    float* y = malloc(N * sizeof(float));
+    uint64_t z = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < N; i++) {
+        z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+        const uint32_t b = (uint32_t)(z >> 16);
+        memcpy(&x[i], &b, sizeof b);
+    }
+    gelu_forward(y, x, N - 5, DTYPE_F32);  // N - 5: the kernel's masked tail too
+    layers_gelu_f32_force(-1);
+    size_t bad = 0;
+    for (size_t i = 0; i < N - 5; i++) {
+        const float want = gelu_onednn_f32_forward(x[i]);
+        if (memcmp(&y[i], &want, sizeof want) != 0 && !(isnan(y[i]) && isnan(want))) bad++;
+    }
+    printf("fp32 gelu AVX-512 kernel vs scalar model: %d inputs, %zu differ\n", N - 5, bad);
+    assert_int_equal(bad, 0);
+    free(x), free(y);
+}
+
 // ReLU's edges as torch 2.15 computes them (torch.relu, then .backward(g), the same in fp32,
 // bf16 and fp16): relu(-0) = -0, relu(NaN) = NaN, relu(-inf) = 0; the gradient is 0 wherever
 // relu(x) <= 0, even for an inf or NaN incoming gradient, and passes g's bits (-0 too) elsewhere,
@@ -951,6 +982,7 @@ int main(void) {
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu_relu),
+        cmocka_unit_test(test_gelu_f32_kernel_matches_model),
         cmocka_unit_test(test_relu_edges),
         cmocka_unit_test(test_gelu_table_every_pattern),
         cmocka_unit_test(test_attention_masked),
