@@ -951,12 +951,17 @@ Status linear_backward(LayerCtx* c, float* dx, float* dW, float* db, const float
 // c ? a : b through bit masks. Written as `c ? a : b`, GCC 12 merges such selects with nearby
 // comparisons into branches, and a loop with branches is not vectorized (it kept the AVX2 and
 // baseline clones of GELU scalar). The value is exactly that of `c ? a : b`.
+// select_u32 is the same on 32-bit integers (select_bits applies it to the floats' bits).
+__attribute__((always_inline)) static inline uint32_t select_u32(bool c, uint32_t a, uint32_t b) {
+    const uint32_t m = c ? 0xFFFFFFFFu : 0u;
+    return (a & m) | (b & ~m);
+}
+
 __attribute__((always_inline)) static inline float select_bits(bool c, float a, float b) {
     uint32_t ua, ub;
     memcpy(&ua, &a, sizeof ua);
     memcpy(&ub, &b, sizeof ub);
-    const uint32_t m = c ? 0xFFFFFFFFu : 0u;
-    const uint32_t r = (ua & m) | (ub & ~m);
+    const uint32_t r = select_u32(c, ua, ub);
     float f;
     memcpy(&f, &r, sizeof f);
     return f;
@@ -996,12 +1001,6 @@ __attribute__((always_inline)) static inline float vexp(float d) { return vexp_c
 // 88.72283905206835 and +inf above it (SiLU's exp(-x) for x < -88.72)
 __attribute__((always_inline)) static inline float vexp_full(float d) {
     return select_bits(d > 88.72283905206835f, INFINITY, vexp_clamped(d, 88.72283905206835f));
-}
-
-// c ? a : b on 32-bit integers, branch-free (as select_bits)
-__attribute__((always_inline)) static inline uint32_t select_u32(bool c, uint32_t a, uint32_t b) {
-    const uint32_t m = c ? 0xFFFFFFFFu : 0u;
-    return (a & m) | (b & ~m);
 }
 
 // oneDNN's exp (exp_compute_vector_fwd): x clamped to [ln FLT_MIN, ln FLT_MAX] (vminps/vmaxps: a
@@ -1107,14 +1106,7 @@ __attribute__((always_inline)) static inline float verf_aten(float a) {
     r = fmaf(r, t, -0.284496736f);
     r = fmaf(r, t, 0.254829592f);
     const float e = -vexp_full(-(a * a));
-    const float v = fmaf(e * t, r, 1.0f);
-    uint32_t ub, sb;
-    memcpy(&ub, &v, sizeof ub);
-    memcpy(&sb, &a, sizeof sb);
-    ub ^= sb & 0x80000000u;  // sign(x) xor: the erf's sign
-    float out;
-    memcpy(&out, &ub, sizeof out);
-    return out;
+    return with_sign_of(fmaf(e * t, r, 1.0f), a);  // sign(x) xor: the erf's sign
 }
 
 // ATen's reduced-type GELU (verf_aten, with vexp_full): forward y = x * 0.5 * (1 + erf(x / sqrt 2))
