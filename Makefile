@@ -113,6 +113,12 @@ PLUGIN_FLAGS = -fPIC -fvisibility=hidden
 PLUGIN_OBJS  = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/optim/*.c) src/core/cpu.c src/core/dtype.c \
                  src/core/common.c)
 $(PLUGIN_OBJS): CFLAGS_ALL += -fPIC -fno-semantic-interposition
+# a build folder from before these flags holds non-PIC copies: the stamp (newer than them)
+# recompiles them once instead of failing the adapters' link
+$(PLUGIN_OBJS): $(BUILD)/obj/.pic
+$(BUILD)/obj/.pic:
+	@mkdir -p $(dir $@)
+	@touch $@
 # one adapter per registered optimizer: the registry names, read from the `.name = "..."` line
 # of each src/optim/optim_*.c (the Optimizer definition), e.g. adapter_adafactor.so
 OPTIM_NAMES := $(shell sed -n 's/^    \.name = "\([a-z0-9_]*\)",$$/\1/p' $(wildcard src/optim/optim_*.c))
