@@ -268,16 +268,23 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None, masks_
                 out["loss"] = LabelSmoother(epsilon=a.label_smoothing_factor)(out, rev(labels[r]))
             else:
                 out = model(input_ids=rev(ids[r]), attention_mask=rev(mask[r]), labels=rev(labels[r]))
+        scaled = scaler.scale(out.loss) if scaler is not None else out.loss
+        # read after scale(): before its first call GradScaler.get_scale() returns the Python
+        # init_scale, not the float32 tensor it then scales by (1e30 vs 1.0000000150474662e30)
         scale = scaler.get_scale() if scaler is not None else 1.0
-        (scaler.scale(out.loss) if scaler is not None else out.loss).backward()
+        scaled.backward()
         if scaler is not None:
             scaler.unscale_(opt)
         norm = float(torch.nn.utils.clip_grad_norm_(params, a.max_grad_norm)) if a.max_grad_norm > 0 else math.nan
         lr = opt.param_groups[0]["lr"]
         if scaler is not None:
+            # GradScaler.step skips opt.step() exactly when unscale_ found an inf or NaN (its
+            # found_inf_per_device); comparing the scale before and after misses a skip at
+            # scale 0 (0 * backoff == 0)
+            found = scaler._per_optimizer_states[id(opt)]["found_inf_per_device"]
+            skipped = sum(v.item() for v in found.values()) > 0
             scaler.step(opt)
             scaler.update()
-            skipped = scaler.get_scale() < scale  # GradScaler backs off exactly when it skipped
         else:
             opt.step()
             skipped = False

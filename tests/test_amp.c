@@ -197,6 +197,12 @@ static void test_scaler_validation(void** state) {
     b = c;
     b.init_scale = 1e39;  // finite in double, inf in float32
     assert_int_equal(grad_scaler_validate(&b).code, STATUS_INVALID);
+    b.init_scale = 1e-46;  // > 0 in double, 0 in float32
+    s = grad_scaler_validate(&b);
+    assert_int_equal(s.code, STATUS_INVALID);
+    assert_non_null(strstr(s.msg, "rounds to 0 in float32"));
+    b.init_scale = 0x1p-149;  // the smallest float32 subnormal: kept, as torch keeps it
+    assert_true(status_is_ok(grad_scaler_validate(&b)));
 }
 
 // A skipped step must not advance the optimizer: its step count and state stay put.

@@ -214,6 +214,14 @@ Status grad_scaler_validate(const GradScalerConfig* c) {
     if (!(isfinite(c->init_scale) && c->init_scale > 0) || !isfinite((float)c->init_scale))
         return status_make(STATUS_INVALID, "init_scale must be a finite number > 0 that fits in float32 (got %g)",
                            c->init_scale);
+    // torch.full((), init_scale, dtype=float32) rounds a value below half the smallest float32
+    // subnormal (2^-150) to 0, and torch then runs on: the scaled loss is 0, the gradients 0, and
+    // unscale_ multiplies them by 1/0 after its finiteness check, so the first step updates every
+    // parameter with NaN and every later step is skipped (measured with validate_model.py)
+    if ((float)c->init_scale == 0.0f)
+        return status_make(STATUS_INVALID, "init_scale must be a finite number > 0 that fits in float32 (got %g, "
+                           "which rounds to 0 in float32; the smallest positive float32 is %g)",
+                           c->init_scale, 0x1p-149);
     if (!(isfinite(c->growth_factor) && c->growth_factor > 1.0))
         return status_make(STATUS_INVALID, "growth_factor must be a finite number > 1 (got %g)", c->growth_factor);
     if (!(c->backoff_factor > 0.0 && c->backoff_factor < 1.0))
