@@ -7,7 +7,8 @@
 // refused after making its folders removes them again (folders that existed stay); `record`
 // killed at any point leaves no run folder without machine.json. (Kills during training and
 // a full disk: test_crash.c.) The up-front memory check of train and memory refuses a huge
-// config and sees `ulimit -v`.
+// config and sees `ulimit -v`, and train's counts the synthetic data before generating it. A
+// FIFO given as an input is refused at once; config values train refuses are refused by memory.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -303,6 +304,95 @@ static void test_memory_check_sees_ulimit_v(void** s) {
 #endif
 }
 
+// A FIFO given where a file is read is refused at once (exit 2, "not a regular file"): opening one
+// for reading would wait for a writer forever. `timeout` turns a hang into a failure here.
+static void test_fifo_inputs_refused(void** s) {
+    (void)s;
+    char fifo[512], folder[600], bench[700], cmd[8192];
+    snprintf(fifo, sizeof fifo, "%s/pipe", g_tmp);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    snprintf(folder, sizeof folder, "%s/fifo-result", g_tmp);  // a result folder whose JSON files are FIFOs
+    assert_int_equal(mkdir(folder, 0755), 0);
+    snprintf(bench, sizeof bench, "%s/bench.json", folder);
+    assert_int_equal(mkfifo(bench, 0644), 0);
+    snprintf(bench, sizeof bench, "%s/machine.json", folder);  // (history add reads this one first)
+    assert_int_equal(mkfifo(bench, 0644), 0);
+    const char* const ARGS[] = {"inspect %s", "train --config %s --output-dir %s.out", "train --train-file %s",
+                                "train --init-from %s", "memory --config %s", "conform --plugin %s",
+                                "fingerprint %s", "report %s --out %s.rep", "history add %s --db %s.sqlite"};
+    for (size_t i = 0; i < ARRAY_LEN(ARGS); i++) {
+        const char* in = i < 7 ? fifo : folder;
+        char a[2048];
+        snprintf(a, sizeof a, ARGS[i], in, folder);
+        snprintf(cmd, sizeof cmd, "timeout 30 %s %s 2>&1", g_bin, a);
+        int rc = cli_capture(cmd, g_out, sizeof g_out);
+        printf("$ %s -> exit %d\n%s", cmd, rc, g_out);
+        assert_int_equal(rc, 2);
+        assert_non_null(strstr(g_out, "not a regular file"));
+    }
+    char left[700];
+    snprintf(left, sizeof left, "%s.sqlite", folder);
+    assert_false(exists(left));  // history add made no empty database
+    snprintf(left, sizeof left, "%s.rep", folder);
+    assert_false(exists(left));
+}
+
+// The synthetic data is counted before it is generated: an absurd --num-train-examples is refused
+// with the memory check's message (exit 2), not killed by the OOM killer while generating.
+static void test_synthetic_data_checked_before_generating(void** s) {
+    (void)s;
+    char args[1024], out[600];
+    snprintf(out, sizeof out, "%s/data-huge", g_tmp);
+    snprintf(args, sizeof args, "train --num-train-examples 68719476736 --max-steps 1 --no-progress --output-dir %s", out);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    printf("%s", g_out);
+    assert_non_null(strstr(g_out, "the synthetic data alone"));
+    assert_false(exists(out));
+}
+
+// Config values refused by name: a negative num_labels is not "absent" (it used to become 2), a
+// vocab_size of 0 is named as itself, and `memory --config` applies train's rules.
+static void test_config_values_refused(void** s) {
+    (void)s;
+    static const struct {
+        const char* extra;
+        const char* cmd;
+        const char* needle;
+    } CASES[] = {
+        {"\"num_labels\": -2", "train", "num_labels must be >= 1"},
+        {"\"num_labels\": -2", "memory", "num_labels must be >= 1"},
+        {"\"activation\": \"quick_gelu\"", "memory", "activation \"quick_gelu\""},
+        {"\"dropout\": 1.5", "memory", "dropout"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(CASES); i++) {
+        char cfg[512], args[1400];
+        snprintf(cfg, sizeof cfg, "%s/cfg-%zu.json", g_tmp, i);
+        FILE* f = fopen(cfg, "w");
+        assert_non_null(f);
+        fprintf(f, "{\"vocab_size\": 64, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
+                   "\"max_position_embeddings\": 32, %s}\n", CASES[i].extra);
+        fclose(f);
+        if (!strcmp(CASES[i].cmd, "train"))
+            snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s/cfg-out", cfg,
+                     g_tmp);
+        else
+            snprintf(args, sizeof args, "memory --config %s --optim adamw_torch", cfg);
+        assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+        printf("%s", g_out);
+        assert_non_null(strstr(g_out, CASES[i].needle));
+    }
+    char cfg[512], args[1400];
+    snprintf(cfg, sizeof cfg, "%s/cfg-vocab0.json", g_tmp);
+    FILE* f = fopen(cfg, "w");
+    assert_non_null(f);
+    fputs("{\"vocab_size\": 0, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
+          "\"max_position_embeddings\": 32, \"pad_token_id\": 0}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s/cfg-out", cfg, g_tmp);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "vocab_size must be"));
+}
+
 static int group_teardown(void** s) {
     (void)s;
     cli_harness_cleanup("test_safety");
@@ -322,6 +412,9 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_record_killed_leaves_nothing_half_made),
         cmocka_unit_test(test_memory_check_refuses_huge_config),
         cmocka_unit_test(test_memory_check_sees_ulimit_v),
+        cmocka_unit_test(test_fifo_inputs_refused),
+        cmocka_unit_test(test_synthetic_data_checked_before_generating),
+        cmocka_unit_test(test_config_values_refused),
     };
     return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

@@ -173,15 +173,36 @@ bool parse_double(const char* s, double* out) {
     return true;
 }
 
+FILE* fopen_regular(const char* path, bool* not_regular) {
+    if (not_regular) *not_regular = false;
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        if (not_regular) *not_regular = true;
+        errno = EINVAL;
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE* f = fdopen(fd, "rb");
+    if (!f) close(fd);
+    return f;
+}
+
 Status read_file(const char* path, uint8_t** data, size_t* len) {
     *data = NULL;
     *len = 0;
-    FILE* f = fopen(path, "rb");
+    bool not_regular = false;
+    FILE* f = fopen_regular(path, &not_regular);
+    if (!f && not_regular) return status_make(STATUS_IO, "%s: not a regular file", path);
     if (!f) return status_make(STATUS_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
         fclose(f);
-        return status_make(STATUS_IO, "%s: not a regular file", path);
+        return status_make(STATUS_IO, "%s: cannot stat: %s", path, strerror(errno));
     }
     size_t n = (size_t)st.st_size;
     uint8_t* buf = xaligned_alloc(n + 1);

@@ -72,7 +72,12 @@ bool parse_long(const char* s, long min, long max, long* out);
 bool parse_double(const char* s, double* out);  // accepts finite and non-finite spellings
 
 // ---- Files. ----
-// Reads a whole file into a fresh buffer (NUL-terminated for convenience; *len excludes it).
+// Opens `path` for reading ("rb") only when it is a regular file: a FIFO, device or folder gives
+// NULL at once (never a wait for a FIFO's writer), *not_regular (when given) set; NULL with
+// errno for a failed open.
+FILE* fopen_regular(const char* path, bool* not_regular);
+// Reads a whole regular file into a fresh buffer (NUL-terminated for convenience; *len excludes
+// it). A FIFO, device or folder is refused ("not a regular file"), never waited on.
 Status read_file(const char* path, uint8_t** data, size_t* len);
 // Writes `len` bytes to `path` atomically: a temp file in the same folder, fsync, rename.
 // On failure nothing is left at `path` that was not there before.

@@ -329,6 +329,9 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
         if (known) continue;
         if (!strcmp(key, "num_labels")) {
             if (!status_is_ok(s = json_int_field(path, key, v, &num_labels))) return s;
+            if (num_labels < 1)  // not "absent": a negative count is a mistake, as 0 is
+                return status_make(STATUS_INVALID, "%s: num_labels must be >= 1 (got %lld; 1 means regression)", path,
+                                   (long long)num_labels);
         } else if (!strcmp(key, "id2label") || !strcmp(key, "label2id")) {
             if (!json_is_object(v)) return status_make(STATUS_INVALID, "%s: %s must be a JSON object", path, key);
             int64_t n = (int64_t)json_object_size(v);
@@ -365,9 +368,10 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
     (void)read_pad_token_id(json_object_get(root, "pad_token_id"), cfg->vocab_size, &cfg->pad_token_id);
     (void)read_initializer_range(json_object_get(root, "initializer_range"), &cfg->initializer_range);
     (void)read_problem_type(json_object_get(root, "problem_type"), cfg->n_labels, &cfg->regression);
-    if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels, cfg->vocab_size))) return s;
+    // the shape first: a bad vocab_size is named as itself, not as the pad_token_id range it implies
     s = model_config_validate(cfg);
     if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", path, s.msg);
+    if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels, cfg->vocab_size))) return s;
     return status_ok();
 }
 

@@ -379,17 +379,23 @@ const Command cmd_history = {
 static int history_add(const char* db_path, char** dirs, int n) {
     for (int i = 0; i < n; i++)
         if (!path_is_dir(dirs[i])) return user_error("history add: result folder %s does not exist", dirs[i]);
-    char parent[4096];
+    char parent[4096], top[4096] = "";
     snprintf(parent, sizeof parent, "%s", db_path);
     char* slash = strrchr(parent, '/');
     if (slash) {
         *slash = 0;
-        if (*parent && !status_is_ok(make_dirs(parent))) return user_error("history add: cannot create %s", parent);
+        if (*parent && !status_is_ok(make_dirs_noting(parent, top, sizeof top)))
+            return user_error("history add: cannot create %s", parent);
     }
+    const bool existed = access(db_path, F_OK) == 0;
     sqlite3* db;
     Status s = db_open(db_path, true, &db);
-    if (!status_is_ok(s)) return user_error("history: %s", s.msg);
-    int rc = 0;
+    if (!status_is_ok(s)) {
+        if (!existed) unlink(db_path);
+        if (*parent) remove_made_dirs(parent, top);
+        return user_error("history: %s", s.msg);
+    }
+    int rc = 0, added = 0;
     for (int i = 0; i < n; i++) {
         bool skipped;
         s = history_add_dir(db, db_path, dirs[i], &skipped);
@@ -397,9 +403,14 @@ static int history_add(const char* db_path, char** dirs, int n) {
             rc = user_error("history add: %s", s.msg);
             break;
         }
+        added++;
         printf("history: %s %s\n", skipped ? "already stored, skipped:" : "added", dirs[i]);
     }
     sqlite3_close(db);
+    if (rc != 0 && added == 0 && !existed) {  // refused before anything was stored: leave no empty database
+        unlink(db_path);
+        if (*parent) remove_made_dirs(parent, top);
+    }
     return rc;
 }
 
@@ -450,7 +461,8 @@ static int history_show(const char* db_path, const char* pattern, const char* ou
         regfree(&re);
         return user_error("history: %s", s.msg);
     }
-    Status ms = make_dirs(out_dir);
+    char made_top[4096] = "";  // the outermost folder made for --out, removed again when nothing matches
+    Status ms = make_dirs_noting(out_dir, made_top, sizeof made_top);
     if (!status_is_ok(ms)) {
         regfree(&re);
         sqlite3_close(db);
@@ -614,7 +626,10 @@ static int history_show(const char* db_path, const char* pattern, const char* ou
     sqlite3_finalize(classes);
     sqlite3_close(db);
     regfree(&re);
-    if (!shown) return user_error("history show: no benchmark in %s matches '%s'", db_path, pattern);
+    if (!shown) {
+        remove_made_dirs(out_dir, made_top);
+        return user_error("history show: no benchmark in %s matches '%s'", db_path, pattern);
+    }
     return rc;
 }
 

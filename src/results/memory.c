@@ -617,7 +617,9 @@ static int memory_run(int argc, char** argv) {
         return cli_usage_error(&cmd_memory, "--zero 1 shards the optimizer state over ranks: give --ranks R with R >= 2");
     ModelConfig cfg;
     if (config_path) {
-        Status s = model_config_from_json_file(config_path, &cfg);
+        // the training rules (activation, dropouts, pad token, problem type...): --step trains with
+        // this config, and a config `train` refuses should not get a memory answer either
+        Status s = model_config_from_json_file_for_training(config_path, &cfg);
         if (!status_is_ok(s)) {
             fprintf(stderr, "trainbench memory: --config: %s\n", s.msg);
             return 2;
@@ -680,10 +682,29 @@ static int memory_run(int argc, char** argv) {
             if (b > largest) largest = b;
         }
     }
-    char what[160], hb[32];
-    snprintf(what, sizeof what, "params + grads %s x 2 and the largest optimizer state",
-             format_bytes_human(hb, sizeof hb, (uint64_t)t.alloc_numel * sizeof(float)));
-    int mrc = memory_check("memory", 2 * (uint64_t)t.alloc_numel * sizeof(float) + largest, what, force);
+    // --step: the training step runs after the optimizer rows, with AdamW's state and the
+    // activation workspace live at once (its estimate; the attention probabilities bound first, so
+    // that an absurd --batch x --seq-len saturates instead of overflowing the estimate's size_t)
+    uint64_t step_need = 0;
+    if (step.wanted) {
+        const double probs = (double)step.B * (double)step.T * (double)step.T * (double)t.cfg.n_heads *
+                             (double)t.cfg.n_layers * 4.0;
+        if (probs > 0x1p60) {
+            step_need = UINT64_MAX / 4;
+        } else {
+            const ActivationEstimate e =
+                activation_memory_estimate(&t.cfg, (int)step.B, (int)step.T, step.mode->low, (int)threads);
+            OptimConfig oc;
+            optim_defaults(&optim_adamw_torch, &oc);
+            step_need = e.total_bytes + model_optim_estimate_bytes(&t, &optim_adamw_torch, &oc, false);
+        }
+    }
+    char what[200], hb[32];
+    snprintf(what, sizeof what, "params + grads %s x 2 and the larger of: the largest optimizer state, %s",
+             format_bytes_human(hb, sizeof hb, (uint64_t)t.alloc_numel * sizeof(float)),
+             step.wanted ? "--step's AdamW state + activation workspace" : "(no --step)");
+    int mrc = memory_check("memory", 2 * (uint64_t)t.alloc_numel * sizeof(float) + (largest > step_need ? largest : step_need),
+                           what, force);
     if (mrc) {
         free(opts);
         param_table_free(&t);

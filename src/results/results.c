@@ -45,8 +45,13 @@ Status result_json_read(const char* path, ResultKind kind, bool required, json_t
         if (!required) return status_ok();
         return status_make(STATUS_IO, "%s: missing (a result folder holds %s)", path, KINDS[kind].file);
     }
+    uint8_t* text = NULL;
+    size_t text_len = 0;
+    Status rs = read_file(path, &text, &text_len);  // a regular file only (a FIFO is refused, not waited on)
+    if (!status_is_ok(rs)) return rs;
     json_error_t err;
-    json_t* root = json_load_file(path, 0, &err);
+    json_t* root = json_loadb((const char*)text, text_len, 0, &err);
+    free(text);
     if (!root)
         return status_make(STATUS_INVALID, "%s: malformed JSON (line %d, column %d): %s", path, err.line, err.column,
                            err.text);

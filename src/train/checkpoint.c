@@ -155,7 +155,7 @@ void checkpoint_backend_peek(const char* dir, char* out, size_t cap) {
     char ck[4400], path[4500];
     if (!status_is_ok(checkpoint_resolve(dir, ck, sizeof ck))) return;
     snprintf(path, sizeof path, "%s/%s", ck, CHECKPOINT_FILE);
-    FILE* f = fopen(path, "rb");
+    FILE* f = fopen_regular(path, NULL);
     if (!f) return;
     uint8_t len8[8];
     uint64_t n = 0;

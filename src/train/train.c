@@ -1056,6 +1056,19 @@ static int setup_schedule(Run* r) {
 // other ranks' state it gathers for the save). The ranks mpirun started on this machine all
 // allocate at once: each counts its own need times their number (ddp_local_size_from_env),
 // taking the others to need what it needs (ZeRO-1 shards differ a little).
+// The bytes a dataset's arrays hold: per example T token ids and T mask values (int64 each) and
+// its label. Saturates: an absurd --num-train-examples gives a huge need, never a wrapped one.
+static uint64_t data_bytes(uint64_t n_examples, uint64_t T) {
+    const uint64_t per = T * 16 + 8;
+    return n_examples > UINT64_MAX / per ? UINT64_MAX : n_examples * per;
+}
+
+static uint64_t dataset_bytes(const Dataset* ds) {
+    uint64_t n = 0;
+    for (int k = 0; k < SPLIT_COUNT; k++) n += ds->split[k].n;
+    return data_bytes(n, (uint64_t)ds->seq_len);
+}
+
 static int check_memory(Run* r, int max_b) {
     size_t ws_bytes = 0;
     Status s = model_workspace_estimate_bytes(&r->table, max_b, (int)r->a.seq_len, &ws_bytes);
@@ -1071,13 +1084,15 @@ static int check_memory(Run* r, int max_b) {
     int n_buf = r->a.grad_accum > 1 || r->ddp ? 3 : 2;
     uint64_t comm = r->ddp ? ddp_buffer_bytes(r->ranks, r->table.alloc_numel) : 0;
     const int local = r->ddp ? ddp_local_size_from_env() : 1;
-    uint64_t need = ((uint64_t)n_buf * buf + state + ws_bytes + comm) * (uint64_t)local;
-    char what[400], a[32], b[32], c[32], d[32], e[64] = "";
+    const uint64_t data = dataset_bytes(&r->ds);  // already allocated, and it stays
+    uint64_t need = ((uint64_t)n_buf * buf + state + ws_bytes + comm + data) * (uint64_t)local;
+    char what[460], a[32], b[32], c[32], d[32], e[64] = "", f[32];
     if (local > 1) snprintf(e, sizeof e, "; times %d ranks on this machine", local);
-    snprintf(what, sizeof what, "params + grads%s %s x %d, %s optimizer state %s, activations %s%s%s%s",
+    snprintf(what, sizeof what, "params + grads%s %s x %d, %s optimizer state %s, activations %s%s%s, data %s%s",
              n_buf == 3 ? " + micro-batch grads" : "", format_bytes_human(a, sizeof a, buf), n_buf, r->optim->name,
              format_bytes_human(b, sizeof b, state), format_bytes_human(c, sizeof c, ws_bytes),
-             comm ? ", --ddp receive buffer " : "", comm ? format_bytes_human(d, sizeof d, comm) : "", e);
+             comm ? ", --ddp receive buffer " : "", comm ? format_bytes_human(d, sizeof d, comm) : "",
+             format_bytes_human(f, sizeof f, data), e);
     return memory_check("train", need, what, r->a.force);
 }
 
@@ -1177,6 +1192,13 @@ static int setup(Run* r) {
         dc.seq_len = a->seq_len;
         dc.vocab_size = r->mcfg.vocab_size;
         dc.seed = (uint64_t)a->seed;
+        // the data alone, before it is generated (the whole need is checked once the model is built)
+        const uint64_t n_data = data_bytes((uint64_t)a->n_train + (uint64_t)a->n_eval, (uint64_t)a->seq_len);
+        char what[200];
+        snprintf(what, sizeof what, "the synthetic data alone: %lld train + %lld eval examples x %ld tokens, "
+                 "int64 token ids and attention masks", (long long)a->n_train, (long long)a->n_eval, a->seq_len);
+        int rc = memory_check("train", n_data, what, a->force);
+        if (rc) return rc;
         s = dataset_synthetic(&dc, &r->ds);
         if (!status_is_ok(s)) return user_error("synthetic data: %s", s.msg);
         if (r->mcfg.regression) r->ds.n_labels = 1;

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -420,6 +421,11 @@ Status conform_plugin_load(const char* path, const char* optim_name, const Optim
     // dlopen searches the library path for a name without '/': make "lib.so" mean ./lib.so
     char p[4096];
     snprintf(p, sizeof p, "%s%s", strchr(path, '/') ? "" : "./", path);
+    struct stat sb;  // dlopen of a FIFO would wait for a writer
+    if (stat(p, &sb) != 0)
+        return status_make(STATUS_INVALID, "cannot load plugin %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return status_make(STATUS_INVALID, "cannot load plugin %s: not a regular file (a shared library is)", path);
     void* h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
     if (!h) return status_make(STATUS_INVALID, "cannot load plugin %s: %s", path, dlerror());
     TrainbenchPluginEntry entry = (TrainbenchPluginEntry)dlsym(h, TRAINBENCH_PLUGIN_SYMBOL);
