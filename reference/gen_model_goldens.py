@@ -578,8 +578,9 @@ def label_smoothing_case_list():
                  flags=["padding", "forward_backward", "labels3", "label_smoothing"] + ([] if mode == "fp32" else ["autocast"]),
                  comment=f"one forward+backward of the second configuration (3 labels) with HF Trainer's label smoothing "
                          f"(TrainingArguments.label_smoothing_factor=0.1: transformers' LabelSmoother on the logits "
-                         f"under the same autocast), {mode}; the classifier weight x150 after the init so that the "
-                         f"logits are of order 1")
+                         f"as the Trainer with accelerate passes them: converted to fp32 after the autocast forward, "
+                         f"the smoother outside the autocast), {mode}; the classifier weight x150 after the init so "
+                         f"that the logits are of order 1")
             for mode in ["fp32", "bf16", "fp16"]]
 
 
@@ -807,12 +808,19 @@ def all_cases():
 
 
 def forward(torch, model, mode, ids, mask, labels, label_smoothing=0.0, **kw):
-    with autocast_ctx(torch, mode):
-        if label_smoothing:  # as Trainer.compute_loss: labels popped, its LabelSmoother under the autocast
-            from transformers.trainer_pt_utils import LabelSmoother
+    if label_smoothing:
+        # as the Trainer runs it with accelerate: labels popped, the model's forward under the
+        # autocast and its outputs converted to fp32 (accelerate's convert_outputs_to_fp32 around
+        # the autocast forward), then Trainer.compute_loss's LabelSmoother outside the autocast
+        # (transformers >= 5: autocast_smart_context_manager is a nullcontext). Measured: the real
+        # Trainer (transformers 5.24, accelerate 1.16, bf16=True, use_cpu=True) gives this loss
+        from transformers.trainer_pt_utils import LabelSmoother
+        with autocast_ctx(torch, mode):
             out = model(input_ids=ids, attention_mask=mask, **kw)
-            out["loss"] = LabelSmoother(epsilon=label_smoothing)(out, labels)
-            return out
+        out["logits"] = out["logits"].float()
+        out["loss"] = LabelSmoother(epsilon=label_smoothing)(out, labels)
+        return out
+    with autocast_ctx(torch, mode):
         return model(input_ids=ids, attention_mask=mask, labels=labels, **kw)
 
 
@@ -827,7 +835,8 @@ def run_grads(torch, transformers, c, base_meta):
 
     ls = c.get("label_smoothing", 0.0)
     out = forward(torch, model, c["mode"], ids, mask, labels, label_smoothing=ls)
-    logits_dtype = out.logits.dtype
+    # (label smoothing: the model's logits dtype, before accelerate's conversion to fp32)
+    logits_dtype = (low_dtype(torch, c["mode"]) or torch.float32) if ls else out.logits.dtype
     out.loss.backward()
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
     for n in names:

@@ -23,11 +23,13 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
     fed to every torch dropout (dropout_masks.patched_dropout: torch's own arithmetic), so both
     sides drop the same elements;
     then trains transformers for --steps steps as HF Trainer optimizes (its inner loop written out,
-    on CPU: Trainer with fp16 on CPU would silently train in fp32): AdamW (torch.optim.AdamW,
+    on CPU: accelerate refuses fp16 mixed precision on a CPU): AdamW (torch.optim.AdamW,
     for-loop) or transformers' Adafactor as the Trainer configures it, two param groups
     (Trainer.get_decay_parameter_names), the lr schedule from transformers.get_scheduler(--lr-scheduler-type, ...) as the Trainer makes it,
-    torch.autocast("cpu") for bf16/fp16, GradScaler("cpu") for fp16, clip_grad_norm_ after
-    unscale_, the scheduler stepped only after steps that were not skipped;
+    torch.autocast("cpu") for bf16/fp16 around the model's forward, with --label-smoothing-factor
+    the Trainer's LabelSmoother on the logits converted to fp32 outside it (accelerate's
+    convert_outputs_to_fp32), GradScaler("cpu") for fp16, clip_grad_norm_ after unscale_, the
+    scheduler stepped only after steps that were not skipped;
  4. the same run twice more under harmless perturbations, torch's own noise (as the goldens'
     expect.noise.*): every initial weight moved by one fp32 ulp (--noise-ulp-seeds: one such run
     per seed, default 9 alone), and the examples of every batch in reverse order (their dropout
@@ -49,12 +51,17 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
     all of it in k_lin.bias). Exit 0 PASS, 1 FAIL, 2 bad input (trainbench refusing the settings too).
 
 Installs nothing; needs torch, transformers, safetensors (the goldens venv).
+On a CPU with AMX or AVX512-FP16 torch runs bf16/fp16 GEMMs in other oneDNN kernels than the ones
+trainbench's orders mirror (measured from avx512_core_bf16 CPUs): the runs then differ by rounding
+noise (small, and a 2-step run can miss it in torch's own noise); `ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16`
+before the command keeps torch on the mirrored kernels (bit-identical runs on such a Xeon).
 """
 import argparse
 import contextlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -262,12 +269,16 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None, masks_
                                            load_masks(st, cfg, a, masks_dir, s + 1, len(r), ids.shape[1])])
                 if masks_dir else contextlib.nullcontext())
         with ctx, drop:
-            if a.label_smoothing_factor:  # Trainer.compute_loss: labels popped, its LabelSmoother on the logits
-                from transformers.trainer_pt_utils import LabelSmoother
+            if a.label_smoothing_factor:  # Trainer.compute_loss pops the labels
                 out = model(input_ids=rev(ids[r]), attention_mask=rev(mask[r]))
-                out["loss"] = LabelSmoother(epsilon=a.label_smoothing_factor)(out, rev(labels[r]))
             else:
                 out = model(input_ids=rev(ids[r]), attention_mask=rev(mask[r]), labels=rev(labels[r]))
+        if a.label_smoothing_factor:
+            # then its LabelSmoother on the logits as accelerate returns them: converted to fp32 after
+            # the autocast forward (convert_outputs_to_fp32), outside the autocast
+            from transformers.trainer_pt_utils import LabelSmoother
+            out["logits"] = out["logits"].float()
+            out["loss"] = LabelSmoother(epsilon=a.label_smoothing_factor)(out, rev(labels[r]))
         scaled = scaler.scale(out.loss) if scaler is not None else out.loss
         # read after scale(): before its first call GradScaler.get_scale() returns the Python
         # init_scale, not the float32 tensor it then scales by (1e30 vs 1.0000000150474662e30)
@@ -295,6 +306,9 @@ def torch_run(torch, transformers, cfg, a, init_dir, data, ulp_seed=None, masks_
 
 
 def trainbench_run(a, init_dir, data_path, out_dir, cfg):
+    # OUT/trainbench is this script's own output: a rerun with the same --out replaces it (trainbench
+    # train refuses a new run in a folder that holds one)
+    shutil.rmtree(out_dir, ignore_errors=True)
     cmd = [a.trainbench, "train", "--init-from", init_dir, "--train-file", data_path, "--data-order", "sequential",
            "--per-device-train-batch-size", str(a.batch_size), "--max-steps", str(a.steps),
            "--learning-rate", repr(a.learning_rate), "--weight-decay", repr(a.weight_decay),

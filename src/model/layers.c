@@ -2383,10 +2383,8 @@ Status classifier_backward(LayerCtx* c, float* dh, const ClassifierGrads* g, con
 // reference: pytorch SoftMaxKernel.cpp _vec_log_softmax_lastdim (x - max - log(sum exp(x - max))),
 // LossNLL.cpp nll_loss_out_frame (mean: -sum / total_weight) and nll_loss_backward_out_frame
 // (-(grad / total_weight) at the target), _vec_log_softmax_backward (dy - exp(y) * sum(dy))
-// one row's log_softmax, lp = R((x - max) - R(log(R(sum_j exp(x_j - max))))), the sum in float,
-// left to right. In fp32 R is the identity; under autocast log_softmax runs on the low logits (on
-// no CPU autocast list) and ATen's reduced-type kernel keeps the sum of exponentials and its log
-// in that dtype (measured against torch for bf16 and fp16, 2..64 labels: 0 differences)
+// The losses take fp32 logits in every mode: cross-entropy is on CPU autocast's fp32 list, and
+// the Trainer's LabelSmoother gets accelerate's fp32 outputs (layers.h).
 // log as SLEEF's xlogf_u1 (Vectorized<float>::log, Sleef_logf*_u10), for the positive normal
 // finite arguments of log_softmax's sum (>= 1); the double-float helpers in their FMA forms. Checked
 // against the Sleef_logf8_u10avx2 and Sleef_logf16_u10avx512f libtorch_cpu.so exports on all
@@ -2426,19 +2424,6 @@ static void log_softmax_row_f32(float* lp, const float* x, int L) {  // lp, x (L
     for (int j = 0; j < L; j++) lp[j] = (x[j] - mx) - lse;
 }
 
-static void log_softmax_row(float* lp, const float* x, int L, DType dt) {  // lp, x (L)
-    if (dt == DTYPE_F32) {
-        log_softmax_row_f32(lp, x, L);
-        return;
-    }
-    float mx = -INFINITY;
-    for (int j = 0; j < L; j++) mx = x[j] > mx ? x[j] : mx;
-    float sum = 0.0f;
-    for (int j = 0; j < L; j++) sum += expf(x[j] - mx);
-    const float lse = dtype_round(logf(dtype_round(sum, dt)), dt);
-    for (int j = 0; j < L; j++) lp[j] = dtype_round((x[j] - mx) - lse, dt);
-}
-
 // nll_loss's mean of -logp[b, label_b] as ATen's nll_loss_out_frame sums it (no class weights):
 // a cascade of 8 partial sums, each row subtracted from sum 0, which moves up a level (added into
 // the next, then reset) at every row index whose low 4 bits (level j: bits 4j..4j+3) are all 0;
@@ -2464,44 +2449,41 @@ float cross_entropy_forward(float* logp, const float* logits, const int32_t* lab
     for (int i = 0; i < B; i++) {
         float* lp = logp + (size_t)i * (size_t)L;  // (L)
         CHECK(labels[i] >= 0 && labels[i] < L, "label %d of row %d outside [0, %d)", labels[i], i, L);
-        log_softmax_row(lp, logits + (size_t)i * (size_t)L, L, DTYPE_F32);
+        log_softmax_row_f32(lp, logits + (size_t)i * (size_t)L, L);
     }
     return nll_mean(logp, labels, B, L);
 }
 
 float label_smoothing_forward(float* logp, float* work, const float* logits, const int32_t* labels, int B, int L,
-                              double eps, DType dt) {
-    // R: a value rounded to the low dtype dt (dtype_round; the identity in fp32)
+                              double eps) {
     for (int i = 0; i < B; i++) {
         CHECK(labels[i] >= 0 && labels[i] < L, "label %d of row %d outside [0, %d)", labels[i], i, L);
-        log_softmax_row(logp + (size_t)i * (size_t)L, logits + (size_t)i * (size_t)L, L, dt);
+        log_softmax_row_f32(logp + (size_t)i * (size_t)L, logits + (size_t)i * (size_t)L, L);
         work[i] = -logp[(size_t)i * (size_t)L + (size_t)labels[i]];  // gather of -logp
     }
-    // nll_loss.sum() in the low dtype (a float sum rounded once), / B in that dtype
-    const float nll = dtype_round(dtype_round(torch_sum_f32(work, (size_t)B), dt) / (float)B, dt);
+    // nll_loss.sum() / B
+    const float nll = torch_sum_f32(work, (size_t)B) / (float)B;
     // log_probs.sum(dim=-1, dtype=float32) of -logp: each row's sum in torch's order, negated after
     // (round to nearest is sign-symmetric, so the same bits)
     for (int i = 0; i < B; i++) work[i] = -torch_sum_f32(logp + (size_t)i * (size_t)L, (size_t)L);
     const float smooth = torch_sum_f32(work, (size_t)B) / (float)((int64_t)B * L);
-    // (1 - eps) * nll in nll's dtype; + the fp32 term promotes to fp32
-    return dtype_round((float)(1.0 - eps) * nll, dt) + (float)eps * smooth;
+    return (float)(1.0 - eps) * nll + (float)eps * smooth;
 }
 
 void label_smoothing_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L,
-                              double eps, DType dt) {
-    // the nll branch runs in the low dtype (add's backward casts dloss to it), the smoothed one
-    // in fp32 until sum(dtype=float32)'s backward casts it back to log_probs' dtype
-    const float g_nll = dtype_round(dtype_round(dtype_round(dloss, dt) * (float)(1.0 - eps), dt) / (float)B, dt);
-    const float g_sm = dtype_round((dloss * (float)eps) / (float)((int64_t)B * L), dt);
+                              double eps) {
+    const float g_nll = (dloss * (float)(1.0 - eps)) / (float)B;
+    const float g_sm = (dloss * (float)eps) / (float)((int64_t)B * L);
     float d[64];
     CHECK(L <= 64, "label smoothing over %d labels", L);
     for (int i = 0; i < B; i++) {
         const float* lp = logp + (size_t)i * (size_t)L;
-        for (int j = 0; j < L; j++) d[j] = -(j == labels[i] ? dtype_round(g_sm + g_nll, dt) : g_sm);  // neg's backward
-        float sum = 0.0f;  // log_softmax backward: the row's gradient summed left to right
-        for (int j = 0; j < L; j++) sum = j ? sum + d[j] : d[j];
-        for (int j = 0; j < L; j++)
-            dlogits[(size_t)i * (size_t)L + (size_t)j] = dtype_round(d[j] - expf(lp[j]) * sum, dt);
+        for (int j = 0; j < L; j++) d[j] = -(j == labels[i] ? g_sm + g_nll : g_sm);  // neg's backward
+        // log_softmax's backward as ATen's _vec_host_softmax_backward_lastdim: sum = vec::reduce_all
+        // of d (16 float lanes; fewer than 16 one by one from the left), then d - exp(lp) * sum, the
+        // product and difference contracted into one FMA by the compiler, exp SLEEF's u10
+        const float sum = reduce_all_sum(d, L);
+        for (int j = 0; j < L; j++) dlogits[(size_t)i * (size_t)L + (size_t)j] = fmaf(-vexp_full(lp[j]), sum, d[j]);
     }
 }
 

@@ -373,21 +373,24 @@ float cross_entropy_forward(float* logp, const float* logits, const int32_t* lab
 void cross_entropy_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L);
 
 // ---- HF Trainer's LabelSmoother (TrainingArguments.label_smoothing_factor eps > 0; the Trainer
-// pops the labels and computes this loss from the logits under the same autocast), in fp32:
-// lpn = -log_softmax(logits) (logp, torch's log_softmax as cross_entropy_forward computes it,
-// saved (B, L)); nll = sum_i lpn[i, labels[i]] / B; smooth = sum_i (sum_j lpn[i, j]) / (B * L)
+// pops the labels and computes this loss from the model's logits), in fp32 in every precision
+// mode: accelerate runs the model's forward under autocast and converts its outputs to fp32
+// (convert_outputs_to_fp32), and the Trainer (transformers >= 5: autocast_smart_context_manager
+// is a nullcontext) calls the smoother outside the autocast, so in a low mode the logits arrive
+// widened exactly and the caller rounds the gradient back to the low dtype (the .float()'s
+// backward; measured with transformers 5.24 + accelerate 1.16's real Trainer, bf16):
+// lpn = -log_softmax(logits) (logp, torch's fp32 log_softmax as cross_entropy_forward computes
+// it, saved (B, L)); nll = sum_i lpn[i, labels[i]] / B; smooth = sum_i (sum_j lpn[i, j]) / (B * L)
 // (the sums in torch's float32 order); loss = f32(1-eps) * nll + f32(eps) * smooth.
-// work (B) scratch. labels in [0, L). dt: the precision mode's low dtype: under CPU autocast
-// log_softmax runs on the low logits (on no autocast list), so log_probs, the gather, the nll sum
-// and its scalar ops are in dt, the smoothed sum in fp32 (dtype=float32), their sum fp32.
+// work (B) scratch. labels in [0, L).
 float label_smoothing_forward(float* logp, float* work, const float* logits, const int32_t* labels, int B, int L,
-                              double eps, DType dt);
+                              double eps);
 // dlogits (B, L) = the backward of the above with incoming gradient dloss, as autograd runs it:
 // g_nll = (dloss * f32(1-eps)) / B, g_sm = (dloss * f32(eps)) / (B*L); the gradient of lpn is
 // g_sm everywhere plus g_nll at the label; log_softmax's backward d - exp(logp) * sum_j d
-// with d = -(that gradient).
+// with d = -(that gradient). fp32; L <= 64.
 void label_smoothing_backward(float* dlogits, const float* logp, const int32_t* labels, float dloss, int B, int L,
-                              double eps, DType dt);
+                              double eps);
 
 // ---- regression (num_labels 1: transformers' MSELoss on logits.squeeze() and labels.squeeze()),
 // in fp32 (autocast's fp32 list): the integer labels become float targets y = float(label) (as

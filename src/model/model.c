@@ -283,7 +283,8 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels, 
             return status_make(STATUS_INVALID, "%s: %s must be a number in [0, 1] (a dropout probability)", path,
                                DROPOUT_KEYS[i]);
     }
-    if (!read_pad_token_id(json_object_get(root, "pad_token_id"), vocab_size, &pad))
+    // (vocab_size < 1: model_config_validate names vocab_size itself, not the empty range here)
+    if (vocab_size >= 1 && !read_pad_token_id(json_object_get(root, "pad_token_id"), vocab_size, &pad))
         return status_make(STATUS_INVALID,
                            "%s: pad_token_id must be null or an integer in [-vocab_size, vocab_size) = [%lld, %lld) "
                            "(the word embedding's padding_idx; nn.Embedding refuses others)", path,
@@ -368,10 +369,9 @@ static Status config_from_json(const char* path, json_t* root, ModelConfig* cfg,
     (void)read_pad_token_id(json_object_get(root, "pad_token_id"), cfg->vocab_size, &cfg->pad_token_id);
     (void)read_initializer_range(json_object_get(root, "initializer_range"), &cfg->initializer_range);
     (void)read_problem_type(json_object_get(root, "problem_type"), cfg->n_labels, &cfg->regression);
-    // the shape first: a bad vocab_size is named as itself, not as the pad_token_id range it implies
+    if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels, cfg->vocab_size))) return s;
     s = model_config_validate(cfg);
     if (!status_is_ok(s)) return status_make(STATUS_INVALID, "%s: %s", path, s.msg);
-    if (for_training && !status_is_ok(s = semantics_check(path, root, cfg->n_labels, cfg->vocab_size))) return s;
     return status_ok();
 }
 
@@ -1347,8 +1347,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
     phase_enter(pc, PHASE_LOSS);
     if (ws->label_smoothing > 0)
-        *loss = label_smoothing_forward(ws->logp, ws->ls_work, ws->logits, ws->labels, B, L, ws->label_smoothing,
-                                        mode->low);
+        *loss = label_smoothing_forward(ws->logp, ws->ls_work, ws->logits, ws->labels, B, L, ws->label_smoothing);
     else  // regression (L = 1): logp holds the squared errors (B)
         *loss = ws->cfg.regression ? mse_forward(ws->logp, ws->logits, ws->labels, B)
                                    : cross_entropy_forward(ws->logp, ws->logits, ws->labels, B, L);
@@ -1411,7 +1410,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     phase_enter(pc, PHASE_LOSS);
     memset(ws->dlogits, 0, (size_t)B * (size_t)L * sizeof(float));
     if (ws->label_smoothing > 0)
-        label_smoothing_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L, ws->label_smoothing, low);
+        label_smoothing_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L, ws->label_smoothing);
     else if (ws->cfg.regression) mse_backward(ws->dlogits, ws->logits, ws->labels, loss_scale, B);
     else cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);
     amp_round_act_grad(ws->dlogits, (size_t)B * (size_t)L, low, counters);
