@@ -393,6 +393,53 @@ static void test_config_values_refused(void** s) {
     assert_non_null(strstr(g_out, "vocab_size must be"));
 }
 
+// A new run into an --output-dir that holds another run is refused (exit 2) and changes nothing
+// there; resuming that run into it is allowed.
+static void test_output_dir_holding_a_run(void** s) {
+    (void)s;
+    char dir[512], args[1400], results[600];
+    snprintf(dir, sizeof dir, "%s/held", g_tmp);
+    snprintf(args, sizeof args, "train --max-steps 2 --save-steps 2 --num-eval-examples 8 --no-progress --output-dir %s",
+             dir);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 0);
+    snprintf(results, sizeof results, "%s/results.json", dir);
+    uint8_t *before, *after;
+    size_t nb, na;
+    assert_true(status_is_ok(read_file(results, &before, &nb)));
+    snprintf(args, sizeof args, "train --max-steps 1 --seed 7 --no-progress --output-dir %s", dir);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    printf("%s", g_out);
+    assert_non_null(strstr(g_out, "already holds a run (results.json)"));
+    assert_true(status_is_ok(read_file(results, &after, &na)));
+    assert_true(nb == na && memcmp(before, after, nb) == 0);  // untouched
+    free(after);
+    snprintf(args, sizeof args, "train --max-steps 3 --save-steps 3 --num-eval-examples 8 --no-progress --output-dir %s "
+             "--resume-from-checkpoint %s", dir, dir);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 0);
+    free(before);
+}
+
+// A report path that is one of the command's inputs is refused (exit 2) and the input stays.
+static void test_output_path_that_is_an_input(void** s) {
+    (void)s;
+    char cfg[512], args[2048];
+    snprintf(cfg, sizeof cfg, "%s/same.json", g_tmp);
+    FILE* f = fopen(cfg, "w");
+    assert_non_null(f);
+    fputs("{\"vocab_size\": 64, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
+          "\"max_position_embeddings\": 32}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "memory --config %s --optim adamw_torch --out %s", cfg, cfg);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "is the --config file"));
+    ModelConfig mc;
+    assert_true(status_is_ok(model_config_from_json_file(cfg, &mc)));  // still the config
+    snprintf(args, sizeof args, "check %s %s --junit %s", cfg, cfg, cfg);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    assert_non_null(strstr(g_out, "one of the files compared"));
+    assert_true(status_is_ok(model_config_from_json_file(cfg, &mc)));
+}
+
 static int group_teardown(void** s) {
     (void)s;
     cli_harness_cleanup("test_safety");
@@ -415,6 +462,8 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_fifo_inputs_refused),
         cmocka_unit_test(test_synthetic_data_checked_before_generating),
         cmocka_unit_test(test_config_values_refused),
+        cmocka_unit_test(test_output_dir_holding_a_run),
+        cmocka_unit_test(test_output_path_that_is_an_input),
     };
     return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

@@ -173,6 +173,11 @@ bool parse_double(const char* s, double* out) {
     return true;
 }
 
+bool same_existing_file(const char* a, const char* b) {
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 FILE* fopen_regular(const char* path, bool* not_regular) {
     if (not_regular) *not_regular = false;
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever

@@ -76,6 +76,9 @@ bool parse_double(const char* s, double* out);  // accepts finite and non-finite
 // NULL at once (never a wait for a FIFO's writer), *not_regular (when given) set; NULL with
 // errno for a failed open.
 FILE* fopen_regular(const char* path, bool* not_regular);
+// true when `a` and `b` both exist and are the same file (device and inode; links and other
+// spellings of one path included): an output path that would overwrite an input.
+bool same_existing_file(const char* a, const char* b);
 // Reads a whole regular file into a fresh buffer (NUL-terminated for convenience; *len excludes
 // it). A FIFO, device or folder is refused ("not a regular file"), never waited on.
 Status read_file(const char* path, uint8_t** data, size_t* len);

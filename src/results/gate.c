@@ -345,6 +345,18 @@ static int gate_run(int argc, char** argv) {
         return cli_usage_error(&cmd_gate, "--metric instructions takes neither --json nor --normalize (allowed: --threshold, "
                                           "--junit, --markdown)");
     if (!cand_dir) return cli_usage_error(&cmd_gate, "missing --candidate DIR");
+    // a report path that is one of the result files read would replace it
+    const char* const outs[2] = {junit_path, md_path};
+    const char* const dirs[2] = {base_dir, cand_dir};
+    for (int o = 0; o < 2; o++)
+        for (int d = 0; d < 2 && outs[o]; d++)
+            for (int k = 0; k < RESULT_KIND_COUNT; k++) {
+                char in[4200];
+                snprintf(in, sizeof in, "%s/%s", dirs[d], result_file_name((ResultKind)k));
+                if (same_existing_file(outs[o], in))
+                    return cli_usage_error(&cmd_gate, "%s %s is %s, an input of this gate: give a new path for the "
+                                           "report", o == 0 ? "--junit" : "--markdown", outs[o], in);
+            }
 
     // ---- load everything; any unusable input exits 2 ----
     BenchFile base, cand;

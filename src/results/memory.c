@@ -610,6 +610,8 @@ static int memory_run(int argc, char** argv) {
         }
     }
     if (model && config_path) return cli_usage_error(&cmd_memory, "give --model or --config, not both");
+    if (out_path && config_path && same_existing_file(out_path, config_path))
+        return cli_usage_error(&cmd_memory, "--out %s is the --config file: give a new path for the report", out_path);
     if (ranks % machines != 0)
         return cli_usage_error(&cmd_memory, "--machines %ld must divide --ranks %ld (ranks are placed in equal blocks "
                                "per machine)", machines, ranks);

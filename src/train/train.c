@@ -11,6 +11,7 @@
 // Trainer's schedule and clipping are in schedule.c, gradient accumulation
 // (--gradient-accumulation-steps: one optimizer step over N micro-batches) in accum.c.
 // Not here: benchmarks (bench/), comparisons with goldens (tests), reports.
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -149,8 +150,9 @@ const Command cmd_train = {
         "  results/train/<model>-<precision>-<optim>-<time>; synthetic task paraphrase with\n"
         "  2048 train / 512 eval examples. Before allocating, the estimated bytes (params, grads,\n"
         "  optimizer state, activations) are compared with the available memory: exit 2 with both\n"
-        "  numbers when they do not fit, unless --force. Exit 0 when the run completes, 1 when it\n"
-        "  stops on a non-finite loss or cannot write its output, 2 on bad input.",
+        "  numbers when they do not fit, unless --force. An --output-dir that holds a run\n"
+        "  (results.json, checkpoint-N) takes only --resume-from-checkpoint. Exit 0 when the run\n"
+        "  completes, 1 when it stops on a non-finite loss or cannot write its output, 2 on bad input.",
     .run = train_run,
 };
 
@@ -1096,12 +1098,44 @@ static int check_memory(Run* r, int max_b) {
     return memory_check("train", need, what, r->a.force);
 }
 
+// What in `dir` shows that a run wrote there: "results.json", or the first "checkpoint-N"
+// folder found, into what (n bytes). false: none (a new, empty or unrelated folder).
+static bool folder_holds_run(const char* dir, char* what, size_t n) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/results.json", dir);
+    if (access(p, F_OK) == 0) {
+        snprintf(what, n, "results.json");
+        return true;
+    }
+    DIR* d = opendir(dir);
+    if (!d) return false;
+    bool found = false;
+    struct dirent* e;
+    while (!found && (e = readdir(d))) {
+        const char* digits = e->d_name + strlen("checkpoint-");
+        if (strncmp(e->d_name, "checkpoint-", strlen("checkpoint-")) != 0 || !*digits) continue;
+        if (strspn(digits, "0123456789") != strlen(digits)) continue;
+        snprintf(what, n, "%s", e->d_name);
+        found = true;
+    }
+    closedir(d);
+    return found;
+}
+
 static int setup(Run* r) {
     TrainArgs* a = &r->a;
     Status s;
     struct stat sb;
     if (stat(a->output_dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
         return user_error("--output-dir %s exists and is not a folder (give a new or an existing folder)", a->output_dir);
+    // A new run in a folder another run wrote would replace its results.json and mix the two
+    // runs' checkpoints (a later --resume-from-checkpoint FOLDER takes the newest, whichever run
+    // made it): refused; resuming (which continues a run there) is allowed.
+    char held[300];
+    if (!a->resume && folder_holds_run(a->output_dir, held, sizeof held))
+        return user_error("--output-dir %s already holds a run (%s): continue it with --resume-from-checkpoint %s, or "
+                          "give a new folder (or remove that one); nothing was written", a->output_dir, held,
+                          a->output_dir);
     s = resolve_init_from(r);
     if (!status_is_ok(s)) return user_error("--init-from: %s", s.msg);
     if (a->config_path) {

@@ -443,6 +443,9 @@ static int check_run(int argc, char** argv) {
         }
     }
 
+    if (junit_path && (same_existing_file(junit_path, paths[0]) || same_existing_file(junit_path, paths[1])))
+        return cli_usage_error(&cmd_check, "--junit %s is one of the files compared: give a new path for the report",
+                               junit_path);
     SafeTensors gold = {0}, cand = {0};
     Row* rows = NULL;
     const StTensor** skipped = NULL;  // golden tensors not in the candidate (--only-present)
