@@ -53,6 +53,11 @@ static void test_bad_command_lines(void** s) {
     expect_usage_error("run --tradeoff-seeds 0", "--tradeoff-seeds must be an integer in [1, 100]");
     expect_usage_error("run --tradeoff-steps -1", "--tradeoff-steps must be an integer in [0, 100000000]");
     expect_usage_error("run --build /nonexistent/folder", "--build: no such folder");
+    expect_usage_error("run --build /", "holds no bench/trainbench-bench");
+    expect_usage_error("run --train-args '--bogus 3'", "--train-args '--bogus 3' is refused");
+    // a forgotten value is not taken from the next option (that would make a folder "--seed")
+    expect_usage_error("train --output-dir --seed 3", "the next argument is the option --seed");
+    expect_usage_error("train --train-file x.safetensors --seq-len 8", "--seq-len sets up the synthetic task");
 }
 
 static void test_help_and_version(void** s) {

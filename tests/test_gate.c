@@ -404,6 +404,12 @@ static void test_unusable_input_exits_2(void** s) {
     expect(args, 2, "no \"benchmarks\" array");
     write_text(dir, "bench.json", "{\"benchmarks\": [{\"name\": \"x\", \"real_time\": 1, \"time_unit\": \"fortnight\"}]}");
     expect(args, 2, "\"time_unit\" must be one of ns, us, ms, s");
+    // a failure flag that is not a boolean must not pass as a success; versions are integers
+    write_text(dir, "bench.json", "{\"benchmarks\": [{\"name\": \"x\", \"real_time\": 1, \"time_unit\": \"ns\", "
+                                  "\"error_occurred\": \"yes\"}]}");
+    expect(args, 2, "\"error_occurred\" must be true or false");
+    write_text(dir, "bench.json", "{\"context\": {\"trainbench_schema_version\": \"1x\"}, \"benchmarks\": []}");
+    expect(args, 2, "is not a whole number");
     // missing folder / bench.json
     gate_args(args, sizeof args, "/nonexistent/trainbench-dir", NULL);
     expect(args, 2, "does not exist");

@@ -96,6 +96,22 @@ static int icount_main(int argc, char** argv) {
     Status s = read_file(list_path, &list, &list_len);
     unlink(list_path);
     if (!status_is_ok(s)) return user_error("icount: %s", s.msg);
+    // a case list is lines of names (letters, digits, / _ . : -, not starting with '-'): anything
+    // else means --bin is another program, and nothing is run or written
+    for (const char* line = (const char*)list; *line;) {
+        const size_t n = strcspn(line, "\n");
+        const bool ok = n > 0 && line[0] != '-' && strspn(line, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                "0123456789/_.:-") == n;
+        if (!ok) {
+            if (filter) regfree(&re);
+            int rc2 = user_error("icount: %s --list printed '%.*s', which is not a case name: --bin must be the "
+                                 "trainbench-icount program (make %s)", bin, (int)(n > 80 ? 80 : n), line,
+                                 "build/bench/trainbench-icount");
+            free(list);
+            return rc2;
+        }
+        line += n + (line[n] == '\n');
+    }
 
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("OPENBLAS_NUM_THREADS", "1", 1);

@@ -36,6 +36,7 @@
 #include "optim/optim.h"
 #include "results/results.h"
 #include "train/ddp.h"
+#include "train/train.h"
 
 static int run_main(int argc, char** argv);
 
@@ -499,6 +500,19 @@ static int run_main(int argc, char** argv) {
         if (slash) *slash = 0;
     }
     if (!path_is_dir(j.build)) return cli_usage_error(&cmd_run, "--build: no such folder %s", j.build);
+    // before the first phase: what a phase would only find out minutes in
+    {
+        char buf[4096];
+        const char* targv[64] = {"train", "--model", "tiny", "--max-steps", "1", "--no-progress"};
+        int targc = split_args(j.train_args, buf, sizeof buf, targv, 6, 64);
+        if (train_check_args(targc, (char**)targv) != 0)
+            return user_error("run: --train-args '%s' is refused by `trainbench train` (above)", j.train_args);
+    }
+    char bench_bin[4200];
+    snprintf(bench_bin, sizeof bench_bin, "%s/bench/trainbench-bench", j.build);
+    if (access(bench_bin, X_OK) != 0)
+        return cli_usage_error(&cmd_run, "--build %s holds no bench/trainbench-bench (build it: make bench-build, or "
+                               "give the build folder that has it)", j.build);
     if (venv) snprintf(j.venv, sizeof j.venv, "%s", venv);
     else snprintf(j.venv, sizeof j.venv, "%s/.cache/trainbench-venv", getenv("HOME") ? getenv("HOME") : "");
 

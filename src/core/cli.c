@@ -34,6 +34,16 @@ bool flag_value(const Command* cmd, int argc, char** argv, int* i, const char* n
         *out = arg + n + 1;
     } else if (*i + 1 < argc) {
         *out = argv[++*i];
+        // `--output-dir --seed 3` means a forgotten value, not a folder named "--seed": a separate
+        // value that looks like an option is refused (NAME=--x passes one on purpose); the *-args
+        // options take argument strings, which start with "--"
+        const size_t nl = strlen(name);
+        const bool takes_args = nl > 5 && !strcmp(name + nl - 5, "-args");
+        if (!takes_args && (*out)[0] == '-' && (*out)[1] == '-' && (*out)[2]) {
+            cli_usage_error(cmd, "option %s needs a value, and the next argument is the option %s (write %s=VALUE "
+                            "for a value that starts with --)", name, *out, name);
+            return false;
+        }
     } else {
         cli_usage_error(cmd, "option %s needs a value", name);
         return false;

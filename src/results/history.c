@@ -122,7 +122,9 @@ static Status bind_exec(sqlite3* db, sqlite3_stmt* st, const char* path) {
 static Status history_add_dir(sqlite3* db, const char* db_path, const char* dir, bool* skipped) {
     *skipped = false;
     char path[4200], real[4096];
-    if (!path_is_dir(dir)) return status_make(STATUS_INVALID, "result folder %s does not exist", dir);
+    if (!path_is_dir(dir))
+        return status_make(STATUS_INVALID, "result folder %s %s", dir,
+                           access(dir, F_OK) == 0 ? "is not a folder" : "does not exist");
     if (!realpath(dir, real)) snprintf(real, sizeof real, "%s", dir);
     MachineFile mf = {0};
     BenchFile bf = {0};
@@ -378,7 +380,9 @@ const Command cmd_history = {
 
 static int history_add(const char* db_path, char** dirs, int n) {
     for (int i = 0; i < n; i++)
-        if (!path_is_dir(dirs[i])) return user_error("history add: result folder %s does not exist", dirs[i]);
+        if (!path_is_dir(dirs[i]))
+            return user_error("history add: result folder %s %s", dirs[i],
+                              access(dirs[i], F_OK) == 0 ? "is not a folder" : "does not exist");
     char parent[4096], top[4096] = "";
     snprintf(parent, sizeof parent, "%s", db_path);
     char* slash = strrchr(parent, '/');

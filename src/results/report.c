@@ -128,7 +128,8 @@ static int load_run(Run* r, const char* dir) {
     memset(r, 0, sizeof *r);
     r->dir = dir;
     if (!path_is_dir(dir)) {
-        fprintf(stderr, "trainbench report: result folder %s does not exist\n", dir);
+        fprintf(stderr, "trainbench report: result folder %s %s\n", dir,
+                access(dir, F_OK) == 0 ? "is not a folder" : "does not exist");
         return 2;
     }
     char tmp[4096];
@@ -2269,6 +2270,9 @@ static int run_report(int argc, char** argv) {
         return rc;
     }
     if (!out) out = dirs[0];
+    struct stat os;  // bad input (exit 2): --out naming a file
+    if (stat(out, &os) == 0 && !S_ISDIR(os.st_mode))
+        return cli_usage_error(&cmd_report, "--out %s exists and is not a folder (give a new or an existing folder)", out);
     Status st = make_dirs(out);
     if (!status_is_ok(st)) {
         fprintf(stderr, "trainbench report: %s\n", st.msg);

@@ -31,10 +31,13 @@ static bool is_gbench(ResultKind kind) { return kind == RESULT_BENCH || kind == 
 int result_json_version(json_t* root, ResultKind kind) {
     json_t* v = is_gbench(kind) ? json_object_get(json_object_get(root, "context"), GBENCH_VERSION_KEY)
                                 : json_object_get(root, "schema_version");
-    if (json_is_integer(v)) return (int)json_integer_value(v);
-    // Google Benchmark's custom context values are strings
-    if (json_is_string(v)) return atoi(json_string_value(v));
-    return 0;
+    if (!v) return 0;  // the unversioned format before version 1
+    if (json_is_integer(v)) return json_integer_value(v) < 0 || json_integer_value(v) > 1000000 ? -1
+                                                                                              : (int)json_integer_value(v);
+    // Google Benchmark's custom context values are strings: a decimal integer, nothing else
+    long n;
+    if (is_gbench(kind) && json_is_string(v) && parse_long(json_string_value(v), 0, 1000000, &n)) return (int)n;
+    return -1;  // a version that is not an integer
 }
 
 Status result_json_read(const char* path, ResultKind kind, bool required, json_t** out, int* version) {
@@ -56,7 +59,14 @@ Status result_json_read(const char* path, ResultKind kind, bool required, json_t
         return status_make(STATUS_INVALID, "%s: malformed JSON (line %d, column %d): %s", path, err.line, err.column,
                            err.text);
     int v = result_json_version(root, kind);
-    if (v < 0 || v > KINDS[kind].version) {
+    if (v < 0) {
+        json_decref(root);
+        return status_make(STATUS_INVALID, "%s: its schema version (%s) is not a whole number >= 0%s", path,
+                           is_gbench(kind) ? "context." GBENCH_VERSION_KEY : "schema_version",
+                           is_gbench(kind) ? " (a decimal string, as Google Benchmark stores context values)"
+                                           : " (a JSON integer)");
+    }
+    if (v > KINDS[kind].version) {
         json_decref(root);
         return status_make(STATUS_INVALID,
                            "%s: schema version %d of %s is not readable by this build (it reads versions 0 to %d; "
@@ -212,8 +222,14 @@ Status bench_file_from_json(json_t* root, const char* path, BenchFile* out) {
         snprintf(name, sizeof name, "%s", nm);
         size_t L = strlen(name);
         if (L > 10 && !strcmp(name + L - 10, "/real_time")) name[L - 10] = 0;
+        json_t* err_flag = json_object_get(e, "error_occurred");
+        if (err_flag && !json_is_boolean(err_flag)) {  // a failure must not pass as a success
+            st = status_make(STATUS_INVALID, "%s: benchmarks[%zu] (%s): \"error_occurred\" must be true or false", path,
+                             i, name);
+            break;
+        }
         BenchEntry* b = bench_get(out, name);
-        if (json_is_true(json_object_get(e, "error_occurred"))) {
+        if (json_is_true(err_flag)) {
             if (!b->error) {
                 const char* msg = json_string_value(json_object_get(e, "error_message"));
                 b->error = xstrdup(msg && *msg ? msg : "error_occurred without a message");
@@ -414,10 +430,11 @@ static Status memory_model_read(const char* path, json_t* rep, MemoryModel* m) {
         const char* name = json_string_value(json_object_get(o, "optimizer"));
         json_t* est = json_object_get(o, "estimate_bytes");
         json_t* meas = json_object_get(o, "measured_bytes");
-        if (!name || !json_is_integer(est) || !json_is_integer(meas))
+        if (!name || !json_is_integer(est) || !json_is_integer(meas) || json_integer_value(est) < 0 ||
+            json_integer_value(meas) < 0)
             return status_make(STATUS_INVALID,
-                               "%s: optimizers[%zu] needs \"optimizer\", \"estimate_bytes\" and \"measured_bytes\" (integers)",
-                               path, i);
+                               "%s: optimizers[%zu] needs \"optimizer\", \"estimate_bytes\" and \"measured_bytes\" "
+                               "(integers >= 0)", path, i);
         MemoryRow* row = &m->rows[m->n++];
         *row = (MemoryRow){xstrdup(name), xstrdup(str_or(o, "variant", "")), xstrdup(str_or(o, "reference", "")),
                            json_integer_value(est), json_integer_value(meas), NULL, 0};
@@ -521,6 +538,15 @@ Status machine_file_read(const char* path, MachineFile* out) {
         return status_make(STATUS_INVALID, "%s: expected an object (`trainbench record`'s machine.json)", path);
     }
     json_t* r = out->root;
+    static const char* const STRINGS[] = {"machine_id", "machine_class", "instance_id"};
+    for (size_t k = 0; k < ARRAY_LEN(STRINGS); k++) {
+        json_t* v = json_object_get(r, STRINGS[k]);
+        if (v && !json_is_string(v)) {
+            json_decref(out->root);
+            out->root = NULL;
+            return status_make(STATUS_INVALID, "%s: \"%s\" must be a string", path, STRINGS[k]);
+        }
+    }
     out->machine_id = str_or(r, "machine_id", "unknown");
     out->machine_class = machine_class_of(r) ? machine_class_of(r) : "unknown";
     out->instance_id = str_or(r, "instance_id", "unknown");

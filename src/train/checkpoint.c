@@ -219,12 +219,22 @@ Status checkpoint_load(const char* dir, CheckpointRun* c, int64_t* step_out, jso
     const char* rec_text = st_meta(&st, "records");
     const char* scale_text = st_meta(&st, "scaler_scale");
     long long step, ostep, tracker, skipped;
-    if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0 || !cfg_text || !rec_text || !scale_text ||
-        !parse_i64_meta(&st, "step", &step) || !parse_i64_meta(&st, "optimizer_step", &ostep) ||
-        !parse_i64_meta(&st, "scaler_growth_tracker", &tracker) || !parse_i64_meta(&st, "scaler_skipped", &skipped)) {
+    if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0 || !cfg_text || !rec_text || !scale_text) {
         st_free(&st);
         return status_make(STATUS_INVALID, "%s: not a trainbench checkpoint (format %s expected)", path, CHECKPOINT_FORMAT);
     }
+    // the format is ours: a bad field is named, not taken for another format
+    static const char* const INTS[] = {"step", "optimizer_step", "scaler_growth_tracker", "scaler_skipped"};
+    long long* const int_out[] = {&step, &ostep, &tracker, &skipped};
+    for (size_t i = 0; i < ARRAY_LEN(INTS); i++)
+        if (!parse_i64_meta(&st, INTS[i], int_out[i])) {
+            const char* v = st_meta(&st, INTS[i]);
+            Status bad = v ? status_make(STATUS_INVALID, "%s: metadata field %s must be a decimal integer (got \"%.40s\")",
+                                         path, INTS[i], v)
+                           : status_make(STATUS_INVALID, "%s: metadata field %s is missing", path, INTS[i]);
+            st_free(&st);
+            return bad;
+        }
     // Every number is checked against the run it is applied to before anything is used: the
     // step indexes the data order and the records, the scaler's fields drive every later step.
     char* end = NULL;

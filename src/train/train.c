@@ -13,6 +13,7 @@
 // Not here: benchmarks (bench/), comparisons with goldens (tests), reports.
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
@@ -986,6 +987,15 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     if (a->model && a->config_path) return cli_usage_error(&cmd_train, "give --model or --config, not both");
     if (!a->model && !a->config_path && !a->init_from) a->model = "tiny";
     if (a->eval_file && !a->train_file) return cli_usage_error(&cmd_train, "--eval-file needs --train-file");
+    if (a->train_file) {  // the synthetic task's settings would be silently ignored
+        static const char* const SYNTHETIC[] = {"--num-train-examples", "--num-eval-examples", "--task", "--seq-len"};
+        for (int k = 1; k < argc; k++)
+            for (size_t j = 0; j < ARRAY_LEN(SYNTHETIC); j++)
+                if (flag_matches(argv[k], SYNTHETIC[j]))
+                    return cli_usage_error(&cmd_train, "%s sets up the synthetic task; with --train-file the data files "
+                                           "give the examples and the sequence length (drop one of the two)",
+                                           SYNTHETIC[j]);
+    }
     if (strcmp(a->data_order, "shuffled") != 0 && strcmp(a->data_order, "sequential") != 0)
         return cli_usage_error(&cmd_train, "--data-order: unknown order '%s' (allowed: shuffled, sequential)",
                                a->data_order);
@@ -1008,6 +1018,11 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         return cli_usage_error(&cmd_train, "--dump-dropout-masks is not supported with --ddp (run it in one process: "
                                "the masks depend only on seed, step and example index, not on the ranks)");
     return 0;
+}
+
+int train_check_args(int argc, char** argv) {
+    TrainArgs a;
+    return parse_args(argc, argv, &a);
 }
 
 // ---- setup ----
@@ -1365,6 +1380,13 @@ static int setup(Run* r) {
     if (r->rank == 0) {  // --ddp: rank 0 alone writes into the output folder
         s = make_dirs_noting(a->output_dir, r->made_output_dir, sizeof r->made_output_dir);
         if (!status_is_ok(s)) return user_error("--output-dir: %s", s.msg);
+        // writable now, not found out at the first save or at the end of the run
+        char probe[4300];
+        snprintf(probe, sizeof probe, "%s/.write-probe.tmp.%ld", a->output_dir, (long)getpid());
+        int pfd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (pfd < 0) return user_error("--output-dir %s is not writable: %s", a->output_dir, strerror(errno));
+        close(pfd);
+        unlink(probe);
         int stale = remove_stale_temps(a->output_dir);
         if (stale)
             printf("Removed %d temporary file%s of killed runs from %s\n", stale, stale == 1 ? "" : "s", a->output_dir);

@@ -82,4 +82,9 @@ Status train_accumulate_gradients(TrainStep* t, const ModelBatch* batch, TrainSt
 // as accumulation would have, so the counters agree). Counters are summed over the ranks.
 Status train_accumulate_gradients_ddp(TrainStep* t, const ModelBatch* batch, TrainStepResult* out);
 
+// `trainbench train`'s flag parser alone (argv[0] "train", then its flags): 0 when they parse and
+// pass its value checks, else the usage error it printed and exit code 2. Nothing is run or
+// written; `trainbench run` checks its --train-args with it before its phases start.
+int train_check_args(int argc, char** argv);
+
 #endif
