@@ -335,6 +335,17 @@ static void test_bad_input_exits_2(void** s) {
     run_cmd(&r, args);
     assert_int_equal(r.exit_code, 2);
     assert_non_null(strstr(r.out, "train/fp32-adamw_torch/results.json"));
+    // valid JSON with a record that cannot be plotted: named, not silently dropped
+    write_text(sub, "results.json", "{\"config\": {}, \"summary\": {}, \"evals\": [], "
+                                    "\"records\": [{\"step\": 1, \"loss\": \"x\"}]}");
+    run_cmd(&r, args);
+    assert_int_equal(r.exit_code, 2);
+    assert_non_null(strstr(r.out, "records[0] has \"loss\" that is not a number or null"));
+    write_text(sub, "results.json", "{\"config\": {}, \"summary\": {}, \"records\": [], "
+                                    "\"evals\": [{\"step\": 4, \"eval_accuracy\": 1.5}]}");
+    run_cmd(&r, args);
+    assert_int_equal(r.exit_code, 2);
+    assert_non_null(strstr(r.out, "evals[0] has \"eval_accuracy\" outside [0, 1]"));
 }
 
 // peers.json (reference/bench_peers.py, `make peers`): each peer/<variant>/<problem> is paired

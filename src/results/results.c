@@ -580,6 +580,42 @@ Status train_file_read(const char* path, TrainFile* out) {
                            "and \"evals\" arrays",
                            path);
     }
+    // what the report plots: each record's step an integer >= 1 and its numbers numbers (null: a
+    // non-finite value), each eval's step >= 0 and its accuracy in [0, 1] (a wrong type is
+    // malformed, never a silently dropped or misplotted point)
+    static const char* const REC_NUMS[] = {"loss", "learning_rate", "loss_scale", "grad_norm", "step_time_s"};
+    static const char* const EVAL_NUMS[] = {"eval_loss", "eval_accuracy", "eval_f1", "epoch"};
+    const json_t* arrays[2] = {out->records, out->evals};
+    for (int a = 0; a < 2; a++) {
+        size_t i;
+        json_t* e;
+        json_array_foreach(arrays[a], i, e) {
+            const char* what = a == 0 ? "records" : "evals";
+            json_t* step = json_object_get(e, "step");
+            const char* bad = NULL;
+            if (!json_is_object(e)) bad = "is not an object";
+            else if (!json_is_integer(step) || json_integer_value(step) < (a == 0 ? 1 : 0))
+                bad = a == 0 ? "needs \"step\", an integer >= 1" : "needs \"step\", an integer >= 0";
+            const char* const* keys = a == 0 ? REC_NUMS : EVAL_NUMS;
+            const size_t nk = a == 0 ? ARRAY_LEN(REC_NUMS) : ARRAY_LEN(EVAL_NUMS);
+            char msg[128];
+            for (size_t k = 0; !bad && k < nk; k++) {
+                json_t* v = json_object_get(e, keys[k]);
+                if (v && !json_is_number(v) && !json_is_null(v)) {
+                    snprintf(msg, sizeof msg, "has \"%s\" that is not a number or null", keys[k]);
+                    bad = msg;
+                }
+            }
+            json_t* acc = a == 1 ? json_object_get(e, "eval_accuracy") : NULL;
+            if (!bad && json_is_number(acc) && !(json_number_value(acc) >= 0 && json_number_value(acc) <= 1))
+                bad = "has \"eval_accuracy\" outside [0, 1]";
+            if (bad) {
+                Status bst = status_make(STATUS_INVALID, "%s: %s[%zu] %s", path, what, i, bad);
+                train_file_free(out);
+                return bst;
+            }
+        }
+    }
     return status_ok();
 }
 
