@@ -1062,17 +1062,6 @@ static int setup_schedule(Run* r) {
     return why ? user_error("--lr-scheduler-type %s: %s", a->lr_scheduler_type, why) : 0;
 }
 
-// Before the big allocations: params + grads (fp32 table buffers), the optimizer state (its
-// closed formula, SPEC.md section 5) and the activation workspace for the larger of the train
-// and eval batches (model_workspace_estimate_bytes, plus the low-copy arena of a bf16/fp16 run;
-// the GEMM scratch is not counted) against
-// the memory available (resources.h). Exit 2 with both numbers unless --force.
-// With --gradient-accumulation-steps N > 1 or --ddp a third table buffer (each micro-batch's
-// gradient, accum.c) is counted, with --ddp the reduction's receive buffer (ddp.h), with
-// --zero 1 this rank's shard of the state (plus, on rank 0 when it saves checkpoints, the
-// other ranks' state it gathers for the save). The ranks mpirun started on this machine all
-// allocate at once: each counts its own need times their number (ddp_local_size_from_env),
-// taking the others to need what it needs (ZeRO-1 shards differ a little).
 // The bytes a dataset's arrays hold: per example T token ids and T mask values (int64 each) and
 // its label. Saturates: an absurd --num-train-examples gives a huge need, never a wrapped one.
 static uint64_t data_bytes(uint64_t n_examples, uint64_t T) {
@@ -1086,6 +1075,17 @@ static uint64_t dataset_bytes(const Dataset* ds) {
     return data_bytes(n, (uint64_t)ds->seq_len);
 }
 
+// Before the big allocations: params + grads (fp32 table buffers), the optimizer state (its
+// closed formula, SPEC.md section 5) and the activation workspace for the larger of the train
+// and eval batches (model_workspace_estimate_bytes, plus the low-copy arena of a bf16/fp16 run;
+// the GEMM scratch is not counted) against
+// the memory available (resources.h). Exit 2 with both numbers unless --force.
+// With --gradient-accumulation-steps N > 1 or --ddp a third table buffer (each micro-batch's
+// gradient, accum.c) is counted, with --ddp the reduction's receive buffer (ddp.h), with
+// --zero 1 this rank's shard of the state (plus, on rank 0 when it saves checkpoints, the
+// other ranks' state it gathers for the save). The ranks mpirun started on this machine all
+// allocate at once: each counts its own need times their number (ddp_local_size_from_env),
+// taking the others to need what it needs (ZeRO-1 shards differ a little).
 static int check_memory(Run* r, int max_b) {
     size_t ws_bytes = 0;
     Status s = model_workspace_estimate_bytes(&r->table, max_b, (int)r->a.seq_len, &ws_bytes);
