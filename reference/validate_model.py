@@ -23,7 +23,8 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
     fed to every torch dropout (dropout_masks.patched_dropout: torch's own arithmetic), so both
     sides drop the same elements;
     then trains transformers for --steps steps as HF Trainer optimizes (its inner loop written out,
-    on CPU: accelerate refuses fp16 mixed precision on a CPU): AdamW (torch.optim.AdamW,
+    on CPU: given fp16=True on a CPU, accelerate 1.16 silently trains in fp32, so the fp16 modes
+    here are the GPU recipe, autocast + GradScaler, on CPU kernels): AdamW (torch.optim.AdamW,
     for-loop) or transformers' Adafactor as the Trainer configures it, two param groups
     (Trainer.get_decay_parameter_names), the lr schedule from transformers.get_scheduler(--lr-scheduler-type, ...) as the Trainer makes it,
     torch.autocast("cpu") for bf16/fp16 around the model's forward, with --label-smoothing-factor

@@ -155,7 +155,7 @@ static bool golden_replay_open(GoldenReplay* r, const char* path, const char* ba
     if (r->has_dropout) assert_true(first_example == 0);
     assert_true(status_is_ok(model_workspace_new(&r->table, r->B, r->T, &r->ws)));
     r->ts = (TrainStep){&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
-                        r->has_schedule ? &r->schedule : NULL, max_grad_norm, r->N, r->micro_grads, NULL, NULL};
+                        r->has_schedule ? &r->schedule : NULL, max_grad_norm, r->N, r->micro_grads, NULL, NULL, false};
     return true;
 }
 

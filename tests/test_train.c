@@ -904,6 +904,33 @@ static void test_label_smoothing_flag(void** s) {
                  "--label-smoothing-factor with --gradient-accumulation-steps > 1 is not implemented");
 }
 
+// The Trainer's choices where they differ from the library defaults: with adamw_bnb_8bit every
+// nn.Embedding weight keeps 32-bit state (trainer.py registers bitsandbytes' module override;
+// small's word embeddings, 1024 x 128, would take 8-bit state by the size rule), and without
+// clipping the grad norm is still logged (_get_grad_norm), as the real Trainer's runs show.
+static void test_trainer_policies(void** s) {
+    (void)s;
+    char dir[512], args[2400], path[700];
+    snprintf(dir, sizeof dir, "%s/bnb-small", g_tmp);
+    snprintf(args, sizeof args, "--model small --optim adamw_bnb_8bit --max-steps 1 --save-steps 1 --max-grad-norm 0 "
+             "--num-train-examples 8 --num-eval-examples 0 --output-dir %s", dir);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(path, sizeof path, "%s/checkpoint-1/checkpoint.safetensors", dir);
+    SafeTensors st;
+    assert_true(status_is_ok(st_read(path, &st)));
+    const StTensor* e = st_find(&st, "optim.distilbert.embeddings.word_embeddings.weight.state1");
+    const StTensor* q = st_find(&st, "optim.distilbert.transformer.layer.0.ffn.lin1.weight.state1");
+    assert_non_null(e);
+    assert_non_null(q);
+    assert_int_equal(e->dtype, DTYPE_F32);  // 32-bit state
+    assert_int_equal(q->dtype, DTYPE_U8);   // 8-bit codes (131,072 elements, over min_8bit_size)
+    st_free(&st);
+    json_t* r = load_results(dir);
+    json_t* gn = json_object_get(json_array_get(json_object_get(r, "records"), 0), "grad_norm");
+    assert_true(json_is_number(gn) && json_number_value(gn) > 0);  // logged without clipping
+    json_decref(r);
+}
+
 static void test_dropout_from_config_and_flags(void** s) {
     (void)s;
     char cfg[512], args[2048], a[512], b[512];
@@ -1008,6 +1035,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_regression),
         cmocka_unit_test(test_adam_flags),
         cmocka_unit_test(test_label_smoothing_flag),
+        cmocka_unit_test(test_trainer_policies),
     };
     int rc = cmocka_run_group_tests_name("train", tests, NULL, NULL);
     cli_harness_cleanup("train");

@@ -293,6 +293,9 @@ static Status train_step_timed(TrainStep* t, const ModelBatch* batch, TrainStepR
     out->grad_norm = NAN;
     float clip_coef = 1.0f;  // clip_grad_norm_'s coefficient, applied inside the optimizer step
     if (t->max_grad_norm > 0) out->grad_norm = grad_clip_coef(t->table, t->grads, t->max_grad_norm, &clip_coef);
+    // no clipping: the Trainer still logs the norm (_get_grad_norm: clip_grad_norm_ with max_norm inf,
+    // whose coefficient clamps to 1 and leaves the gradients as they are)
+    else if (t->norm_without_clipping) out->grad_norm = grad_total_norm(t->table, t->grads);
     if (t->schedule) t->mo->cfg.lr = lr_schedule_lr(t->schedule, model_optim_steps_taken(t->mo));
     out->lr = t->mo->cfg.lr;
     // With --ddp every rank holds the same reduced gradient, so found_inf, the norm and the
@@ -1062,6 +1065,17 @@ static int setup_schedule(Run* r) {
     return why ? user_error("--lr-scheduler-type %s: %s", a->lr_scheduler_type, why) : 0;
 }
 
+// HF Trainer with a bitsandbytes 8-bit optimizer (trainer.py: optimizer_kwargs optim_bits 8)
+// registers GlobalOptimManager.register_module_override(module, "weight", {"optim_bits": 32}) for
+// every nn.Embedding, so the word and position embeddings keep 32-bit state (measured against the
+// real Trainer, transformers 5.24 + bitsandbytes 0.50: bit-identical with it, 4,471 embedding
+// values apart without it after 2 steps). The 8-bit optimizers are the ones with min_8bit_size.
+static bool trainer_embeddings_32bit(const Optimizer* o) {
+    for (const char* const* k = o->keywords; k && *k; k++)
+        if (!strcmp(*k, "min_8bit_size")) return true;
+    return false;
+}
+
 // The bytes a dataset's arrays hold: per example T token ids and T mask values (int64 each) and
 // its label. Saturates: an absurd --num-train-examples gives a huge need, never a wrapped one.
 static uint64_t data_bytes(uint64_t n_examples, uint64_t T) {
@@ -1095,9 +1109,10 @@ static int check_memory(Run* r, int max_b) {
     // bf16/fp16: the weights' and GEMM inputs' low copies kept for the backward (model.h)
     ws_bytes += model_workspace_low_bytes(&r->table, max_b, (int)r->a.seq_len, r->mode->low);
     uint64_t buf = (uint64_t)r->table.alloc_numel * sizeof(float);
-    uint64_t state = model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, false);
+    uint64_t state = model_optim_estimate_bytes(&r->table, r->optim, &r->ocfg, trainer_embeddings_32bit(r->optim));
     if (r->zero_owner && !(r->rank == 0 && r->a.save_steps > 0))
-        state = model_optim_estimate_bytes_owned(&r->table, r->optim, &r->ocfg, false, r->zero_owner, r->rank);
+        state = model_optim_estimate_bytes_owned(&r->table, r->optim, &r->ocfg, trainer_embeddings_32bit(r->optim),
+                                                 r->zero_owner, r->rank);
     int n_buf = r->a.grad_accum > 1 || r->ddp ? 3 : 2;
     uint64_t comm = r->ddp ? ddp_buffer_bytes(r->ranks, r->table.alloc_numel) : 0;
     const int local = r->ddp ? ddp_local_size_from_env() : 1;
@@ -1262,7 +1277,7 @@ static int setup(Run* r) {
     int max_b = (int)(a->batch_size > a->eval_batch_size ? a->batch_size : a->eval_batch_size);
     if (a->zero) {
         r->zero_owner = xcalloc(r->table.n, sizeof(int));
-        s = model_optim_shard(&r->table, r->optim, &r->ocfg, false, r->ranks, r->zero_owner);
+        s = model_optim_shard(&r->table, r->optim, &r->ocfg, trainer_embeddings_32bit(r->optim), r->ranks, r->zero_owner);
         if (!status_is_ok(s)) return user_error("--zero 1: %s", s.msg);
         r->zero_offsets = xcalloc((size_t)r->ranks + 1, sizeof(size_t));
         for (size_t i = r->table.n; i-- > 0;) r->zero_offsets[r->zero_owner[i]] = r->table.t[i].offset;
@@ -1293,13 +1308,14 @@ static int setup(Run* r) {
         s = model_workspace_set_label_smoothing(r->ws, a->label_smoothing);
         if (!status_is_ok(s)) return user_error("--label-smoothing-factor: %s", s.msg);
     }
-    model_optim_init_owned(&r->mo, &r->table, r->optim, &r->ocfg, false, r->zero_owner, r->rank);
+    model_optim_init_owned(&r->mo, &r->table, r->optim, &r->ocfg, trainer_embeddings_32bit(r->optim), r->zero_owner,
+                           r->rank);
     r->mo.decay_groups = true;  // HF Trainer: no decay for biases and LayerNorm weights
     r->state_bytes = xcalloc((size_t)r->ranks, sizeof(uint64_t));
     r->state_estimate = xcalloc((size_t)r->ranks, sizeof(uint64_t));
     for (int k = 0; k < r->ranks; k++)
         r->state_estimate[k] =
-            model_optim_estimate_bytes_owned(&r->table, r->optim, &r->ocfg, false, r->zero_owner, k);
+            model_optim_estimate_bytes_owned(&r->table, r->optim, &r->ocfg, r->mo.embeddings_32bit, r->zero_owner, k);
     if (r->ddp) {
         ddp_alloc_buffers(r->ddp, r->table.alloc_numel);
         ddp_allgather_u64(r->ddp, model_optim_measured_bytes(&r->mo), r->state_bytes);
@@ -1465,7 +1481,7 @@ static int train_loop(Run* r) {
         }
         TrainStep ts = {&r->table, r->ws, &r->gemm, r->mode, &r->mo, &r->scaler, r->params, r->grads,
                         &r->schedule, r->a.max_grad_norm, (int)r->a.grad_accum, r->micro_grads, r->ddp,
-                        r->zero_offsets};
+                        r->zero_offsets, true};
         TrainStepResult res;
         const double gemm_busy0 = r->gemm.busy_s, gemm_flop0 = r->gemm.flop;
         s = train_step(&ts, r->micro_mb, &res);

@@ -34,6 +34,9 @@ typedef struct {
     // after the optimizer step, rank r's parameter range [zero_offsets[r], zero_offsets[r+1])
     // (floats; R+1 entries) is all-gathered. NULL: every rank steps every tensor.
     const size_t* zero_offsets;
+    // max_grad_norm 0: still compute the norm into TrainStepResult.grad_norm, as the Trainer logs it
+    // (`trainbench train` sets it; the step benchmarks, like their PyTorch peers, do not)
+    bool norm_without_clipping;
 } TrainStep;
 
 typedef struct {
