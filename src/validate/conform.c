@@ -1233,7 +1233,10 @@ static int conform_cmd_run(int argc, char** argv) {
         bool ok = result_json_print(stdout, RESULT_CONFORM, root);
         json_decref(root);
         conform_file_free(&cf);
-        if (!ok) return user_error("conform: writing the JSON to stdout failed");
+        if (!ok) {  // an output that cannot be written: exit 1, as every command (bad input is 2)
+            fprintf(stderr, "trainbench conform: writing the JSON to stdout failed\n");
+            return 1;
+        }
     } else {
         conform_file_free(&cf);
     }
