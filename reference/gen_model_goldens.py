@@ -1572,7 +1572,10 @@ def main():
                 die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, regression, table, "
                     f"layernorm, sinusoidal, schedules, "
                     f"{', '.join(sorted(known))})")
-        cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only]
+        # a group name selects the cases of that kind, shape or flag (relu, silu, regression,
+        # label_smoothing are flags of their cases)
+        cases = [c for c in cases if c["name"] in only or c["kind"] in only or c.get("shape") in only
+                 or any(f in only for f in c.get("flags", []))]
 
     goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"),
                                 check=args.check)
