@@ -310,7 +310,18 @@ Status checkpoint_load(const char* dir, CheckpointRun* c, int64_t* step_out, jso
             const StTensor* ot = st_find(&st, name);
             size_t bytes = shape_numel(&stt->shape) * dtype_traits(stt->dtype)->size;
             if (!ot || ot->dtype != stt->dtype || ot->nbytes != bytes) {
-                s = status_make(STATUS_INVALID, "%s: optimizer state %s missing or of the wrong dtype/size", path, name);
+                // what this run expects against what the file holds, named (e.g. an adamw_bnb_8bit
+                // checkpoint from before 2026-12-03: embeddings' state then 8-bit, now 32-bit as
+                // the Trainer keeps it; such a run cannot continue from it)
+                char have[64] = "absent";
+                if (ot) snprintf(have, sizeof have, "%s, %zu bytes", dtype_name(ot->dtype), ot->nbytes);
+                s = status_make(STATUS_INVALID, "%s: optimizer state %s: this run keeps it as %s, %zu bytes; the "
+                                "checkpoint holds %s (a checkpoint of another optimizer or state layout%s)", path, name,
+                                dtype_name(stt->dtype), bytes, have,
+                                t->is_embedding && stt->dtype == DTYPE_F32 && ot && ot->dtype == DTYPE_U8
+                                    ? "; adamw_bnb_8bit runs before 2026-12-03 kept nn.Embedding state in 8 bits, "
+                                      "the Trainer keeps 32: start the run again"
+                                    : "");
                 break;
             }
             memcpy(stt->data, ot->data, bytes);
