@@ -176,6 +176,8 @@ def load_config(transformers, a):
 def make_data(torch, st, cfg, a, path):
     n = a.rows or a.steps * a.batch_size
     T = a.seq_len or min(32, cfg.max_position_embeddings)
+    if cfg.vocab_size < 3:  # ids 0 (padding) and 1 ([CLS]) are taken: the random content needs one more
+        die(f"random data needs vocab_size >= 3 (got {cfg.vocab_size}); give --data with your own ids", 2)
     g = torch.Generator().manual_seed(a.data_seed)
     ids = torch.randint(2, cfg.vocab_size, (n, T), generator=g)
     ids[:, 0] = 1
