@@ -44,12 +44,14 @@ static long dead_pid(void) {
     return (long)p;
 }
 
-static void touch(const char* path) {
+static void write_text(const char* path, const char* text) {
     FILE* f = fopen(path, "w");
     assert_non_null(f);
-    fputs("partial", f);
+    fputs(text, f);
     fclose(f);
 }
+
+static void touch(const char* path) { write_text(path, "partial"); }
 
 static void test_stdout_errors_exit_nonzero(void** s) {
     (void)s;
@@ -240,11 +242,8 @@ static void test_memory_check_refuses_huge_config(void** s) {
     (void)s;
     char cfg[512], out[600], args[2048];
     snprintf(cfg, sizeof cfg, "%s/huge.json", g_tmp);
-    FILE* f = fopen(cfg, "w");
-    assert_non_null(f);
-    fputs("{\"model_type\": \"distilbert\", \"vocab_size\": 30522, \"dim\": 16384, \"n_layers\": 16, "
-          "\"n_heads\": 64, \"hidden_dim\": 65536, \"max_position_embeddings\": 512, \"num_labels\": 2}\n", f);
-    fclose(f);
+    write_text(cfg, "{\"model_type\": \"distilbert\", \"vocab_size\": 30522, \"dim\": 16384, \"n_layers\": 16, "
+                    "\"n_heads\": 64, \"hidden_dim\": 65536, \"max_position_embeddings\": 512, \"num_labels\": 2}\n");
     snprintf(out, sizeof out, "%s/huge-out", g_tmp);
     snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s", cfg, out);
     assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
@@ -365,13 +364,11 @@ static void test_config_values_refused(void** s) {
         {"\"dropout\": 1.5", "memory", "dropout"},
     };
     for (size_t i = 0; i < ARRAY_LEN(CASES); i++) {
-        char cfg[512], args[1400];
+        char cfg[512], args[1400], text[400];
         snprintf(cfg, sizeof cfg, "%s/cfg-%zu.json", g_tmp, i);
-        FILE* f = fopen(cfg, "w");
-        assert_non_null(f);
-        fprintf(f, "{\"vocab_size\": 64, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
-                   "\"max_position_embeddings\": 32, %s}\n", CASES[i].extra);
-        fclose(f);
+        snprintf(text, sizeof text, "{\"vocab_size\": 64, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, "
+                 "\"hidden_dim\": 64, \"max_position_embeddings\": 32, %s}\n", CASES[i].extra);
+        write_text(cfg, text);
         if (!strcmp(CASES[i].cmd, "train"))
             snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s/cfg-out", cfg,
                      g_tmp);
@@ -383,11 +380,8 @@ static void test_config_values_refused(void** s) {
     }
     char cfg[512], args[1400];
     snprintf(cfg, sizeof cfg, "%s/cfg-vocab0.json", g_tmp);
-    FILE* f = fopen(cfg, "w");
-    assert_non_null(f);
-    fputs("{\"vocab_size\": 0, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
-          "\"max_position_embeddings\": 32, \"pad_token_id\": 0}\n", f);
-    fclose(f);
+    write_text(cfg, "{\"vocab_size\": 0, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
+                    "\"max_position_embeddings\": 32, \"pad_token_id\": 0}\n");
     snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s/cfg-out", cfg, g_tmp);
     assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
     assert_non_null(strstr(g_out, "vocab_size must be"));
@@ -424,11 +418,8 @@ static void test_output_path_that_is_an_input(void** s) {
     (void)s;
     char cfg[512], args[2048];
     snprintf(cfg, sizeof cfg, "%s/same.json", g_tmp);
-    FILE* f = fopen(cfg, "w");
-    assert_non_null(f);
-    fputs("{\"vocab_size\": 64, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
-          "\"max_position_embeddings\": 32}\n", f);
-    fclose(f);
+    write_text(cfg, "{\"vocab_size\": 64, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
+                    "\"max_position_embeddings\": 32}\n");
     snprintf(args, sizeof args, "memory --config %s --optim adamw_torch --out %s", cfg, cfg);
     assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
     assert_non_null(strstr(g_out, "is the --config file"));

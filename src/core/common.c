@@ -412,6 +412,15 @@ bool path_is_dir(const char* path) {
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+bool path_is_non_dir(const char* path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode);
+}
+
+const char* path_not_dir_reason(const char* path) {
+    return path_is_non_dir(path) ? "is not a folder" : "does not exist";
+}
+
 // In the child: point fd at path (opened for writing) or leave it; _exit(127) on failure.
 static void child_redirect(int fd, const char* path) {
     if (!path) return;

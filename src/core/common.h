@@ -130,6 +130,10 @@ const char* repo_path(const char* rel, char* buf, size_t n);
 
 // true when `path` exists and is a folder (follows symlinks)
 bool path_is_dir(const char* path);
+// true when `path` exists and is not a folder (follows symlinks): an output folder named by a file
+bool path_is_non_dir(const char* path);
+// Why `path` is no folder, for a message after `<path> `: "is not a folder" or "does not exist"
+const char* path_not_dir_reason(const char* path);
 
 // ---- Child processes, without a shell: argv[0] is looked up in PATH, nothing is
 // interpreted (quotes, spaces, newlines in arguments are passed as they are). ----

@@ -21,7 +21,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <sys/stat.h>
 
 #include "core/cli.h"
@@ -111,7 +110,7 @@ static Status load_memory(const char* dir, MemoryResult* r) {
 static Status load_bench(const char* dir, BenchFile* out) {
     memset(out, 0, sizeof *out);
     if (!path_is_dir(dir))
-        return status_make(STATUS_IO, "result folder %s %s", dir, access(dir, F_OK) == 0 ? "is not a folder" : "does not exist");
+        return status_make(STATUS_IO, "result folder %s %s", dir, path_not_dir_reason(dir));
     char path[4096];
     snprintf(path, sizeof path, "%s/bench.json", dir);
     Status st = bench_file_read(path, RESULT_BENCH, out);

@@ -124,7 +124,7 @@ static Status history_add_dir(sqlite3* db, const char* db_path, const char* dir,
     char path[4200], real[4096];
     if (!path_is_dir(dir))
         return status_make(STATUS_INVALID, "result folder %s %s", dir,
-                           access(dir, F_OK) == 0 ? "is not a folder" : "does not exist");
+                           path_not_dir_reason(dir));
     if (!realpath(dir, real)) snprintf(real, sizeof real, "%s", dir);
     MachineFile mf = {0};
     BenchFile bf = {0};
@@ -382,7 +382,7 @@ static int history_add(const char* db_path, char** dirs, int n) {
     for (int i = 0; i < n; i++)
         if (!path_is_dir(dirs[i]))
             return user_error("history add: result folder %s %s", dirs[i],
-                              access(dirs[i], F_OK) == 0 ? "is not a folder" : "does not exist");
+                              path_not_dir_reason(dirs[i]));
     char parent[4096], top[4096] = "";
     snprintf(parent, sizeof parent, "%s", db_path);
     char* slash = strrchr(parent, '/');

@@ -194,8 +194,7 @@ static int record_run(int argc, char** argv) {
         }
     }
 
-    struct stat rs;  // bad input, before anything is collected: --results naming a file
-    if (stat(results, &rs) == 0 && !S_ISDIR(rs.st_mode))
+    if (path_is_non_dir(results))  // bad input, before anything is collected: --results naming a file
         return cli_usage_error(&cmd_record, "--results %s exists and is not a folder (give a new or an existing folder)",
                                results);
     json_t* root = info_collect((int)threads);

@@ -129,7 +129,7 @@ static int load_run(Run* r, const char* dir) {
     r->dir = dir;
     if (!path_is_dir(dir)) {
         fprintf(stderr, "trainbench report: result folder %s %s\n", dir,
-                access(dir, F_OK) == 0 ? "is not a folder" : "does not exist");
+                path_not_dir_reason(dir));
         return 2;
     }
     char tmp[4096];
@@ -2270,8 +2270,7 @@ static int run_report(int argc, char** argv) {
         return rc;
     }
     if (!out) out = dirs[0];
-    struct stat os;  // bad input (exit 2): --out naming a file
-    if (stat(out, &os) == 0 && !S_ISDIR(os.st_mode))
+    if (path_is_non_dir(out))  // bad input (exit 2): --out naming a file
         return cli_usage_error(&cmd_report, "--out %s exists and is not a folder (give a new or an existing folder)", out);
     Status st = make_dirs(out);
     if (!status_is_ok(st)) {

@@ -121,6 +121,21 @@ static bool checkpoint_dir_step(const char* name, long long* step) {
     return true;
 }
 
+bool checkpoint_folder_any(const char* dir, char* name, size_t cap) {
+    DIR* d = opendir(dir);
+    if (!d) return false;
+    bool found = false;
+    struct dirent* de;
+    long long st;
+    while (!found && (de = readdir(d)))
+        if (checkpoint_dir_step(de->d_name, &st)) {
+            snprintf(name, cap, "%s", de->d_name);
+            found = true;
+        }
+    closedir(d);
+    return found;
+}
+
 Status checkpoint_resolve(const char* dir, char* out, size_t cap) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE);

@@ -41,6 +41,9 @@ Status checkpoint_save(const char* output_dir, int64_t step, const CheckpointRun
 // step that holds checkpoint.safetensors (an output dir: resume from the newest complete
 // checkpoint, as HF Trainer's get_last_checkpoint). STATUS_INVALID when it has none.
 Status checkpoint_resolve(const char* dir, char* out, size_t cap);
+// true when `dir` holds a checkpoint-<step> folder, complete or not (the first found's name into
+// name, cap bytes): a run wrote there
+bool checkpoint_folder_any(const char* dir, char* name, size_t cap);
 
 // The "backend" its run config names, from the safetensors header of DIR's checkpoint (DIR as
 // checkpoint_resolve takes it) alone, without reading the tensors: `train --backend auto`

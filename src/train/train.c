@@ -11,7 +11,6 @@
 // Trainer's schedule and clipping are in schedule.c, gradient accumulation
 // (--gradient-accumulation-steps: one optimizer step over N micro-batches) in accum.c.
 // Not here: benchmarks (bench/), comparisons with goldens (tests), reports.
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -1176,26 +1175,13 @@ static bool folder_holds_run(const char* dir, char* what, size_t n) {
         snprintf(what, n, "results.json");
         return true;
     }
-    DIR* d = opendir(dir);
-    if (!d) return false;
-    bool found = false;
-    struct dirent* e;
-    while (!found && (e = readdir(d))) {
-        const char* digits = e->d_name + strlen("checkpoint-");
-        if (strncmp(e->d_name, "checkpoint-", strlen("checkpoint-")) != 0 || !*digits) continue;
-        if (strspn(digits, "0123456789") != strlen(digits)) continue;
-        snprintf(what, n, "%s", e->d_name);
-        found = true;
-    }
-    closedir(d);
-    return found;
+    return checkpoint_folder_any(dir, what, n);
 }
 
 static int setup(Run* r) {
     TrainArgs* a = &r->a;
     Status s;
-    struct stat sb;
-    if (stat(a->output_dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    if (path_is_non_dir(a->output_dir))
         return user_error("--output-dir %s exists and is not a folder (give a new or an existing folder)", a->output_dir);
     // A new run in a folder another run wrote would replace its results.json and mix the two
     // runs' checkpoints (a later --resume-from-checkpoint FOLDER takes the newest, whichever run
