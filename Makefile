@@ -132,7 +132,7 @@ ADAPTER_adafactor_noclip = -DADAPTER_OPTIM='"adafactor"' -DADAPTER_NO_CLIP
 ADAPTER_torch_as_hf      = -DADAPTER_OPTIM='"adafactor_torch"' -DADAPTER_IMPLEMENTS='"adafactor"' -DADAPTER_PARSE_JSON
 PLUGIN_ADAPTERS = $(OPTIM_NAMES) adafactor_noclip torch_as_hf
 PLUGIN_PLAIN    = plain eps_inside_sqrt no_bias_correction decay_after_update lerp_weight crash nan hang refuse_nd abi \
-                  textbook reordered l2_muladd l2_fma bc_f32
+                  abi1 textbook reordered l2_muladd l2_fma bc_f32
 # adafactor_<x>.so / aftorch_<x>.so: tests/plugins/adafactor_plain.c / adafactor_torch_plain.c with
 # -DVARIANT=VARIANT_<X>: correct in other rounding orders (must CONFORM) or with one known mistake
 PLUGIN_AFHF     = seq f64 pairwise no_clip no_scale warmup_ignored decay_fixed eps1_outside eps1_squared

@@ -291,10 +291,14 @@ class AdamWTorch:
     def __init__(self, p, hp):
         self.hp = hp
         self.state = {"step": f32(0), "exp_avg": np.zeros_like(p), "exp_avg_sq": np.zeros_like(p)}
+        if hp.get("amsgrad"):
+            self.state["max_exp_avg_sq"] = np.zeros_like(p)
 
     def step(self, p, g):
         hp, st = self.hp, self.state
         lr, (b1, b2), eps, wd = hp["lr"], hp["betas"], hp["eps"], hp["weight_decay"]
+        if hp.get("maximize"):
+            g = -g
         st["step"] = f32(st["step"] + f32(1))
         t = float(st["step"])
         if wd != 0:
@@ -306,7 +310,10 @@ class AdamWTorch:
         bc2 = 1 - b2 ** t
         step_size = lr / bc1
         bc2_sqrt = bc2 ** 0.5
-        denom = ((sqrt(st["exp_avg_sq"]) / f32(bc2_sqrt)).astype(f32) + f32(eps)).astype(f32)
+        vd = st["exp_avg_sq"]
+        if hp.get("amsgrad"):  # torch.maximum: NaN where either is NaN (numpy's maximum too)
+            vd = st["max_exp_avg_sq"] = np.maximum(st["max_exp_avg_sq"], vd)
+        denom = ((sqrt(vd) / f32(bc2_sqrt)).astype(f32) + f32(eps)).astype(f32)
         upd = ((f32(-step_size) * st["exp_avg"]).astype(f32) / denom).astype(f32)
         return (p + upd).astype(f32)
 
@@ -315,10 +322,13 @@ class AdamWTorchFused(AdamWTorch):
     """torch.optim.AdamW(fused=True) on CPU (FusedAdamKernel.cpp as the AVX-512 build compiles it):
     adamw_torch's state and operations with a correctly rounded sqrt (whatever --sqrt says: the
     kernel's Vectorized sqrt and std::sqrt), and the flattened tensor's last numel % 8 elements
-    computing the second moment as fma(v, b2, (w2*g)*g)."""
+    computing the second moment as fma(v, b2, (w2*g)*g). amsgrad: maximum(old, v), NaN where v is
+    NaN in the body and the loop after it alike (amsgrad_grads_nonfinite_vec_15)."""
     def step(self, p, g):
         hp, st = self.hp, self.state
         lr, (b1, b2), eps, wd = hp["lr"], hp["betas"], hp["eps"], hp["weight_decay"]
+        if hp.get("maximize"):
+            g = -g
         st["step"] = f32(st["step"] + f32(1))
         t = float(st["step"])
         shape = p.shape
@@ -334,8 +344,12 @@ class AdamWTorchFused(AdamWTorch):
         bc1 = 1 - b1 ** t
         bc2 = 1 - b2 ** t
         step_size = lr / bc1
+        vd = v
+        if hp.get("amsgrad"):
+            vd = np.maximum(st["max_exp_avg_sq"].reshape(-1), v)
+            st["max_exp_avg_sq"] = vd.reshape(shape)
         with np.errstate(invalid="ignore"):
-            root = np.sqrt(v).astype(f32)
+            root = np.sqrt(vd).astype(f32)
         denom = ((root / f32(math.sqrt(bc2))).astype(f32) + f32(eps)).astype(f32)
         upd = ((f32(-step_size) * m).astype(f32) / denom).astype(f32)
         st["exp_avg"], st["exp_avg_sq"] = m.reshape(shape), v.reshape(shape)
@@ -431,6 +445,8 @@ class AdafactorTorch:
         if eps1 is None:
             eps1 = float(np.finfo(f32).eps)
         lr, d, wd = hp["lr"], hp["d"], hp["weight_decay"]
+        if hp.get("maximize"):
+            g = -g
         st["step"] = f32(st["step"] + f32(1))
         t = float(st["step"])
         w = t ** hp["beta2_decay"]

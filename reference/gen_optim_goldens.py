@@ -4,7 +4,10 @@
     ~/.cache/trainbench-venv/bin/python reference/gen_optim_goldens.py --out reference/golden
 
 Writes one safetensors file per case to <out>/optim/<optimizer>/<case>.safetensors and rewrites
-<out>/MANIFEST.tsv (rows of other generators are kept).  Optimizers (HF TrainingArguments.optim
+<out>/MANIFEST.tsv (rows of other generators are kept). adamw_torch and adamw_bnb_8bit call
+torch.sqrt, MKL's, whose kernel depends on the CPU: where it is not the committed goldens' (SSE)
+kernel, their files go to <out>/optim_<kernel>/<optimizer>/ with metadata torch_sqrt (which
+trainbench conform follows). --cases PATTERNS generates only the matching case names.  Optimizers (HF TrainingArguments.optim
 names): adamw_torch (torch.optim.AdamW, for-loop path), adamw_torch_fused (torch.optim.AdamW with
 fused=True: the CPU fused kernel; the Trainer's default optim with torch >= 2.8), adafactor (transformers Adafactor as the
 HF Trainer configures it, plus flag variants), adafactor_torch (torch.optim.Adafactor, for-loop
@@ -31,6 +34,7 @@ files on disk).
 Installs nothing.  Needs torch >= 2.5, transformers and bitsandbytes >= 0.50 (exit 2 otherwise).
 """
 import argparse
+import fnmatch
 import functools
 import json
 import logging
@@ -175,7 +179,41 @@ def edge_shapes_and_grads(hp, seed0, extra_flags=()):
 def adamw_torch_cases():
     base = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
                 maximize=False, foreach=False, capturable=False, differentiable=False, fused=False)
-    return common_cases(base, dict(base, weight_decay=0.0)) + adam_family_edge_cases(base, 500)
+    return (common_cases(base, dict(base, weight_decay=0.0)) + adam_family_edge_cases(base, 500)
+            + adamw_flag_cases(base, 600))
+
+
+def adamw_flag_cases(base, seed0):
+    """torch AdamW's amsgrad and maximize (both torch AdamWs): max_exp_avg_sq = maximum(max, v)
+    over the 20-step schedule, whose 1e3 -> 1e-4 drops leave the maximum above v; NaN gradients
+    (torch.maximum's NaN) in the fused kernel's 16-lane body and in the loop after it; sizes whose
+    last numel % 16 leave the fused body (15: all of it; 4097: one element); maximize with and
+    without amsgrad, weight decay on and off."""
+    ams = dict(base, amsgrad=True)
+    mx = dict(base, maximize=True)
+    both = dict(base, amsgrad=True, maximize=True)
+    cs = [
+        case("amsgrad_matrix_64x96_wd", (64, 96), seed0, ams, ["matrix_rect", "wd_on", "amsgrad"],
+             "amsgrad=True, 64x96 matrix, weight decay on: the denominator takes the running maximum of v"),
+        case("amsgrad_vec_4097", (4097,), seed0 + 1, dict(ams, weight_decay=0.0),
+             ["vector", "wd_off", "amsgrad"], "amsgrad=True, 4097 elements (one after the fused 16-lane body)",
+             std=0.1),
+        case("amsgrad_vec_15", (15,), seed0 + 2, ams, ["vector", "wd_on", "amsgrad"],
+             "amsgrad=True, 15 elements (the fused kernel's whole tensor is its loop after the body)", std=0.5),
+        case("maximize_vec_257", (257,), seed0 + 3, mx, ["vector", "wd_on", "maximize"],
+             "maximize=True: the step follows -grad"),
+        case("maximize_amsgrad_matrix_20x28", (20, 28), seed0 + 4, dict(both, weight_decay=0.0),
+             ["matrix_rect", "wd_off", "amsgrad", "maximize"], "amsgrad=True and maximize=True together"),
+        edge("amsgrad_grads_nonfinite_vec_33", (33,), seed0 + 5, ams, ["nonfinite_grads", "amsgrad"],
+             "amsgrad with +inf, -inf, NaN gradients (steps 2, 4) in the fused body (elements 0..31) "
+             "and its last element", grads="nonfinite"),
+        edge("amsgrad_grads_nonfinite_vec_15", (15,), seed0 + 6, ams, ["nonfinite_grads", "amsgrad"],
+             "amsgrad with NaN gradients in the fused kernel's loop after its 16-lane body (all 15 "
+             "elements)", grads="nonfinite"),
+        edge("maximize_grads_nonfinite_vec_33", (33,), seed0 + 7, mx, ["nonfinite_grads", "maximize"],
+             "maximize with +inf, -inf and NaN gradients", grads="nonfinite"),
+    ]
+    return cs
 
 
 def adamw_torch_fused_cases():
@@ -184,7 +222,8 @@ def adamw_torch_fused_cases():
     kernel's scalar tail, numel % 16, from 0 to 15 elements)."""
     base = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
                 maximize=False, foreach=False, capturable=False, differentiable=False, fused=True)
-    return common_cases(base, dict(base, weight_decay=0.0)) + adam_family_edge_cases(base, 1500)
+    return (common_cases(base, dict(base, weight_decay=0.0)) + adam_family_edge_cases(base, 1500)
+            + adamw_flag_cases(base, 1600))
 
 
 def adam_family_edge_cases(base, seed0):
@@ -374,6 +413,19 @@ def adafactor_torch_cases():
         edge("wd_lr_x_wd_0.999_20x28", m, 710, dict(base, lr=0.1, weight_decay=9.99), ["wd_edge", "wd_on", "factored"],
              "lr*wd = 0.999"),
     ]
+    mx = dict(base, maximize=True)
+    cs += add_clip_flag([
+        case("maximize_matrix_20x28_wd", m, 760, dict(mx, weight_decay=0.01), ["matrix_rect", "factored", "wd_on",
+             "maximize"], "maximize=True (grad = -grad: the update's sign), factored, weight decay on"),
+        case("maximize_vec_257", v, 761, mx, ["vector", "unfactored", "maximize"],
+             "maximize=True, unfactored (the variance of (-g)^2)"),
+        case("maximize_three_d_3x16x24", (3, 16, 24), 762, mx, ["three_d", "factored", "maximize"],
+             "maximize=True, 3-D tensor"),
+    ])
+    cs += [
+        edge("maximize_grads_nonfinite_vec_33", (33,), 763, mx, ["nonfinite_grads", "unfactored", "maximize"],
+             "maximize with +inf, -inf and NaN gradients", grads="nonfinite"),
+    ]
     return flag_clipped_edges("adafactor_torch", cs + edge_shapes_and_grads(base, 730))
 
 
@@ -422,6 +474,7 @@ def adamw_bnb_8bit_cases():
 
 
 OPTIMIZERS = ["adamw_torch", "adamw_torch_fused", "adafactor", "adafactor_torch", "adamw_bnb_8bit"]
+SQRT_OPTIMIZERS = ["adamw_torch", "adamw_bnb_8bit"]  # their step calls torch.sqrt (MKL's)
 CASES = {
     "adamw_torch": adamw_torch_cases,
     "adamw_torch_fused": adamw_torch_fused_cases,
@@ -578,6 +631,21 @@ def run_case(torch, transformers, bnb, opt_name, c, common_meta):
     return tensors, meta
 
 
+def torch_sqrt_kernel(torch):
+    """Which of MKL's sqrt kernels this torch takes (reference/OPTIM_SEMANTICS.md 0.3), told by
+    the share of [1, 4) it rounds otherwise than the correctly rounded sqrt (a double sqrt rounded
+    to float is correctly rounded): about 12% with the SSE kernel of the goldens' AMD machine,
+    0.59% with the AVX-512 kernel of Intel AVX-512 CPUs. Written into a golden's metadata
+    (torch_sqrt), which `trainbench conform` follows; another share is named as it is."""
+    x = torch.arange(0x3F800000, 0x40800000, 61, dtype=torch.int32).view(torch.float32)
+    off = (torch.sqrt(x) != torch.sqrt(x.double()).float()).double().mean().item()
+    if 0.08 < off < 0.2:
+        return "mkl-sse"
+    if 0.002 < off < 0.02:
+        return "mkl-avx512"
+    return f"unknown ({100 * off:.2f}% of [1, 4) off the correctly rounded sqrt)"
+
+
 def library_string(torch, transformers, bnb, opt_name):
     tv = f"torch {torch.__version__}"
     if opt_name == "adafactor":
@@ -591,6 +659,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="reference/golden", help="golden root (default reference/golden)")
     ap.add_argument("--only", default="", help="comma list of optimizer names to generate")
+    ap.add_argument("--cases", default="",
+                    help="comma list of case-name patterns (fnmatch, e.g. 'amsgrad_*,maximize_*'): only "
+                         "those cases are generated; the other files and MANIFEST rows stay as they are")
     ap.add_argument("--check", action="store_true",
                     help="regenerate in memory and compare with the files on disk (exit 1 on difference)")
     args = ap.parse_args()
@@ -605,8 +676,21 @@ def main():
             die(f"--only: unknown optimizer '{s}' (allowed: {', '.join(OPTIMIZERS)})")
     selected = only or OPTIMIZERS
 
+    patterns = [x for x in args.cases.split(",") if x]
+
+    def wanted(name):
+        return not patterns or any(fnmatch.fnmatchcase(name, pat) for pat in patterns)
+
     goldens = golden_io.Goldens(PROG, __file__, os.path.join(args.out, "MANIFEST.tsv"),
                                 check=args.check)
+    # torch.sqrt is MKL's, whose kernel depends on the CPU (reference/OPTIM_SEMANTICS.md 0.3): the
+    # optimizers that call it get the kernel in their metadata (torch_sqrt, which `trainbench
+    # conform` follows) where it is not the one of the committed optim/ goldens (mkl-sse), and
+    # their files then go to <out>/optim_<kernel>/ (optim_mkl_avx512/ on Intel AVX-512 CPUs)
+    sqrt_kernel = torch_sqrt_kernel(torch)
+    if not sqrt_kernel.startswith("mkl-"):
+        die(f"torch.sqrt is an unknown MKL kernel here: {sqrt_kernel}")
+    sqrt_folder = "optim" if sqrt_kernel == "mkl-sse" else "optim_" + sqrt_kernel.replace("-", "_")
     quantizer_path = probe_bnb_path(torch, bnb)
     common_meta = {}
     for name in OPTIMIZERS:
@@ -616,12 +700,20 @@ def main():
         if name == "adamw_bnb_8bit":
             m["quantizer_path"] = quantizer_path
             m["blocksize"] = "256"
+        if name in SQRT_OPTIMIZERS and sqrt_kernel != "mkl-sse":
+            m["torch_sqrt"] = sqrt_kernel
         common_meta[name] = m
+    if sqrt_folder != "optim" and set(selected) & set(SQRT_OPTIMIZERS):
+        print(f"torch.sqrt is MKL's {sqrt_kernel} kernel here: "
+              f"{', '.join(o for o in selected if o in SQRT_OPTIMIZERS)} go to {args.out}/{sqrt_folder}/")
 
     for opt_name in selected:
         for c in CASES[opt_name]():
+            if not wanted(c["name"]):
+                continue
             tensors, meta = run_case(torch, transformers, bnb, opt_name, c, common_meta)
-            path = os.path.join(args.out, "optim", opt_name, c["name"] + ".safetensors")
+            folder = sqrt_folder if opt_name in SQRT_OPTIMIZERS else "optim"
+            path = os.path.join(args.out, folder, opt_name, c["name"] + ".safetensors")
             blob = golden_io.safetensors_bytes(torch, tensors, meta)
             goldens.put(path, blob, meta["library"], meta["seed"])
     print(f"total {goldens.total} bytes in {'checked' if args.check else 'written'} files")
@@ -631,7 +723,8 @@ def main():
     # manifest: this run's rows replace those of the same files; of this generator's other rows,
     # those of the optimizers generated now are dropped (cases that no longer exist)
     optim_dir = golden_io.repo_path(os.path.join(args.out, "optim")) + "/"
-    n = goldens.write_manifest(stale=lambda f: f.startswith(optim_dir) and f.split("/")[-2] in selected)
+    n = goldens.write_manifest(stale=lambda f: not patterns and f.startswith(optim_dir) and
+                               f.split("/")[-2] in selected)
     print(f"wrote {goldens.manifest_path} ({n} rows)")
 
 

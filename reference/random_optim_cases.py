@@ -22,10 +22,11 @@ What is drawn, per case (random.Random(seed), so a seed reproduces a campaign ex
             subnormal / huge / nonfinite / all_zero (gen_optim_goldens.GRAD_KINDS)
   init std  0.02, 0.5 or 1e-4
   hparams   within what each library accepts (its constructor's checks), over the options
-            trainbench implements: AdamW lr, betas, eps, weight_decay; transformers Adafactor lr
+            trainbench implements: AdamW lr, betas, eps, weight_decay, amsgrad, maximize (each
+            true in 30% of the cases); transformers Adafactor lr
             or lr=None with relative_step (warmup_init), eps pair, clip_threshold, decay_rate,
             beta1 (None or a float), weight_decay, scale_parameter; torch Adafactor lr,
-            beta2_decay, eps pair (eps1 None or a float), d, weight_decay; AdamW8bit lr, betas,
+            beta2_decay, eps pair (eps1 None or a float), d, weight_decay, maximize; AdamW8bit lr, betas,
             eps, weight_decay, min_8bit_size (1, 100 or 4096: the 32-bit and 8-bit paths).
 The library runs single-threaded (torch.set_num_threads(1)), as for the goldens.
 
@@ -77,8 +78,9 @@ def draw_hparams(r, opt):
         return dict(lr=loguniform(r, 1e-5, 0.3),
                     betas=[r.choice([0.0, 0.5, 0.9, r.uniform(0.0, 0.999)]),
                            r.choice([0.9, 0.99, 0.999, r.uniform(0.5, 0.99999)])],
-                    eps=loguniform(r, 1e-12, 1e-2), weight_decay=wd, amsgrad=False, maximize=False,
-                    foreach=False, capturable=False, differentiable=False, fused=opt == "adamw_torch_fused")
+                    eps=loguniform(r, 1e-12, 1e-2), weight_decay=wd, amsgrad=r.random() < 0.3,
+                    maximize=r.random() < 0.3, foreach=False, capturable=False, differentiable=False,
+                    fused=opt == "adamw_torch_fused")
     if opt == "adafactor":
         rel = r.random() < 0.3  # relative_step needs lr=None (transformers refuses both)
         return dict(lr=None if rel else loguniform(r, 1e-5, 0.1),
@@ -93,7 +95,7 @@ def draw_hparams(r, opt):
                     beta2_decay=r.choice([-0.8, r.uniform(-1.0, -0.05)]),
                     eps=[r.choice([None, loguniform(r, 1e-30, 1e-3)]), loguniform(r, 1e-6, 1e-1)],
                     d=r.choice([1.0, r.uniform(1.0, 5.0)]), weight_decay=wd, foreach=False,
-                    maximize=False)
+                    maximize=r.random() < 0.3)
     if opt == "adamw_bnb_8bit":
         return dict(lr=loguniform(r, 1e-5, 0.1),
                     betas=[r.choice([0.9, r.uniform(0.0, 0.99)]), r.choice([0.999, r.uniform(0.9, 0.9999)])],
@@ -116,22 +118,6 @@ def draw_case(r, seed, opt, name, big):
     return gen.case(name, shape, r.randint(1, 10**6), draw_hparams(r, opt), flags,
                     f"random case of {PROG} (--seed {seed})", std=r.choice([0.02, 0.5, 1e-4]),
                     steps=steps, grads=kind)
-
-
-def torch_sqrt_kernel(torch):
-    """Which of MKL's sqrt kernels this torch takes (reference/OPTIM_SEMANTICS.md 0.3), told by
-    the share of [1, 4) it rounds otherwise than the correctly rounded sqrt (a double sqrt rounded
-    to float is correctly rounded): about 12% with the SSE kernel of the goldens' AMD machine,
-    0.59% with the AVX-512 kernel of Intel AVX-512 CPUs. Written into each case's metadata
-    (torch_sqrt), which `trainbench conform` follows; another share is named as it is and refused
-    there."""
-    x = torch.arange(0x3F800000, 0x40800000, 61, dtype=torch.int32).view(torch.float32)
-    off = (torch.sqrt(x) != torch.sqrt(x.double()).float()).double().mean().item()
-    if 0.08 < off < 0.2:
-        return "mkl-sse"
-    if 0.002 < off < 0.02:
-        return "mkl-avx512"
-    return f"unknown ({100 * off:.2f}% of [1, 4) off the correctly rounded sqrt)"
 
 
 def main():
@@ -160,7 +146,7 @@ def main():
     torch.manual_seed(0)
     common = {}
     quantizer_path = gen.probe_bnb_path(torch, bnb)
-    sqrt_kernel = torch_sqrt_kernel(torch)
+    sqrt_kernel = gen.torch_sqrt_kernel(torch)
     print(f"{PROG}: torch.sqrt is MKL's {sqrt_kernel} kernel here", flush=True)
     for name in gen.OPTIMIZERS:
         m = {"library": gen.library_string(torch, transformers, bnb, name), "generator": PROG,

@@ -134,7 +134,8 @@ def translate_torch_to_hf(hp):
     kw["beta1"] = None
     for k in ("foreach", "maximize"):
         if k in hp:
-            notes.append(f"{k}={hp[k]}: dropped (no HF equivalent)")
+            notes.append(f"{k}={hp[k]}: dropped (no HF equivalent)" +
+                         ("; HF's step follows +grad, so this case cannot match" if k == "maximize" and hp[k] else ""))
     return kw, notes
 
 

@@ -468,8 +468,8 @@ static const HparamRule HPARAM_RULES[] = {
     {"adamw_torch", "{\"weight_decay\": -0.1}", "Invalid weight_decay value"},
     {"adamw_torch", "{\"fused\": true, \"foreach\": true}", "cannot be `True` together"},
     {"adamw_torch", "{\"fused\": true, \"differentiable\": true}", "does not support `differentiable`"},
-    {"adamw_torch", "{\"amsgrad\": true}", "amsgrad=true (max_exp_avg_sq) is not implemented"},
-    {"adamw_torch", "{\"maximize\": true}", "maximize=true is not implemented"},
+    {"adamw_torch", "{\"amsgrad\": true, \"maximize\": true}", NULL},
+    {"adamw_torch", "{\"amsgrad\": true, \"maximize\": true, \"fused\": true}", NULL},
     {"adamw_torch", "{\"capturable\": true}", "capturable=true (tensor bias corrections) is not implemented"},
     {"adamw_torch", "{\"decoupled_weight_decay\": false}", "takes no keyword 'decoupled_weight_decay'"},
     {"adamw_torch", "{\"lr\": \"1e-3\"}", "'lr' of adamw_torch must be a number"},
@@ -495,7 +495,7 @@ static const HparamRule HPARAM_RULES[] = {
     {"adafactor_torch", "{\"eps\": [null, -1e-3]}", "epsilon2 should be >= 0"},
     {"adafactor_torch", "{\"d\": 0.5}", "Clipping threshold d should be >= 1"},
     {"adafactor_torch", "{\"weight_decay\": -0.1}", "weight_decay should be >= 0"},
-    {"adafactor_torch", "{\"maximize\": true}", "maximize=true is not implemented"},
+    {"adafactor_torch", "{\"maximize\": true}", NULL},
     {"adafactor_torch", "{\"foreach\": true}", "foreach=true (the multi-tensor path) is not implemented"},
     // bitsandbytes.optim.AdamW8bit
     {"adamw_bnb_8bit", "{\"lr\": 0, \"eps\": 0, \"min_8bit_size\": 1}", NULL},
@@ -675,30 +675,42 @@ static void test_adafactor_statistics_equal_whole_array_reductions(void** s) {
     printf("adafactor, adafactor_torch: %zu row/column statistics equal to the whole-array reductions\n", checked);
 }
 
-static void test_estimate_equals_measured(void** s) {
-    (void)s;
+// The closed-form state size of one configuration on every shape equals the measured state.
+static void check_estimate(const Optimizer* o, const OptimConfig* cfg, const char* label) {
     const TensorShape shapes[] = {shape_1d(1), shape_1d(255), shape_1d(4095), shape_1d(4096), shape_1d(4097),
                                   shape_2d(64, 96), shape_2d(3, 5), {3, {2, 8, 12}}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        OptimState* st = o->init(&shapes[k], cfg);
+        size_t n = shape_numel(&shapes[k]);
+        float* p = xaligned_alloc(n * 4);
+        float* g = xaligned_alloc(n * 4);
+        for (size_t j = 0; j < n; j++) {
+            p[j] = 0.01f * (float)(j % 7);
+            g[j] = 0.001f * (float)((int)(j % 5) - 2);
+        }
+        o->step(st, p, g, cfg);  // measured after one real step, as the seed does
+        size_t est = o->state_bytes(&shapes[k], cfg), meas = optim_state_measured_bytes(st);
+        if (est != meas) printf("%s%s shape #%zu: estimate %zu != measured %zu\n", o->name, label, k, est, meas);
+        assert_int_equal(est, meas);
+        o->free(st);
+        free(p);
+        free(g);
+    }
+}
+
+static void test_estimate_equals_measured(void** s) {
+    (void)s;
     for (size_t i = 0; i < optim_count(); i++) {
         const Optimizer* o = optim_at(i);
         OptimConfig cfg;
         optim_defaults(o, &cfg);
-        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-            OptimState* st = o->init(&shapes[k], &cfg);
-            size_t n = shape_numel(&shapes[k]);
-            float* p = xaligned_alloc(n * 4);
-            float* g = xaligned_alloc(n * 4);
-            for (size_t j = 0; j < n; j++) {
-                p[j] = 0.01f * (float)(j % 7);
-                g[j] = 0.001f * (float)((int)(j % 5) - 2);
-            }
-            o->step(st, p, g, &cfg);  // measured after one real step, as the seed does
-            size_t est = o->state_bytes(&shapes[k], &cfg), meas = optim_state_measured_bytes(st);
-            if (est != meas) printf("%s shape #%zu: estimate %zu != measured %zu\n", o->name, k, est, meas);
-            assert_int_equal(est, meas);
+        check_estimate(o, &cfg, "");
+        cfg.amsgrad = true;  // torch AdamW's max_exp_avg_sq, where the optimizer takes it
+        if (optim_has_keyword(o, "amsgrad") && status_is_ok(o->validate(&cfg))) {
+            check_estimate(o, &cfg, " amsgrad");
+            OptimState* st = o->init(&(TensorShape){1, {5}}, &cfg);
+            assert_non_null(optim_state_find(st, "max_exp_avg_sq"));
             o->free(st);
-            free(p);
-            free(g);
         }
     }
 }
@@ -707,10 +719,71 @@ static void test_estimate_equals_measured(void** s) {
 // g *= coef in place followed by step(), for every optimizer that has it: parameters and every
 // state tensor after 3 steps, on a threaded 2-D size and a ragged 1-D one, gradients spanning
 // zeros, -0, subnormals, 1e-30..1e10, and coefficients below 1, 0 (an infinite norm) and NaN.
-static void test_step_scaled_equals_multiply_then_step(void** state) {
-    (void)state;
+static bool same_bits_or_nan(const float* a, const float* b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof a[i]) != 0) return false;
+    return true;
+}
+
+// One configuration: step_scaled against multiply + step on both shapes and every coefficient;
+// returns the cases checked.
+static int check_step_scaled(const Optimizer* o, const OptimConfig* cfg, const char* label) {
     const float coefs[] = {0.0427f, 0.73f, 0.0f, NAN};
     TensorShape shapes[2] = {{.ndim = 2, .dims = {300, 701}}, {.ndim = 1, .dims = {1003}}};
+    int checked = 0;
+    for (size_t k = 0; k < 2; k++)
+        for (size_t ci = 0; ci < sizeof coefs / sizeof coefs[0]; ci++) {
+            const size_t n = shape_numel(&shapes[k]);
+            float* pa = xaligned_alloc(n * 4);
+            float* pb = xaligned_alloc(n * 4);
+            float* g = xaligned_alloc(n * 4);
+            float* gm = xaligned_alloc(n * 4);
+            Rng r;
+            rng_init(&r, 77, n + ci);
+            rng_fill_normal(&r, pa, n, 0.0f, 0.02f);
+            memcpy(pb, pa, n * 4);
+            OptimState* sa = o->init(&shapes[k], cfg);
+            OptimState* sb = o->init(&shapes[k], cfg);
+            for (int step = 0; step < 3; step++) {
+                rng_fill_normal(&r, g, n, 0.0f, 1.0f);
+                for (size_t j = 0; j < n; j++) {
+                    const float scale[8] = {1e-30f, 1e-3f, 1.0f, 1e10f, 0x1p-140f, 1e-20f, 3e5f, 0.5f};
+                    g[j] *= scale[(j * 7 + (size_t)step) % 8];
+                    if (j % 97 == 3) g[j] = 0.0f;
+                    if (j % 89 == 5) g[j] = -0.0f;
+                }
+                memcpy(gm, g, n * 4);
+                for (size_t j = 0; j < n; j++) gm[j] *= coefs[ci];
+                o->step(sa, pa, gm, cfg);
+                o->step_scaled(sb, pb, g, coefs[ci], cfg);
+            }
+            // bit for bit, but that a NaN's sign may differ with maximize (the NaN coefficient:
+            // (g * NaN) * -1 keeps the NaN's sign, g * -NaN flips it): NaN where NaN
+            bool same = same_bits_or_nan(pa, pb, n) && sa->n_tensors == sb->n_tensors;
+            for (int t = 0; same && t < sa->n_tensors; t++) {
+                const size_t m = shape_numel(&sa->tensors[t].shape);
+                same = sa->tensors[t].dtype == DTYPE_F32
+                           ? same_bits_or_nan(sa->tensors[t].data, sb->tensors[t].data, m)
+                           : memcmp(sa->tensors[t].data, sb->tensors[t].data,
+                                    m * dtype_traits(sa->tensors[t].dtype)->size) == 0;
+            }
+            if (!same)
+                printf("%s%s shape #%zu coef %g: step_scaled differs from multiply + step\n", o->name, label, k,
+                       (double)coefs[ci]);
+            assert_true(same);
+            checked++;
+            o->free(sa);
+            o->free(sb);
+            free(pa);
+            free(pb);
+            free(g);
+            free(gm);
+        }
+    return checked;
+}
+
+static void test_step_scaled_equals_multiply_then_step(void** state) {
+    (void)state;
     int checked = 0;
     for (size_t oi = 0; oi < optim_count(); oi++) {
         const Optimizer* o = optim_at(oi);
@@ -719,47 +792,12 @@ static void test_step_scaled_equals_multiply_then_step(void** state) {
         memset(&cfg, 0, sizeof cfg);
         o->defaults(&cfg);
         cfg.weight_decay = 0.01;
-        for (size_t k = 0; k < 2; k++)
-            for (size_t ci = 0; ci < sizeof coefs / sizeof coefs[0]; ci++) {
-                const size_t n = shape_numel(&shapes[k]);
-                float* pa = xaligned_alloc(n * 4);
-                float* pb = xaligned_alloc(n * 4);
-                float* g = xaligned_alloc(n * 4);
-                float* gm = xaligned_alloc(n * 4);
-                Rng r;
-                rng_init(&r, 77, n + ci);
-                rng_fill_normal(&r, pa, n, 0.0f, 0.02f);
-                memcpy(pb, pa, n * 4);
-                OptimState* sa = o->init(&shapes[k], &cfg);
-                OptimState* sb = o->init(&shapes[k], &cfg);
-                for (int step = 0; step < 3; step++) {
-                    rng_fill_normal(&r, g, n, 0.0f, 1.0f);
-                    for (size_t j = 0; j < n; j++) {
-                        const float scale[8] = {1e-30f, 1e-3f, 1.0f, 1e10f, 0x1p-140f, 1e-20f, 3e5f, 0.5f};
-                        g[j] *= scale[(j * 7 + (size_t)step) % 8];
-                        if (j % 97 == 3) g[j] = 0.0f;
-                        if (j % 89 == 5) g[j] = -0.0f;
-                    }
-                    memcpy(gm, g, n * 4);
-                    for (size_t j = 0; j < n; j++) gm[j] *= coefs[ci];
-                    o->step(sa, pa, gm, &cfg);
-                    o->step_scaled(sb, pb, g, coefs[ci], &cfg);
-                }
-                bool same = memcmp(pa, pb, n * 4) == 0 && sa->n_tensors == sb->n_tensors;
-                for (int t = 0; same && t < sa->n_tensors; t++)
-                    same = memcmp(sa->tensors[t].data, sb->tensors[t].data,
-                                  shape_numel(&sa->tensors[t].shape) * dtype_traits(sa->tensors[t].dtype)->size) == 0;
-                if (!same) printf("%s shape #%zu coef %g: step_scaled differs from multiply + step\n", o->name, k,
-                                  (double)coefs[ci]);
-                assert_true(same);
-                checked++;
-                o->free(sa);
-                o->free(sb);
-                free(pa);
-                free(pb);
-                free(g);
-                free(gm);
-            }
+        checked += check_step_scaled(o, &cfg, "");
+        if (!optim_has_keyword(o, "maximize")) continue;
+        cfg.maximize = true;  // and amsgrad, where the optimizer takes it
+        cfg.amsgrad = optim_has_keyword(o, "amsgrad");
+        assert_true(status_is_ok(o->validate(&cfg)));
+        checked += check_step_scaled(o, &cfg, " (maximize, amsgrad)");
     }
     printf("step_scaled == multiply + step: %d cases\n", checked);
     assert_true(checked > 0);

@@ -161,16 +161,23 @@ const char* const optim_torch_adamw_keywords[] = {
     NULL,
 };
 
-OptimState* optim_torch_adamw_state_new(const Optimizer* o, const TensorShape* shape) {
+OptimState* optim_torch_adamw_state_new(const Optimizer* o, const TensorShape* shape, const OptimConfig* c) {
     OptimState* st = optim_state_new(o, sizeof(OptimState), shape);
     optim_state_add(st, "exp_avg", DTYPE_F32, *shape);
     optim_state_add(st, "exp_avg_sq", DTYPE_F32, *shape);
     optim_state_add(st, "step", DTYPE_F32, (TensorShape){0, {0}});
+    if (c->amsgrad) optim_state_add(st, "max_exp_avg_sq", DTYPE_F32, *shape);
     return st;
 }
 
 size_t optim_torch_adamw_state_bytes(const TensorShape* shape, const OptimConfig* c) {
-    return 8 * shape_numel(shape) + 4;  // exp_avg + exp_avg_sq (fp32) + 0-d fp32 step
+    // exp_avg + exp_avg_sq (fp32) + 0-d fp32 step; amsgrad: + max_exp_avg_sq (fp32)
+    return (c->amsgrad ? 12 : 8) * shape_numel(shape) + 4;
+}
+
+float* optim_torch_adamw_vmax(const OptimState* st) {
+    const StateTensor* t = optim_state_find(st, "max_exp_avg_sq");
+    return t ? t->data : NULL;
 }
 
 Status optim_not_implemented(const char* optim, const char* what) {

@@ -184,9 +184,12 @@ Status optim_torch_adamw_check(const OptimConfig* c);
 // torch.optim.AdamW.__init__'s keywords (torch 2.15; Optimizer.keywords of both torch AdamWs)
 extern const char* const optim_torch_adamw_keywords[];
 // torch.optim.AdamW's state, as both torch AdamWs keep it: exp_avg, exp_avg_sq (fp32, the
-// parameter's shape) and step (0-d fp32), zeroed; owned by optimizer o. Its closed-form size.
-OptimState* optim_torch_adamw_state_new(const Optimizer* o, const TensorShape* shape);
+// parameter's shape) and step (0-d fp32), and with amsgrad max_exp_avg_sq (fp32, the parameter's
+// shape), zeroed; owned by optimizer o. Its closed-form size.
+OptimState* optim_torch_adamw_state_new(const Optimizer* o, const TensorShape* shape, const OptimConfig* c);
 size_t optim_torch_adamw_state_bytes(const TensorShape* shape, const OptimConfig* c);
+// The max_exp_avg_sq array of a torch AdamW state (amsgrad), or NULL.
+float* optim_torch_adamw_vmax(const OptimState* st);
 // AdamW's rounding-order band (Optimizer.rounding_band_step; optim_adamw_torch.c): adamw_torch's,
 // shared by adamw_torch_fused and used inside bitsandbytes' and the mistake variants' bands.
 void optim_adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const float* p_prev, const float* p,
@@ -222,5 +225,19 @@ size_t optim_adafactor_torch_avx512_steps(void);
 static inline float torch_lerp(float self, float end, float w) {
     return w < 0.5f && w > -0.5f ? fmaf(w, end - self, self) : fmaf(w - 1.0f, end - self, end);
 }
+
+// torch.maximum(a, b) on floats (ATen's maximum kernel): NaN when either is NaN, else the larger
+// (a > b ? a : b, as Vectorized's max_ps; the operands here are never zeros of both signs). The
+// NaN's bits may differ from torch's (all-ones in its vector body), never whether it is NaN.
+static inline float optim_torch_maximum(float a, float b) {
+    return a != a || b != b ? NAN : a > b ? a : b;
+}
+#if defined(__x86_64__)
+#include <immintrin.h>
+// 8 lanes of optim_torch_maximum: max_ps, then all ones (a NaN) where either operand is NaN
+__attribute__((target("avx2"), always_inline)) static inline __m256 optim_torch_maximum8(__m256 a, __m256 b) {
+    return _mm256_or_ps(_mm256_max_ps(a, b), _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+}
+#endif
 
 #endif

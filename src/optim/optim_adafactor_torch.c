@@ -11,6 +11,7 @@
 //   1-D: variance <- lerp(variance, g*g, w) ; V = variance
 //   U = rsqrt(max(V, eps1^2)) * g ; denom = max(1, norm2(U)/(sqrt(numel)*d))  (double)
 //   p <- p + f32(-alpha/denom) * U                                  (add_ with alpha: an FMA)
+//   maximize: g = -g first (only U's sign changes: the coefficient's sign is flipped instead)
 // eps1 = None means the dtype's machine epsilon (2^-23 for fp32).
 // The norms and the mean are torch's own float32 reductions in torch's order (torch_reduce.h:
 // the dim=-1/whole-tensor norm kernel, the dim=-2 NormTwoOps loop, the cascade sum); every
@@ -62,7 +63,6 @@ static Status aft_validate(const OptimConfig* c) {
     if (!(0.0 <= c->weight_decay))
         return status_make(STATUS_INVALID, "weight_decay must be >= 0 (got %g); torch refuses it too: "
                            "\"weight_decay should be >= 0\"", c->weight_decay);
-    if (c->maximize) return optim_not_implemented("adafactor_torch", "maximize=true");
     if (c->foreach) return optim_not_implemented("adafactor_torch", "foreach=true (the multi-tensor path)");
     if (!isfinite(c->decay_rate) || !isfinite(c->eps2) || !isfinite(c->d) || !isfinite(c->lr) ||
         !isfinite(c->weight_decay) || (c->eps1 != -1 && !isfinite(c->eps1)))
@@ -636,6 +636,9 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
                              : torch_sumsq_produced_parallel_f32(n, k23->produce, k23->produce_feed, &a));
     const double denom = fmax(1.0, u_norm / (pow((double)n, 0.5) * c->d));  // max(1.0, NaN) = 1.0
     a.a = (float)(-alpha / denom);  // add_(update, alpha=-alpha/denom): fma(U, f32(alpha), p)
+    // maximize: grad = -grad. Only U's sign follows it (the statistics square g, the norm squares
+    // U): U(-g) = -U(g) exactly, and fma(a, -U, p) == fma(-a, U, p)
+    if (c->maximize) a.a = -a.a;
     const size_t n_pieces = (n + AFT_PIECE - 1) / AFT_PIECE;
     // pieces claimed as threads come free (2 at a time, 64 KiB of p): a descheduled thread no
     // longer holds back a fixed half of the pass; elementwise, so thread-count independent

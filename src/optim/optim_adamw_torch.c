@@ -15,8 +15,12 @@
 // These rounding points were pinned down by reference/check_optim_semantics.py against the
 // installed torch (see reference/OPTIM_SEMANTICS.md).
 // State: exp_avg, exp_avg_sq (fp32, param's shape), step (0-d fp32), as torch keeps them.
-// Not here: amsgrad, maximize, bf16 params, the foreach/fused paths (these round differently).
+// maximize: grad = -grad (exact), taken as the gradient factor's sign (g * -g_scale == -(g * g_scale)).
+// amsgrad: max_exp_avg_sq <- torch.maximum(max_exp_avg_sq, v) (NaN if either is NaN), and the
+// denominator takes sqrt(max_exp_avg_sq) instead of sqrt(v); state max_exp_avg_sq (fp32, param's shape).
+// Not here: bf16 params, the foreach/fused paths (these round differently).
 #include <math.h>
+#include <string.h>
 
 #include "optim/optim.h"
 #include "optim/torch_sqrt.h"
@@ -37,21 +41,19 @@ static void adamw_defaults(OptimConfig* c) {
 static Status adamw_validate(const OptimConfig* c) {
     Status s = optim_torch_adamw_check(c);
     if (!status_is_ok(s)) return s;
-    if (c->amsgrad) return optim_not_implemented("adamw_torch", "amsgrad=true (max_exp_avg_sq)");
-    if (c->maximize) return optim_not_implemented("adamw_torch", "maximize=true");
     if (c->capturable) return optim_not_implemented("adamw_torch", "capturable=true (tensor bias corrections)");
     return status_ok();
 }
 
 static OptimState* adamw_init(const TensorShape* shape, const OptimConfig* c) {
-    return optim_torch_adamw_state_new(&optim_adamw_torch, shape);
+    return optim_torch_adamw_state_new(&optim_adamw_torch, shape, c);
 }
 
 // Portable kernel: any CPU; torch_sqrtf's table lookup keeps GCC from vectorizing it.
 // lerp_coeff, lerp_from_start: torch_lerp(m, g, w1) split into its branch (chosen once per step):
 // small weight: fma(w1, g - m, m); otherwise fma(w1 - 1, g - m, g).
 static void adamw_kernel_portable(float* restrict p, const float* restrict g, float* restrict m,
-                                  float* restrict v, size_t n, float decay, float lerp_coeff,
+                                  float* restrict v, float* restrict vmax, size_t n, float decay, float lerp_coeff,
                                   bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
                                   float neg_step_size, float g_scale, bool hw_seed) {
     (void)hw_seed;
@@ -61,7 +63,9 @@ static void adamw_kernel_portable(float* restrict p, const float* restrict g, fl
         float gi = g[i] * g_scale;  // clipping's g * coef (g_scale 1.0f: g itself, NaN included)
         float mi = fmaf(lerp_coeff, gi - m[i], lerp_from_start ? m[i] : gi);
         float vi = fmaf(w2 * gi, gi, v[i] * b2);
-        float denom = torch_sqrtf(vi) / bc2_sqrt + eps;
+        float vd = vi;  // amsgrad (vmax): torch.maximum(max_exp_avg_sq, v)
+        if (vmax) vmax[i] = vd = optim_torch_maximum(vmax[i], vi);
+        float denom = torch_sqrtf(vd) / bc2_sqrt + eps;
         m[i] = mi;
         v[i] = vi;
         p[i] = pi + (neg_step_size * mi) / denom;
@@ -71,7 +75,7 @@ static void adamw_kernel_portable(float* restrict p, const float* restrict g, fl
 #if defined(__x86_64__)
 // The same operations, 8 lanes at a time, torch's sqrt computed by SQRT8(vi): one body for both
 // vector kernels below. Bit-identical to the portable kernel.
-#define ADAMW_KERNEL_BODY(SQRT8)                                                                                      \
+#define ADAMW_KERNEL_BODY(SQRT8, AMSGRAD)                                                                             \
     const size_t n8 = n / 8 * 8;                                                                                       \
     const __m256 vdecay = _mm256_set1_ps(decay), vw1 = _mm256_set1_ps(lerp_coeff), vb2 = _mm256_set1_ps(b2),           \
                  vw2 = _mm256_set1_ps(w2), vbc = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(eps),                 \
@@ -82,30 +86,43 @@ static void adamw_kernel_portable(float* restrict p, const float* restrict g, fl
         __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs), m0 = _mm256_loadu_ps(m + i);                          \
         __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), lerp_from_start ? m0 : gi);                          \
         __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(vw2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), vb2));         \
-        __m256 denom = _mm256_add_ps(_mm256_div_ps(SQRT8(vi), vbc), veps);                                            \
+        __m256 vd = vi;                                                                                                \
+        if (AMSGRAD) {                                                                                                 \
+            vd = optim_torch_maximum8(_mm256_loadu_ps(vmax + i), vi);                                                  \
+            _mm256_storeu_ps(vmax + i, vd);                                                                            \
+        }                                                                                                              \
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(SQRT8(vd), vbc), veps);                                            \
         _mm256_storeu_ps(m + i, mi);                                                                                   \
         _mm256_storeu_ps(v + i, vi);                                                                                   \
         _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vss, mi), denom)));                     \
     }                                                                                                                  \
-    adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, n - n8, decay, lerp_coeff, lerp_from_start, b2, w2,         \
-                          bc2_sqrt, eps, neg_step_size, g_scale, hw_seed)
+    adamw_kernel_portable(p + n8, g + n8, m + n8, v + n8, vmax ? vmax + n8 : NULL, n - n8, decay, lerp_coeff,         \
+                          lerp_from_start, b2, w2, bc2_sqrt, eps, neg_step_size, g_scale, hw_seed)
 
 // torch's sqrt seeded by the CPU's rsqrtps where torch_sqrt_hw_matches() proved it gives the
 // table's bits (hw_seed), else by the table gathered (torch_sqrt8_avx2): MKL's SSE kernel
 #define ADAMW_SQRT8_SSE(x) torch_sqrt8_avx2((x), hw_seed)
 __attribute__((target("avx2,fma"))) static void adamw_kernel_avx2(
-    float* restrict p, const float* restrict g, float* restrict m, float* restrict v, size_t n,
+    float* restrict p, const float* restrict g, float* restrict m, float* restrict v, float* restrict vmax, size_t n,
     float decay, float lerp_coeff, bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
     float neg_step_size, float g_scale, bool hw_seed) {
-    ADAMW_KERNEL_BODY(ADAMW_SQRT8_SSE);
+    if (vmax) {
+        ADAMW_KERNEL_BODY(ADAMW_SQRT8_SSE, true);
+    } else {
+        ADAMW_KERNEL_BODY(ADAMW_SQRT8_SSE, false);
+    }
 }
 
 // MKL's AVX-512 kernel (TORCH_SQRT_MKL_AVX512; CPUs with AVX-512VL): torch_sqrt8_mkl_avx512
 __attribute__((target("avx2,fma,avx512f,avx512vl"))) static void adamw_kernel_mkl512(
-    float* restrict p, const float* restrict g, float* restrict m, float* restrict v, size_t n,
+    float* restrict p, const float* restrict g, float* restrict m, float* restrict v, float* restrict vmax, size_t n,
     float decay, float lerp_coeff, bool lerp_from_start, float b2, float w2, float bc2_sqrt, float eps,
     float neg_step_size, float g_scale, bool hw_seed) {
-    ADAMW_KERNEL_BODY(torch_sqrt8_mkl_avx512);
+    if (vmax) {
+        ADAMW_KERNEL_BODY(torch_sqrt8_mkl_avx512, true);
+    } else {
+        ADAMW_KERNEL_BODY(torch_sqrt8_mkl_avx512, false);
+    }
 }
 #endif
 
@@ -121,18 +138,19 @@ static void adamw_step_scaled(OptimState* st, float* p, const float* g, float g_
     const double bc2 = 1.0 - pow(c->beta2, t);
     const double step_size = c->lr / bc1;
     const double bc2_sqrt = pow(bc2, 0.5);
-    void (*kernel)(float* restrict, const float* restrict, float* restrict, float* restrict, size_t, float,
-                   float, bool, float, float, float, float, float, float, bool) = adamw_kernel_portable;
+    void (*kernel)(float* restrict, const float* restrict, float* restrict, float* restrict, float* restrict, size_t,
+                   float, float, bool, float, float, float, float, float, float, bool) = adamw_kernel_portable;
 #if defined(__x86_64__)
     if (torch_sqrt_vector()) kernel = adamw_kernel_avx2;
     else if (g_torch_sqrt_kernel == TORCH_SQRT_MKL_AVX512 && cpu_features()->avx512vl) kernel = adamw_kernel_mkl512;
 #endif
     const float w1 = (float)(1.0 - c->beta1);
     const bool small = w1 < 0.5f && w1 > -0.5f;  // torch_lerp's branch (optim.h)
-    kernel(p, g, st->tensors[0].data, st->tensors[1].data, shape_numel(&st->shape),
+    // maximize: grad = -grad, an exact negation: g * (-g_scale) is -(g * g_scale) for every float
+    kernel(p, g, st->tensors[0].data, st->tensors[1].data, optim_torch_adamw_vmax(st), shape_numel(&st->shape),
            (float)(1.0 - c->lr * c->weight_decay), small ? w1 : w1 - 1.0f, small, (float)c->beta2,
-           (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size), g_scale,
-           torch_sqrt_hw_matches());
+           (float)(1.0 - c->beta2), (float)bc2_sqrt, (float)c->eps, (float)(-step_size),
+           c->maximize ? -g_scale : g_scale, torch_sqrt_hw_matches());
 }
 
 static void adamw_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {
@@ -163,17 +181,30 @@ void optim_adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const
     const double t = (double)st->step, b1 = c->beta1, b2 = c->beta2;
     const double s = c->lr / (1.0 - pow(b1, t)), cc = sqrt(1.0 - pow(b2, t)), d = 1.0 - c->lr * c->weight_decay;
     double *m_prev = b->aux[0], *Em = b->state[0], *Ev = b->state[1], *Ep = b->param;
+    // amsgrad: the denominator's max(v_1..v_t) is off by at most the largest band it took a v from
+    const float* vmax = optim_torch_adamw_vmax(st);
+    double* Evmax = NULL;
+    for (int k = 0; vmax && k < st->n_tensors; k++)
+        if (!strcmp(st->tensors[k].name, "max_exp_avg_sq")) Evmax = b->state[k];
     for (size_t i = 0; i < b->n; i++) {
-        const double gi = g[i], mi = m[i], vi = v[i];
+        const double gi = g[i], mi = m[i];
         Em[i] = b1 * Em[i] + 4 * BAND_U * (fabs(m_prev[i]) + fabs(gi)) + BAND_SUB;
         m_prev[i] = mi;
-        Ev[i] = b2 * Ev[i] + 5 * BAND_U * vi + BAND_SUB;
+        Ev[i] = b2 * Ev[i] + 5 * BAND_U * (double)v[i] + BAND_SUB;
+        double vi = v[i], Evi = Ev[i];  // the denominator's second moment and its band
+        if (Evmax) {
+            Evmax[i] = fmax(Evmax[i], Ev[i]);
+            vi = vmax[i], Evi = Evmax[i];
+        }
         const double D = sqrt(vi) / cc + c->eps, U = s * mi / D;
-        const double rel_v = vi > 0 ? Ev[i] / (2 * vi) : 0;
+        const double rel_v = vi > 0 ? Evi / (2 * vi) : 0;
         Ep[i] = fabs(d) * Ep[i] + 2 * BAND_U * fabs((double)p_prev[i]) * (1 + fabs(c->lr * c->weight_decay)) +
                 BAND_U * fabs((double)p[i]) + fabs(U) * (10 * BAND_U + rel_v) + (D > 0 ? s * Em[i] / D : INFINITY) +
                 BAND_SUB;
-        if (!isfinite(Ep[i]) || !isfinite(Em[i]) || !isfinite(Ev[i])) Ep[i] = Em[i] = Ev[i] = NAN;
+        if (!isfinite(Ep[i]) || !isfinite(Em[i]) || !isfinite(Ev[i]) || (Evmax && !isfinite(Evmax[i]))) {
+            Ep[i] = Em[i] = Ev[i] = NAN;
+            if (Evmax) Evmax[i] = NAN;
+        }
     }
 }
 

@@ -19,8 +19,14 @@
 //   p <- p + (f32(-step_size) * m) / denom               (the tail's p - (step_size*m)/denom: equal)
 // That split is the AVX-512 build's (the goldens' machine); other builds of torch may split the
 // tail otherwise.
-// State: exp_avg, exp_avg_sq (fp32), step (0-d fp32), as torch keeps them.
-// Not here: amsgrad, maximize, capturable, bf16 params, and the GradScaler's grad_scale argument
+// maximize: grad * -1 (exact), taken as the gradient factor's sign (g * -g_scale).
+// amsgrad: max_exp_avg_sq <- maximum(max_exp_avg_sq, v) and denom = sqrt(max_exp_avg_sq) / ... ;
+// a NaN v gives a NaN maximum in the Vectorized body and in the loop after it alike (measured:
+// the goldens' amsgrad_grads_nonfinite_vec_15, whose 15 elements are all that loop's; a NaN v
+// stays NaN at every later step, so no element can tell torch.maximum from a max keeping v).
+// State: exp_avg, exp_avg_sq (fp32), step (0-d fp32), with amsgrad max_exp_avg_sq (fp32), as
+// torch keeps them.
+// Not here: capturable, bf16 params, and the GradScaler's grad_scale argument
 // (without unscale_ the kernel divides each gradient by the scale: the trainer refuses that).
 #include <math.h>
 #if defined(__x86_64__)
@@ -43,14 +49,12 @@ static Status fused_validate(const OptimConfig* c) {
     if (!c->fused)
         return status_make(STATUS_INVALID, "fused=false: adamw_torch_fused is the fused kernel (the for-loop path "
                            "is adamw_torch)");
-    if (c->amsgrad) return optim_not_implemented("adamw_torch_fused", "amsgrad=true (max_exp_avg_sq)");
-    if (c->maximize) return optim_not_implemented("adamw_torch_fused", "maximize=true");
     if (c->capturable) return optim_not_implemented("adamw_torch_fused", "capturable=true");
     return status_ok();
 }
 
 static OptimState* fused_init(const TensorShape* shape, const OptimConfig* c) {
-    return optim_torch_adamw_state_new(&optim_adamw_torch_fused, shape);
+    return optim_torch_adamw_state_new(&optim_adamw_torch_fused, shape, c);
 }
 
 typedef struct {
@@ -60,14 +64,16 @@ typedef struct {
 
 // Elements [0, n): the kernel's Vectorized body and its tail's 8-wide part (the same arithmetic).
 static void fused_body_portable(float* restrict p, const float* restrict g, float* restrict m, float* restrict v,
-                                size_t n, const FusedArgs* a) {
+                                float* restrict vmax, size_t n, const FusedArgs* a) {
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float pi = p[i] * a->decay;  // decay 1.0f without weight decay: exact
         const float gi = g[i] * a->g_scale;  // clip_grad_norm_'s g * coef (1.0f: g itself)
         const float mi = fmaf(a->lerp_coeff, gi - m[i], a->lerp_from_start ? m[i] : gi);
         const float vi = fmaf(a->w2 * gi, gi, v[i] * a->b2);
-        const float denom = sqrtf(vi) / a->bc2_sqrt + a->eps;
+        float vd = vi;
+        if (vmax) vmax[i] = vd = optim_torch_maximum(vmax[i], vi);
+        const float denom = sqrtf(vd) / a->bc2_sqrt + a->eps;
         m[i] = mi;
         v[i] = vi;
         p[i] = pi + (a->neg_step_size * mi) / denom;
@@ -77,8 +83,8 @@ static void fused_body_portable(float* restrict p, const float* restrict g, floa
 #if defined(__x86_64__)
 // The body 8 lanes at a time: the same operations, bit-identical (every op correctly rounded).
 __attribute__((target("avx2,fma"))) static void fused_body_avx2(float* restrict p, const float* restrict g,
-                                                                 float* restrict m, float* restrict v, size_t n,
-                                                                 const FusedArgs* a) {
+                                                                 float* restrict m, float* restrict v,
+                                                                 float* restrict vmax, size_t n, const FusedArgs* a) {
     const size_t n8 = n / 8 * 8;
     const __m256 vdecay = _mm256_set1_ps(a->decay), vw1 = _mm256_set1_ps(a->lerp_coeff),
                  vb2 = _mm256_set1_ps(a->b2), vw2 = _mm256_set1_ps(a->w2), vbc = _mm256_set1_ps(a->bc2_sqrt),
@@ -92,23 +98,30 @@ __attribute__((target("avx2,fma"))) static void fused_body_avx2(float* restrict 
         const __m256 mi = _mm256_fmadd_ps(vw1, _mm256_sub_ps(gi, m0), from_start ? m0 : gi);
         const __m256 vi =
             _mm256_fmadd_ps(_mm256_mul_ps(vw2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), vb2));
-        const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc), veps);
+        __m256 vd = vi;
+        if (vmax) {  // amsgrad
+            vd = optim_torch_maximum8(_mm256_loadu_ps(vmax + i), vi);
+            _mm256_storeu_ps(vmax + i, vd);
+        }
+        const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vd), vbc), veps);
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
         _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vss, mi), denom)));
     }
-    fused_body_portable(p + n8, g + n8, m + n8, v + n8, n - n8, a);
+    fused_body_portable(p + n8, g + n8, m + n8, v + n8, vmax ? vmax + n8 : NULL, n - n8, a);
 }
 #endif
 
 // The one-by-one loop of the kernel's last chunk (fewer than 8 elements).
-static void fused_tail(float* p, const float* g, float* m, float* v, size_t n, const FusedArgs* a) {
+static void fused_tail(float* p, const float* g, float* m, float* v, float* vmax, size_t n, const FusedArgs* a) {
     for (size_t i = 0; i < n; i++) {
         const float pi = p[i] * a->decay;
         const float gi = g[i] * a->g_scale;
         const float mi = fmaf(a->lerp_coeff, gi - m[i], a->lerp_from_start ? m[i] : gi);
         const float vi = fmaf(v[i], a->b2, (a->w2 * gi) * gi);
-        const float denom = sqrtf(vi) / a->bc2_sqrt + a->eps;
+        float vd = vi;
+        if (vmax) vmax[i] = vd = optim_torch_maximum(vmax[i], vi);
+        const float denom = sqrtf(vd) / a->bc2_sqrt + a->eps;
         m[i] = mi;
         v[i] = vi;
         p[i] = pi - (a->step_size * mi) / denom;
@@ -132,17 +145,17 @@ static void fused_step_scaled(OptimState* st, float* p, const float* g, float g_
                          .eps = (float)c->eps,
                          .neg_step_size = (float)(-step_size),
                          .step_size = (float)step_size,
-                         .g_scale = g_scale,
+                         .g_scale = c->maximize ? -g_scale : g_scale,  // maximize: grad * -1, exact
                          .lerp_from_start = small};
     const size_t n = shape_numel(&st->shape), body = n - n % FUSED_SCALAR_TAIL;
-    float *m = st->tensors[0].data, *v = st->tensors[1].data;
+    float *m = st->tensors[0].data, *v = st->tensors[1].data, *vmax = optim_torch_adamw_vmax(st);
 #if defined(__x86_64__)
-    if (cpu_features()->avx2 && cpu_features()->fma) fused_body_avx2(p, g, m, v, body, &a);
-    else fused_body_portable(p, g, m, v, body, &a);
+    if (cpu_features()->avx2 && cpu_features()->fma) fused_body_avx2(p, g, m, v, vmax, body, &a);
+    else fused_body_portable(p, g, m, v, vmax, body, &a);
 #else
-    fused_body_portable(p, g, m, v, body, &a);
+    fused_body_portable(p, g, m, v, vmax, body, &a);
 #endif
-    fused_tail(p + body, g + body, m + body, v + body, n - body, &a);
+    fused_tail(p + body, g + body, m + body, v + body, vmax ? vmax + body : NULL, n - body, &a);
 }
 
 static void fused_step(OptimState* st, float* p, const float* g, const OptimConfig* c) {

@@ -39,6 +39,7 @@ static void adamw_mistake_step(OptimState* st, float* p, const float* g, const O
     *(float*)optim_state_find(st, "step")->data = (float)st->step;
     float* m = optim_state_find(st, "exp_avg")->data;
     float* v = optim_state_find(st, "exp_avg_sq")->data;
+    float* vmax = optim_torch_adamw_vmax(st);
     const double t = (double)st->step + (mk == AM_STEP_PLUS_ONE ? 1.0 : 0.0);
     double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
     if (mk == AM_NO_BIAS_CORRECTION || mk == AM_NO_BC1) bc1 = 1.0;
@@ -53,17 +54,19 @@ static void adamw_mistake_step(OptimState* st, float* p, const float* g, const O
     const float neg_step_size = (float)(-c->lr / bc1);
     const size_t n = shape_numel(&st->shape);
     for (size_t i = 0; i < n; i++) {
-        float pi = p[i], gi = g[i];
+        float pi = p[i], gi = c->maximize ? -g[i] : g[i];  // maximize, as the reference
         if (mk == AM_L2_DECAY) gi = fmaf(pi, wd, gi);  // grad.add(param, alpha=wd): an FMA on CPU
         else if (mk != AM_DECAY_AFTER_UPDATE) pi = pi * decay;
         const float mi = torch_lerp(m[i], gi, mk == AM_LERP_WEIGHT_BETA1 ? b1 : w1);
         const float vi = mk == AM_V_WEIGHTS_SWAPPED ? fmaf(b2 * gi, gi, v[i] * w2) : fmaf(w2 * gi, gi, v[i] * b2);
+        float vd = vi;  // amsgrad: the running maximum, as the reference
+        if (vmax) vmax[i] = vd = optim_torch_maximum(vmax[i], vi);
         float denom;
         switch (mk) {
-        case AM_EPS_INSIDE_SQRT: denom = torch_sqrtf(vi / bc2f + eps); break;
-        case AM_BC2_NO_SQRT: denom = torch_sqrtf(vi) / bc2f + eps; break;
-        case AM_EPS_BEFORE_BC2: denom = (torch_sqrtf(vi) + eps) / bc2_sqrt; break;
-        default: denom = torch_sqrtf(vi) / bc2_sqrt + eps; break;
+        case AM_EPS_INSIDE_SQRT: denom = torch_sqrtf(vd / bc2f + eps); break;
+        case AM_BC2_NO_SQRT: denom = torch_sqrtf(vd) / bc2f + eps; break;
+        case AM_EPS_BEFORE_BC2: denom = (torch_sqrtf(vd) + eps) / bc2_sqrt; break;
+        default: denom = torch_sqrtf(vd) / bc2_sqrt + eps; break;
         }
         m[i] = mi;
         v[i] = vi;

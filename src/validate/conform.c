@@ -387,6 +387,7 @@ static OptimState* plugin_init(const TensorShape* shape, const OptimConfig* c) {
         .eps1 = c->eps1, .eps2 = c->eps2, .clip_threshold = c->clip_threshold, .decay_rate = c->decay_rate,
         .d = c->d, .scale_parameter = c->scale_parameter, .relative_step = c->relative_step,
         .warmup_init = c->warmup_init, .block_size = c->block_size, .min_8bit_size = (int64_t)c->min_8bit_size,
+        .amsgrad = c->amsgrad, .maximize = c->maximize,
     };
     const char* err = NULL;
     void* ps = g_plugin->create(shape->ndim, shape->dims, &hp, &err);
@@ -435,10 +436,10 @@ Status conform_plugin_load(const char* path, const char* optim_name, const Optim
     const TrainbenchOptimizerPlugin* pl = entry();
     if (!pl) return status_make(STATUS_INVALID, "plugin %s: %s() returned NULL", path, TRAINBENCH_PLUGIN_SYMBOL);
     info->abi_version = pl->abi_version;
-    if (pl->abi_version != TRAINBENCH_PLUGIN_ABI_VERSION)
+    if (pl->abi_version < TRAINBENCH_PLUGIN_ABI_OLDEST || pl->abi_version > TRAINBENCH_PLUGIN_ABI_VERSION)
         return status_make(STATUS_INVALID, "plugin %s was built for plugin ABI version %u, this trainbench speaks "
-                           "version %d: rebuild it against this trainbench's src/validate/trainbench_plugin.h",
-                           path, pl->abi_version, TRAINBENCH_PLUGIN_ABI_VERSION);
+                           "versions %d to %d: rebuild it against this trainbench's src/validate/trainbench_plugin.h",
+                           path, pl->abi_version, TRAINBENCH_PLUGIN_ABI_OLDEST, TRAINBENCH_PLUGIN_ABI_VERSION);
     snprintf(info->name, sizeof info->name, "%s", pl->name ? pl->name : "(unnamed)");
     snprintf(info->implements, sizeof info->implements, "%s", pl->implements ? pl->implements : "");
     const char* missing = !pl->create ? "create" : !pl->step ? "step" : !pl->list_state ? "list_state"

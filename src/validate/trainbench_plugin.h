@@ -16,7 +16,8 @@
  *        const TrainbenchOptimizerPlugin* trainbench_optimizer_plugin(void) { return &PLUGIN; }
  *
  *    `abi_version` must be TRAINBENCH_PLUGIN_ABI_VERSION of the header you compiled against;
- *    trainbench refuses any other value (exit 2, naming both versions). `implements` names the
+ *    trainbench refuses a value outside TRAINBENCH_PLUGIN_ABI_OLDEST ..
+ *    TRAINBENCH_PLUGIN_ABI_VERSION (exit 2, naming both). `implements` names the
  *    golden set the plugin is checked against: "adamw_torch", "adafactor", "adafactor_torch"
  *    or "adamw_bnb_8bit" (`trainbench conform --optim NAME` overrides it).
  *
@@ -108,8 +109,11 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change of the structs or calls below. */
-#define TRAINBENCH_PLUGIN_ABI_VERSION 1
+/* Bumped on any incompatible change of the structs or calls below. Version 2 appended
+ * TrainbenchHparams.amsgrad and .maximize; trainbench still loads version 1 plugins (they read
+ * only the fields before those). */
+#define TRAINBENCH_PLUGIN_ABI_VERSION 2
+#define TRAINBENCH_PLUGIN_ABI_OLDEST 1
 
 #define TRAINBENCH_PLUGIN_MAX_DIMS 4
 #define TRAINBENCH_PLUGIN_MAX_STATE 8
@@ -153,10 +157,13 @@ typedef struct {
     int32_t scale_parameter, relative_step, warmup_init;  /* transformers Adafactor, 0/1 */
     int64_t block_size;        /* bitsandbytes: 256 */
     int64_t min_8bit_size;     /* bitsandbytes: 4096; smaller tensors keep F32 state */
+    /* ABI 2: */
+    int32_t amsgrad;           /* torch AdamW (both paths): keep max_exp_avg_sq, 0/1 */
+    int32_t maximize;          /* torch AdamW, torch Adafactor: step along +grad (grad = -grad), 0/1 */
 } TrainbenchHparams;
 
 typedef struct {
-    uint32_t abi_version;      /* TRAINBENCH_PLUGIN_ABI_VERSION */
+    uint32_t abi_version;      /* TRAINBENCH_PLUGIN_ABI_VERSION (1 is still loaded) */
     const char* name;          /* shown in the report */
     const char* implements;    /* golden set: "adamw_torch", "adafactor", "adafactor_torch", "adamw_bnb_8bit" */
     /* New state for one parameter tensor of shape dims[0 .. ndim-1]; NULL + *error to refuse. */

@@ -196,7 +196,9 @@ static const char* aft_step(void* state, float* p, const float* g, int64_t numel
     if (!(denom > 1.0)) denom = 1.0;
     const float a = (float)(-alpha / denom);
 #endif
-    for (size_t i = 0; i < n; i++) p[i] = p[i] + a * U[i];
+    // maximize (ABI 2): grad = -grad, so U = -U; written as the step's sign
+    const float sa = hp->maximize ? -a : a;
+    for (size_t i = 0; i < n; i++) p[i] = p[i] + sa * U[i];
     return NULL;
 }
 

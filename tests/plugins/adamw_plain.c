@@ -35,10 +35,11 @@
 #define MISTAKE_L2_MULADD 13          /* g <- g + wd*p (mul then add), no decoupled decay */
 #define MISTAKE_L2_FMA 14             /* g <- fma(wd, p, g), no decoupled decay */
 #define MISTAKE_BC_F32 15             /* bias corrections 1 - b^t computed in float32 */
+#define MISTAKE_ABI1 16               /* correct, built as for ABI version 1 (still loaded) */
 #ifndef MISTAKE
 #define MISTAKE MISTAKE_PLAIN
 #endif
-#if MISTAKE < MISTAKE_PLAIN || MISTAKE > MISTAKE_BC_F32 /* an undefined name reads as 0 */
+#if MISTAKE < MISTAKE_PLAIN || MISTAKE > MISTAKE_ABI1 /* an undefined name reads as 0 */
 #error "unknown MISTAKE"
 #endif
 
@@ -203,7 +204,9 @@ static void adamw_destroy(void* state) {
 
 static const TrainbenchOptimizerPlugin PLUGIN = {
 #if MISTAKE == MISTAKE_ABI
-    TRAINBENCH_PLUGIN_ABI_VERSION + 98,
+    99,
+#elif MISTAKE == MISTAKE_ABI1
+    1,
 #else
     TRAINBENCH_PLUGIN_ABI_VERSION,
 #endif

@@ -64,6 +64,8 @@ static void* adapter_create(int32_t ndim, const int64_t* dims, const TrainbenchH
     c->lr_none = c->relative_step;  // the ABI: lr is 0 where the library's lr is None
     c->block_size = (int)hp->block_size;
     c->min_8bit_size = (size_t)hp->min_8bit_size;
+    c->amsgrad = hp->amsgrad != 0;
+    c->maximize = hp->maximize != 0;
     Status s = o->validate(c);
 #endif
     if (!status_is_ok(s)) {
