@@ -334,6 +334,29 @@ def adafactor_hf_cases():
         edge("wd_lr_x_wd_0.999_20x28", m, 621, dict(base, lr=0.1, weight_decay=9.99), ["wd_edge", "wd_on", "factored"],
              "lr*wd = 0.999"),
     ]
+    # values transformers accepts (its __init__ checks nothing but the lr/relative_step pair):
+    # the same formulas outside the usual ranges
+    cs += [
+        edge("wide_lr_negative_vec_257", v, 660, dict(base, lr=-1e-3), ["wide_range", "unfactored"],
+             "lr=-1e-3: the step goes up the gradient"),
+        edge("wide_clip_threshold_0_20x28", m, 661, dict(base, clip_threshold=0.0), ["wide_range", "factored"],
+             "clip_threshold=0: RMS(U)/0 = inf, U/inf = 0 (NaN where RMS(U) is 0)"),
+        edge("wide_clip_threshold_negative_vec_257", v, 662, dict(base, clip_threshold=-1.0),
+             ["wide_range", "unfactored"], "clip_threshold=-1: RMS(U)/-1 < 0 clamps to 1, no clipping"),
+        edge("wide_decay_rate_0.3_20x28", m, 663, dict(base, decay_rate=0.3), ["wide_range", "factored"],
+             "decay_rate=0.3: beta2t = 1 - t^0.3 goes negative from t = 2"),
+        edge("wide_beta1_1.5_vec_257", v, 664, dict(base, beta1=1.5), ["wide_range", "unfactored", "beta1"],
+             "beta1=1.5: exp_avg*1.5 + U*(-0.5)"),
+        edge("wide_beta1_negative_20x28", m, 665, dict(base, beta1=-0.5), ["wide_range", "factored", "beta1"],
+             "beta1=-0.5"),
+        edge("wide_eps1_negative_20x28", m, 666, dict(base, eps=[-1e-3, 1e-3]), ["wide_range", "factored"],
+             "eps1=-1e-3: g^2 + eps1 < 0 for small g (rsqrt of a negative mean: NaN)"),
+        edge("wide_weight_decay_negative_vec_257", v, 667, dict(base, weight_decay=-0.1),
+             ["wide_range", "unfactored", "wd_on"], "weight_decay=-0.1: p grows by lr*0.1 per step"),
+        edge("wide_eps2_negative_scale_parameter_20x28", m, 668,
+             dict(base, eps=[1e-30, -1e-3], scale_parameter=True), ["wide_range", "factored", "scale_parameter"],
+             "eps2=-1e-3 with scale_parameter: max(eps2, RMS) is RMS even for a zero RMS"),
+    ]
     return flag_clipped_edges("adafactor", cs + edge_shapes_and_grads(base, 630))
 
 
@@ -353,7 +376,10 @@ CLIPPED_EDGE_CASES = {
     "adafactor": {"beta1_0.0_20x28", "beta1_0.3_20x28", "beta1_0.5_20x28", "clip_threshold_1e-3_20x28",
                   "col_37x1", "decay_rate_-0.5_vec_257", "decay_rate_-1_20x28", "decay_rate_0_20x28",
                   "eps1_1e-3_20x28", "eps2_0_scale_parameter_vec_257", "lr_0_vec_257", "lr_10_20x28",
-                  "row_1x37", "scalar_0d", "three_d_2x3x5", "wd_lr_x_wd_0.999_20x28", "wd_lr_x_wd_1_vec_257"},
+                  "row_1x37", "scalar_0d", "three_d_2x3x5", "wd_lr_x_wd_0.999_20x28", "wd_lr_x_wd_1_vec_257",
+                  "wide_beta1_1.5_vec_257", "wide_beta1_negative_20x28", "wide_clip_threshold_0_20x28",
+                  "wide_decay_rate_0.3_20x28", "wide_eps1_negative_20x28", "wide_eps2_negative_scale_parameter_20x28",
+                  "wide_lr_negative_vec_257", "wide_weight_decay_negative_vec_257"},
     "adafactor_torch": {"beta2_decay_-0.5_vec_257", "beta2_decay_-1_20x28", "beta2_decay_0_20x28", "col_37x1",
                         "eps1_1e-3_20x28", "eps2_0_vec_257", "lr_0_vec_257", "lr_10_20x28", "row_1x37",
                         "scalar_0d", "three_d_2x3x5", "wd_lr_x_wd_0.999_20x28", "wd_lr_x_wd_1_vec_257"},

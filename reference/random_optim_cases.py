@@ -25,7 +25,8 @@ What is drawn, per case (random.Random(seed), so a seed reproduces a campaign ex
             trainbench implements: AdamW lr, betas, eps, weight_decay, amsgrad, maximize (each
             true in 30% of the cases); transformers Adafactor lr
             or lr=None with relative_step (warmup_init), eps pair, clip_threshold, decay_rate,
-            beta1 (None or a float), weight_decay, scale_parameter; torch Adafactor lr,
+            beta1 (None or a float), weight_decay, scale_parameter (in 20% of the cases one of
+            them outside the usual range: transformers checks none); torch Adafactor lr,
             beta2_decay, eps pair (eps1 None or a float), d, weight_decay, maximize; AdamW8bit lr, betas,
             eps, weight_decay, min_8bit_size (1, 100 or 4096: the 32-bit and 8-bit paths).
 The library runs single-threaded (torch.set_num_threads(1)), as for the goldens.
@@ -83,13 +84,28 @@ def draw_hparams(r, opt):
                     fused=opt == "adamw_torch_fused")
     if opt == "adafactor":
         rel = r.random() < 0.3  # relative_step needs lr=None (transformers refuses both)
-        return dict(lr=None if rel else loguniform(r, 1e-5, 0.1),
-                    eps=[loguniform(r, 1e-35, 1e-10), loguniform(r, 1e-6, 1e-1)],
-                    clip_threshold=r.choice([1.0, 0.5, loguniform(r, 0.01, 10.0)]),
-                    decay_rate=r.choice([-0.8, r.uniform(-1.0, -0.1)]),
-                    beta1=r.choice([None, None, r.uniform(0.0, 0.99)]), weight_decay=wd,
-                    scale_parameter=rel or r.random() < 0.4, relative_step=rel,
-                    warmup_init=rel and r.random() < 0.5)
+        hp = dict(lr=None if rel else loguniform(r, 1e-5, 0.1),
+                  eps=[loguniform(r, 1e-35, 1e-10), loguniform(r, 1e-6, 1e-1)],
+                  clip_threshold=r.choice([1.0, 0.5, loguniform(r, 0.01, 10.0)]),
+                  decay_rate=r.choice([-0.8, r.uniform(-1.0, -0.1)]),
+                  beta1=r.choice([None, None, r.uniform(0.0, 0.99)]), weight_decay=wd,
+                  scale_parameter=rel or r.random() < 0.4, relative_step=rel,
+                  warmup_init=rel and r.random() < 0.5)
+        if r.random() < 0.2:  # transformers checks no range: one value outside the usual ones
+            k = r.choice(["lr", "eps1", "eps2", "clip_threshold", "decay_rate", "beta1", "weight_decay"])
+            if k == "lr" and not rel:
+                hp["lr"] = -loguniform(r, 1e-5, 0.1)
+            elif k in ("eps1", "eps2"):
+                hp["eps"][k == "eps2"] = -loguniform(r, 1e-6, 1e-2)
+            elif k == "clip_threshold":
+                hp["clip_threshold"] = r.choice([0.0, -1.0])
+            elif k == "decay_rate":
+                hp["decay_rate"] = r.uniform(0.05, 1.0)
+            elif k == "beta1":
+                hp["beta1"] = r.choice([1.0, r.uniform(1.0, 2.0), r.uniform(-1.0, 0.0)])
+            elif k == "weight_decay":
+                hp["weight_decay"] = -loguniform(r, 1e-4, 1.0)
+        return hp
     if opt == "adafactor_torch":
         return dict(lr=r.choice([1e-2, loguniform(r, 1e-5, 1.0)]),
                     beta2_decay=r.choice([-0.8, r.uniform(-1.0, -0.05)]),

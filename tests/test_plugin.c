@@ -294,9 +294,12 @@ static void expect_all_conform(const char* plugin, size_t n_cases, size_t min_co
 }
 static void test_reordered_adafactor_conforms(void** s) {
     (void)s;
-    expect_all_conform("adafactor_seq.so", 39, 35, NULL);
-    expect_all_conform("adafactor_f64.so", 39, 30, NULL);
-    expect_all_conform("adafactor_pairwise.so", 39, 35, NULL);
+    // eps1 < 0 and decay_rate > 0 (transformers accepts them) can cancel in the second moment: no
+    // band there (band_adafactor.c), so a correct plugin in another rounding order fails those two
+    static const char* const NO_BAND[] = {"wide_decay_rate_0.3_20x28", "wide_eps1_negative_20x28", NULL};
+    expect_all_conform("adafactor_seq.so", 48, 35, NO_BAND);
+    expect_all_conform("adafactor_f64.so", 48, 30, NO_BAND);
+    expect_all_conform("adafactor_pairwise.so", 48, 35, NO_BAND);
 }
 static void test_reordered_adafactor_torch_conforms(void** s) {
     (void)s;
@@ -342,7 +345,9 @@ static void expect_named_only(const char* plugin, const char* cases, const char*
 static void test_adafactor_mistakes_named(void** s) {
     (void)s;
     // where 0/0 makes RMS(U) NaN the library's clip is NaN (clamp keeps it), the plugin's 1
-    static const char* const NAN_CLIP[] = {"eps1_0_vec_257", "grads_nonfinite_vec_33", NULL};
+    // (and the two cases without a band, test_reordered_adafactor_conforms)
+    static const char* const NAN_CLIP[] = {"eps1_0_vec_257", "grads_nonfinite_vec_33", "wide_decay_rate_0.3_20x28",
+                                           "wide_eps1_negative_20x28", NULL};
     expect_named_only("adafactor_no_clip.so", "", "update clipping missing", 31, NAN_CLIP);
     expect_named_only("adafactor_no_scale.so", "--case '*scale_parameter*,relative_step_*,all_flags_vec_257,vec_257'", "scale_parameter ignored", 5, NULL);
     expect_named_only("adafactor_warmup_ignored.so", "--case 'relative_step_*,all_flags_vec_257'", "warmup_init ignored", 2, NULL);

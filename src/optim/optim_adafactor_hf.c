@@ -60,9 +60,10 @@ static void afhf_constructor_defaults(OptimConfig* c) {
     c->relative_step = true;
 }
 
-// transformers Adafactor.__init__ raises for exactly two things (its messages quoted below);
-// the other rules are ranges we have goldens for: transformers accepts more (it checks nothing
-// else) and those values are refused as not implemented, saying so.
+// transformers Adafactor.__init__ raises for exactly two things (its messages quoted below) and
+// checks nothing else: every finite value of every hyper-parameter runs the same formulas (a
+// negative lr or weight decay, eps1 < 0, clip_threshold <= 0, decay_rate > 0, beta1 outside
+// [0, 1) included; goldens wide_*). Non-finite values are refused as not implemented.
 static Status afhf_validate(const OptimConfig* c) {
     if (c->relative_step && !c->lr_none)
         return status_make(STATUS_INVALID, "lr must be null (None) when relative_step=true (got %g); transformers "
@@ -75,17 +76,17 @@ static Status afhf_validate(const OptimConfig* c) {
                            "lr=None here and then fails in step() multiplying None)");
     const char* bad = NULL;
     char what[160];
-    if (!c->relative_step && !(isfinite(c->lr) && c->lr >= 0)) bad = "lr", snprintf(what, sizeof what, "lr=%g (only lr >= 0)", c->lr);
-    else if (!(isfinite(c->eps1) && c->eps1 >= 0)) bad = "eps1", snprintf(what, sizeof what, "eps1 (eps[0])=%g (only eps1 >= 0)", c->eps1);
-    else if (!(isfinite(c->eps2) && c->eps2 >= 0)) bad = "eps2", snprintf(what, sizeof what, "eps2 (eps[1])=%g (only eps2 >= 0)", c->eps2);
-    else if (!(isfinite(c->clip_threshold) && c->clip_threshold > 0))
-        bad = "clip_threshold", snprintf(what, sizeof what, "clip_threshold=%g (only clip_threshold > 0)", c->clip_threshold);
-    else if (!(isfinite(c->decay_rate) && c->decay_rate <= 0))
-        bad = "decay_rate", snprintf(what, sizeof what, "decay_rate=%g (only decay_rate <= 0)", c->decay_rate);
-    else if (c->has_beta1 && !(c->beta1 >= 0 && c->beta1 < 1))
-        bad = "beta1", snprintf(what, sizeof what, "beta1=%g (only null or 0 <= beta1 < 1)", c->beta1);
-    else if (!(isfinite(c->weight_decay) && c->weight_decay >= 0))
-        bad = "weight_decay", snprintf(what, sizeof what, "weight_decay=%g (only weight_decay >= 0)", c->weight_decay);
+    if (!c->relative_step && !isfinite(c->lr)) bad = "lr", snprintf(what, sizeof what, "lr=%g (only finite values)", c->lr);
+    else if (!isfinite(c->eps1)) bad = "eps1", snprintf(what, sizeof what, "eps1 (eps[0])=%g (only finite values)", c->eps1);
+    else if (!isfinite(c->eps2)) bad = "eps2", snprintf(what, sizeof what, "eps2 (eps[1])=%g (only finite values)", c->eps2);
+    else if (!isfinite(c->clip_threshold))
+        bad = "clip_threshold", snprintf(what, sizeof what, "clip_threshold=%g (only finite values)", c->clip_threshold);
+    else if (!isfinite(c->decay_rate))
+        bad = "decay_rate", snprintf(what, sizeof what, "decay_rate=%g (only finite values)", c->decay_rate);
+    else if (c->has_beta1 && !isfinite(c->beta1))
+        bad = "beta1", snprintf(what, sizeof what, "beta1=%g (only null or a finite value)", c->beta1);
+    else if (!isfinite(c->weight_decay))
+        bad = "weight_decay", snprintf(what, sizeof what, "weight_decay=%g (only finite values)", c->weight_decay);
     return bad ? optim_not_implemented("adafactor", what) : status_ok();
 }
 

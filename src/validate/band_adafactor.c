@@ -80,6 +80,17 @@ void band_adafactor_hf_step(RoundingBand* b, const OptimState* st, const float* 
     const size_t n = b->n;
     const double t = (double)st->step;
     double* Ep = b->param;
+    // The derivation below takes every second-moment term as >= 0 (no cancellation): eps1 >= 0
+    // and keep = 1 - t^decay_rate in [0, 1] (decay_rate <= 0). transformers accepts eps1 < 0
+    // and decay_rate > 0 (goldens wide_eps1_negative_20x28, wide_decay_rate_0.3_20x28); there
+    // g^2 + eps1 or keep*row may cancel, and the band is none: only the library's bits pass.
+    if (c->eps1 < 0 || c->decay_rate > 0) {
+        for (size_t i = 0; i < n; i++) Ep[i] = NAN;
+        for (int k = 0; k < st->n_tensors; k++)
+            if (b->state[k])
+                for (size_t i = 0, m = shape_numel(&st->tensors[k].shape); i < m; i++) b->state[k][i] = NAN;
+        return;
+    }
     // RMS of p (a state tensor: the value before this step's changes)
     double rms, e_rms;
     param_rms(p_prev, Ep, n, &rms, &e_rms);
@@ -161,9 +172,10 @@ void band_adafactor_hf_step(RoundingBand* b, const OptimState* st, const float* 
         double e_upd;
         if (m) {
             // m = b1*m + (1-b1)*Uh: the coefficients, the products, the sum (fma or not): 4u
-            // per side of the operands' magnitudes; Uh's band enters times (1-b1)
+            // per side of the operands' magnitudes; Uh's band enters times |1-b1| (magnitudes:
+            // transformers takes any beta1, e.g. 1.5 or -0.5, goldens wide_beta1_*)
             const double b1 = c->beta1, ap = fabs(b1 * m_prev[i]) + fabs((1 - b1) * uh);
-            Em[i] = finite_or_nan(b1 * Em[i] + (1 - b1) * fabs(uh) * rho_uh + 8 * BU * ap + BSUB);
+            Em[i] = finite_or_nan(fabs(b1) * Em[i] + fabs(1 - b1) * fabs(uh) * rho_uh + 8 * BU * ap + BSUB);
             m_prev[i] = m[i];
             e_upd = Em[i];
         } else {
