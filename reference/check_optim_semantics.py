@@ -471,6 +471,8 @@ class AdafactorTorch:
         upd = (upd * g).astype(f32)
         denom = max(1.0, float(norm2_full(upd)) / ((upd.size ** 0.5) * d))
         self.clipped.append(denom > 1.0)
+        if hp.get("foreach"):  # _multi_tensor_adafactor: updates.mul_(a), then param.add_(updates)
+            return (p + (upd * f32(-alpha / denom)).astype(f32)).astype(f32)
         return fma(upd, f32(-alpha / denom), p)
 
 

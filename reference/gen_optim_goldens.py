@@ -452,6 +452,24 @@ def adafactor_torch_cases():
         edge("maximize_grads_nonfinite_vec_33", (33,), 763, mx, ["nonfinite_grads", "unfactored", "maximize"],
              "maximize with +inf, -inf and NaN gradients", grads="nonfinite"),
     ]
+    # foreach=True: _multi_tensor_adafactor, whose last update rounds twice (updates * alpha, then
+    # param + updates) where the for-loop path's add_(alpha=) is one fma
+    fe = dict(base, foreach=True)
+    cs += add_clip_flag([
+        case("foreach_matrix_20x28_wd", m, 770, dict(fe, weight_decay=0.01), ["matrix_rect", "factored", "wd_on",
+             "foreach"], "foreach=True, factored, weight decay on"),
+        case("foreach_vec_257", v, 771, fe, ["vector", "unfactored", "foreach"], "foreach=True, unfactored"),
+        case("foreach_maximize_three_d_3x16x24", (3, 16, 24), 772, dict(fe, maximize=True),
+             ["three_d", "factored", "foreach", "maximize"], "foreach=True and maximize=True, 3-D tensor"),
+        case(f"foreach_vec_{BIG_N}", (BIG_N,), 773, dict(fe, weight_decay=0.01),
+             ["vector", "unfactored", "large_tensor", "bf16_grads", "foreach", "wd_on"],
+             f"foreach=True, {BIG_N} elements (the thread team's update pass), {BIG_STEPS} step(s)",
+             steps=BIG_STEPS, check=sorted({1, BIG_STEPS})),
+    ])
+    cs += [
+        edge("foreach_grads_nonfinite_vec_33", (33,), 774, fe, ["nonfinite_grads", "unfactored", "foreach"],
+             "foreach=True with +inf, -inf and NaN gradients", grads="nonfinite"),
+    ]
     return flag_clipped_edges("adafactor_torch", cs + edge_shapes_and_grads(base, 730))
 
 

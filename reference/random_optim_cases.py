@@ -27,7 +27,8 @@ What is drawn, per case (random.Random(seed), so a seed reproduces a campaign ex
             or lr=None with relative_step (warmup_init), eps pair, clip_threshold, decay_rate,
             beta1 (None or a float), weight_decay, scale_parameter (in 20% of the cases one of
             them outside the usual range: transformers checks none); torch Adafactor lr,
-            beta2_decay, eps pair (eps1 None or a float), d, weight_decay, maximize; AdamW8bit lr, betas,
+            beta2_decay, eps pair (eps1 None or a float), d, weight_decay, maximize, foreach (30%
+            each); AdamW8bit lr, betas,
             eps, weight_decay, min_8bit_size (1, 100 or 4096: the 32-bit and 8-bit paths).
 The library runs single-threaded (torch.set_num_threads(1)), as for the goldens.
 
@@ -110,7 +111,7 @@ def draw_hparams(r, opt):
         return dict(lr=r.choice([1e-2, loguniform(r, 1e-5, 1.0)]),
                     beta2_decay=r.choice([-0.8, r.uniform(-1.0, -0.05)]),
                     eps=[r.choice([None, loguniform(r, 1e-30, 1e-3)]), loguniform(r, 1e-6, 1e-1)],
-                    d=r.choice([1.0, r.uniform(1.0, 5.0)]), weight_decay=wd, foreach=False,
+                    d=r.choice([1.0, r.uniform(1.0, 5.0)]), weight_decay=wd, foreach=r.random() < 0.3,
                     maximize=r.random() < 0.3)
     if opt == "adamw_bnb_8bit":
         return dict(lr=loguniform(r, 1e-5, 0.1),

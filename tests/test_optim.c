@@ -494,7 +494,7 @@ static const HparamRule HPARAM_RULES[] = {
     {"adafactor_torch", "{\"d\": 0.5}", "Clipping threshold d should be >= 1"},
     {"adafactor_torch", "{\"weight_decay\": -0.1}", "weight_decay should be >= 0"},
     {"adafactor_torch", "{\"maximize\": true}", NULL},
-    {"adafactor_torch", "{\"foreach\": true}", "foreach=true (the multi-tensor path) is not implemented"},
+    {"adafactor_torch", "{\"foreach\": true, \"maximize\": true}", NULL},
     // bitsandbytes.optim.AdamW8bit
     {"adamw_bnb_8bit", "{\"lr\": 0, \"eps\": 0, \"min_8bit_size\": 1}", NULL},
     {"adamw_bnb_8bit", "{\"optim_bits\": 32, \"is_paged\": false, \"args\": null}", NULL},

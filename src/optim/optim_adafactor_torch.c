@@ -12,6 +12,9 @@
 //   U = rsqrt(max(V, eps1^2)) * g ; denom = max(1, norm2(U)/(sqrt(numel)*d))  (double)
 //   p <- p + f32(-alpha/denom) * U                                  (add_ with alpha: an FMA)
 //   maximize: g = -g first (only U's sign changes: the coefficient's sign is flipped instead)
+// foreach=True (_multi_tensor_adafactor, on CPU each _foreach_ op runs the single-tensor kernel
+// per tensor): the same, but that the last update is two roundings, updates.mul_(f32(-alpha/denom))
+// then param.add_(updates): p <- p + RN(a * U) (measured: goldens foreach_*).
 // eps1 = None means the dtype's machine epsilon (2^-23 for fp32).
 // The norms and the mean are torch's own float32 reductions in torch's order (torch_reduce.h:
 // the dim=-1/whole-tensor norm kernel, the dim=-2 NormTwoOps loop, the cascade sum); every
@@ -63,7 +66,6 @@ static Status aft_validate(const OptimConfig* c) {
     if (!(0.0 <= c->weight_decay))
         return status_make(STATUS_INVALID, "weight_decay must be >= 0 (got %g); torch refuses it too: "
                            "\"weight_decay should be >= 0\"", c->weight_decay);
-    if (c->foreach) return optim_not_implemented("adafactor_torch", "foreach=true (the multi-tensor path)");
     if (!isfinite(c->decay_rate) || !isfinite(c->eps2) || !isfinite(c->d) || !isfinite(c->lr) ||
         !isfinite(c->weight_decay) || (c->eps1 != -1 && !isfinite(c->eps1)))
         return optim_not_implemented("adafactor_torch", "an infinite hyper-parameter");
@@ -129,6 +131,7 @@ typedef struct {
     size_t R, C;
     float w, floor_v, decay, a;
     bool wd;
+    bool fe;  // foreach=True (_multi_tensor_adafactor): p + RN(a * U), two roundings, not fma(a, U, p)
 } AftArgs;
 
 // Software prefetch distance of the streaming loops, in floats (4 KiB ahead; pass 1 only for
@@ -246,53 +249,70 @@ static inline __attribute__((always_inline)) void aft_vec_body(const AftArgs* a,
 // One run of elements of one row (factored: V = clamp(r * col[t] / row_mean, eps1^2); 1-D:
 // col is the variance and V = clamp(col[t], eps1^2)), U = rsqrt(V) * g recomputed in the loop
 // that updates p, so that g and p stream together:
-// [p <- p * f32(1 - lr*wd)] ; p <- fma(U, a, p)
+// [p <- p * f32(1 - lr*wd)] ; p <- fma(U, a, p)   (foreach: p <- p + RN(a * U))
 // (the decay happens before the update in torch too; nothing else reads p in between)
+static inline __attribute__((always_inline)) float aft_add(float p, float alpha, float U, bool fe) {
+    return fe ? p + alpha * U : fmaf(alpha, U, p);
+}
+
 static inline __attribute__((always_inline)) void aft_apply_run(const AftArgs* a, float* restrict p,
                                                                 const float* restrict g, const float* restrict col,
                                                                 float r, float row_mean, size_t len, bool factored,
-                                                                bool wd) {
+                                                                bool wd, bool fe) {
     const float floor_v = a->floor_v, decay = a->decay, alpha = a->a;
 #pragma omp simd
     for (size_t t = 0; t < len; t++) {
         float v = factored ? (r * col[t]) / row_mean : col[t];
         v = v < floor_v ? floor_v : v;  // clamp_(min=eps1*eps1): NaN stays NaN
         const float U = (1.0f / sqrtf(v)) * g[t];
-        p[t] = fmaf(alpha, U, wd ? p[t] * decay : p[t]);
+        p[t] = aft_add(wd ? p[t] * decay : p[t], alpha, U, fe);
     }
 }
 
-static inline __attribute__((always_inline)) void aft_apply_runs(const AftArgs* a, size_t e0, size_t e1, bool wd) {
+static inline __attribute__((always_inline)) void aft_apply_runs(const AftArgs* a, size_t e0, size_t e1, bool wd,
+                                                                 bool fe) {
     if (!a->row) {
-        aft_apply_run(a, a->p + e0, a->g + e0, a->var + e0, 0, 0, e1 - e0, false, wd);
+        aft_apply_run(a, a->p + e0, a->g + e0, a->var + e0, 0, 0, e1 - e0, false, wd, fe);
         return;
     }
     const size_t C = a->C, R = a->R;
     for (size_t e = e0; e < e1;) {
         const size_t grow = e / C, j = e - grow * C, len = C - j < e1 - e ? C - j : e1 - e;
         aft_apply_run(a, a->p + e, a->g + e, a->col + (grow / R) * C + j, a->row[grow], a->row_mean[grow / R], len,
-                      true, wd);
+                      true, wd, fe);
         e += len;
     }
 }
 
 // Elements [e0, e1) of the update pass.
 static inline __attribute__((always_inline)) void aft_apply_body(const AftArgs* a, size_t e0, size_t e1) {
-    if (a->wd) aft_apply_runs(a, e0, e1, true);
-    else aft_apply_runs(a, e0, e1, false);
+    if (a->fe) {
+        if (a->wd) aft_apply_runs(a, e0, e1, true, true);
+        else aft_apply_runs(a, e0, e1, false, true);
+    } else {
+        if (a->wd) aft_apply_runs(a, e0, e1, true, false);
+        else aft_apply_runs(a, e0, e1, false, false);
+    }
 }
 
 // Small tensors (in cache): U stored, elements [e0, e1): [p <- p * f32(1 - lr*wd)] ; p <- fma(U, a, p)
-static inline __attribute__((always_inline)) void aft_apply_stored_body(const AftArgs* a, const float* restrict U,
-                                                                        size_t e0, size_t e1) {
+// (foreach: p <- p + RN(a * U))
+static inline __attribute__((always_inline)) void aft_apply_stored_run(const AftArgs* a, const float* restrict U,
+                                                                       size_t e0, size_t e1, bool wd, bool fe) {
     float* restrict p = a->p;
     const float decay = a->decay, alpha = a->a;
-    if (a->wd) {
 #pragma omp simd
-        for (size_t i = e0; i < e1; i++) p[i] = fmaf(alpha, U[i], p[i] * decay);
+    for (size_t i = e0; i < e1; i++) p[i] = aft_add(wd ? p[i] * decay : p[i], alpha, U[i], fe);
+}
+
+static inline __attribute__((always_inline)) void aft_apply_stored_body(const AftArgs* a, const float* restrict U,
+                                                                        size_t e0, size_t e1) {
+    if (a->fe) {
+        if (a->wd) aft_apply_stored_run(a, U, e0, e1, true, true);
+        else aft_apply_stored_run(a, U, e0, e1, false, true);
     } else {
-#pragma omp simd
-        for (size_t i = e0; i < e1; i++) p[i] = fmaf(alpha, U[i], p[i]);
+        if (a->wd) aft_apply_stored_run(a, U, e0, e1, true, false);
+        else aft_apply_stored_run(a, U, e0, e1, false, false);
     }
 }
 
@@ -395,27 +415,28 @@ AFT_AVX512 static void aft_u_run_avx512(float* restrict out, const float* restri
     }
 }
 
-// pass 3 on one run of one row: [p <- p * decay] ; p <- fma(alpha, U, p)
-AFT_AVX512 static inline __m512 aft_apply16(__m512 p, __m512 U, __m512 va, __m512 vd, bool wd) {
-    return _mm512_fmadd_ps(va, U, wd ? _mm512_mul_ps(p, vd) : p);
+// pass 3 on one run of one row: [p <- p * decay] ; p <- fma(alpha, U, p)  (foreach: p + RN(alpha * U))
+AFT_AVX512 static inline __m512 aft_apply16(__m512 p, __m512 U, __m512 va, __m512 vd, bool wd, bool fe) {
+    const __m512 base = wd ? _mm512_mul_ps(p, vd) : p;
+    return fe ? _mm512_add_ps(base, _mm512_mul_ps(va, U)) : _mm512_fmadd_ps(va, U, base);
 }
 AFT_AVX512 static void aft_apply_run_avx512(const AftArgs* a, float* restrict p, const float* restrict g,
                                             const float* restrict col, float r, double rcp, size_t len) {
     const __m512 vr = _mm512_set1_ps(r), vf = _mm512_set1_ps(a->floor_v), va = _mm512_set1_ps(a->a),
                  vd = _mm512_set1_ps(a->decay);
     const __m512d R = _mm512_set1_pd(rcp);
-    const bool wd = a->wd;
+    const bool wd = a->wd, fe = a->fe;
     size_t t = 0;
     for (; t + 16 <= len; t += 16) {
         _mm_prefetch((const char*)(g + t + AFT_PREFETCH), _MM_HINT_T0);
         _mm_prefetch((const char*)(p + t + AFT_PREFETCH), _MM_HINT_T0);
         const __m512 U = aft_u16(_mm512_loadu_ps(col + t), _mm512_loadu_ps(g + t), vr, R, vf);
-        _mm512_storeu_ps(p + t, aft_apply16(_mm512_loadu_ps(p + t), U, va, vd, wd));
+        _mm512_storeu_ps(p + t, aft_apply16(_mm512_loadu_ps(p + t), U, va, vd, wd, fe));
     }
     if (t < len) {
         const __mmask16 m = (__mmask16)((1u << (len - t)) - 1);
         const __m512 U = aft_u16(_mm512_maskz_loadu_ps(m, col + t), _mm512_maskz_loadu_ps(m, g + t), vr, R, vf);
-        _mm512_mask_storeu_ps(p + t, m, aft_apply16(_mm512_maskz_loadu_ps(m, p + t), U, va, vd, wd));
+        _mm512_mask_storeu_ps(p + t, m, aft_apply16(_mm512_maskz_loadu_ps(m, p + t), U, va, vd, wd, fe));
     }
 }
 
@@ -592,7 +613,7 @@ static void aft_step(OptimState* st, float* p, const float* g, const OptimConfig
     float row_mean[64], *row_means = row_mean;  // (batch)
     double row_rcp[64], *row_rcps = row_rcp;    // (batch)
     AftArgs a = {.p = p, .var = s->var, .g = g, .w = w, .floor_v = (float)(eps1 * eps1),
-                 .wd = c->weight_decay != 0, .decay = (float)(1.0 - c->lr * c->weight_decay)};
+                 .wd = c->weight_decay != 0, .decay = (float)(1.0 - c->lr * c->weight_decay), .fe = c->foreach};
     if (s->row) {
         shape_as_matrices(&st->shape, &batch, &a.R, &a.C);
         if (batch > 64) row_means = xmalloc(batch * sizeof(float)), row_rcps = xmalloc(batch * sizeof(double));

@@ -387,7 +387,7 @@ static OptimState* plugin_init(const TensorShape* shape, const OptimConfig* c) {
         .eps1 = c->eps1, .eps2 = c->eps2, .clip_threshold = c->clip_threshold, .decay_rate = c->decay_rate,
         .d = c->d, .scale_parameter = c->scale_parameter, .relative_step = c->relative_step,
         .warmup_init = c->warmup_init, .block_size = c->block_size, .min_8bit_size = (int64_t)c->min_8bit_size,
-        .amsgrad = c->amsgrad, .maximize = c->maximize,
+        .amsgrad = c->amsgrad, .maximize = c->maximize, .foreach = c->foreach,
     };
     const char* err = NULL;
     void* ps = g_plugin->create(shape->ndim, shape->dims, &hp, &err);

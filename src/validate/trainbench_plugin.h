@@ -110,8 +110,8 @@ extern "C" {
 #endif
 
 /* Bumped on any incompatible change of the structs or calls below. Version 2 appended
- * TrainbenchHparams.amsgrad and .maximize; trainbench still loads version 1 plugins (they read
- * only the fields before those). */
+ * TrainbenchHparams.amsgrad, .maximize and .foreach; trainbench still loads version 1 plugins
+ * (they read only the fields before those). */
 #define TRAINBENCH_PLUGIN_ABI_VERSION 2
 #define TRAINBENCH_PLUGIN_ABI_OLDEST 1
 
@@ -160,6 +160,8 @@ typedef struct {
     /* ABI 2: */
     int32_t amsgrad;           /* torch AdamW (both paths): keep max_exp_avg_sq, 0/1 */
     int32_t maximize;          /* torch AdamW, torch Adafactor: step along +grad (grad = -grad), 0/1 */
+    int32_t foreach;           /* torch AdamW, torch Adafactor: the multi-tensor path was asked for, 0/1
+                                  (torch Adafactor's rounds its last update twice: p + RN(a * U)) */
 } TrainbenchHparams;
 
 typedef struct {

@@ -66,6 +66,7 @@ static void* adapter_create(int32_t ndim, const int64_t* dims, const TrainbenchH
     c->min_8bit_size = (size_t)hp->min_8bit_size;
     c->amsgrad = hp->amsgrad != 0;
     c->maximize = hp->maximize != 0;
+    c->foreach = hp->foreach != 0;
     Status s = o->validate(c);
 #endif
     if (!status_is_ok(s)) {
