@@ -179,8 +179,17 @@ def edge_shapes_and_grads(hp, seed0, extra_flags=()):
 def adamw_torch_cases():
     base = dict(lr=1e-3, betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, amsgrad=False,
                 maximize=False, foreach=False, capturable=False, differentiable=False, fused=False)
+    # foreach=True: _multi_tensor_adam, whose _foreach_ ops run the single-tensor kernels per
+    # tensor on CPU: the for-loop path's bits (measured equal, amsgrad and maximize included)
+    fe = dict(base, foreach=True)
+    foreach = [
+        case("foreach_vec_4097", (4097,), 620, fe, ["vector", "wd_on", "foreach"],
+             "foreach=True (the multi-tensor path): the for-loop path's bits on CPU", std=0.1),
+        case("foreach_amsgrad_maximize_matrix_20x28", (20, 28), 621, dict(fe, amsgrad=True, maximize=True),
+             ["matrix_rect", "wd_on", "foreach", "amsgrad", "maximize"], "foreach=True with amsgrad and maximize"),
+    ]
     return (common_cases(base, dict(base, weight_decay=0.0)) + adam_family_edge_cases(base, 500)
-            + adamw_flag_cases(base, 600))
+            + adamw_flag_cases(base, 600) + foreach)
 
 
 def adamw_flag_cases(base, seed0):

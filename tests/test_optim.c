@@ -272,7 +272,7 @@ static void test_mkl_avx512_sqrt_goldens(void** s) {
         closedir(d);
     }
     assert_int_equal(g_torch_sqrt_kernel, TORCH_SQRT_MKL_SSE);  // restored after each case
-    if (cpu_features()->avx512f) assert_true(cases >= 4);
+    if (cpu_features()->avx512f) assert_true(cases >= 16);  // 13 adamw_torch (amsgrad, maximize, foreach among them) + 3 bnb
 }
 
 // The VBMI kernel's quantizer is planned and checked against the LUT at start-up and skipped if

@@ -18,7 +18,8 @@
 // maximize: grad = -grad (exact), taken as the gradient factor's sign (g * -g_scale == -(g * g_scale)).
 // amsgrad: max_exp_avg_sq <- torch.maximum(max_exp_avg_sq, v) (NaN if either is NaN), and the
 // denominator takes sqrt(max_exp_avg_sq) instead of sqrt(v); state max_exp_avg_sq (fp32, param's shape).
-// Not here: bf16 params, the foreach/fused paths (these round differently).
+// foreach=True (_multi_tensor_adam) gives these bits on CPU (its _foreach_ ops run the single-
+// tensor kernels per tensor); the fused kernel is adamw_torch_fused. Not here: bf16 params.
 #include <math.h>
 #include <string.h>
 
@@ -35,9 +36,9 @@ static void adamw_defaults(OptimConfig* c) {
 }
 
 // torch/optim/adam.py Adam.__init__'s rules (optim_torch_adamw_check), then what we do not mirror.
-// foreach/fused=True are accepted: they compute the same formulas and land within
-// conform_tolerance (the fused kernel's exact bits are adamw_torch_fused's: another sqrt, and
-// another second-moment contraction in its last numel % 8 elements).
+// foreach=True is accepted and bit-exact (above); fused=True is accepted and computes the same
+// formulas within conform_tolerance (the fused kernel's exact bits are adamw_torch_fused's:
+// another sqrt, and another second-moment contraction in its last numel % 8 elements).
 static Status adamw_validate(const OptimConfig* c) {
     Status s = optim_torch_adamw_check(c);
     if (!status_is_ok(s)) return s;
