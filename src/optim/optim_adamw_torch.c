@@ -21,7 +21,6 @@
 // foreach=True (_multi_tensor_adam) gives these bits on CPU (its _foreach_ ops run the single-
 // tensor kernels per tensor); the fused kernel is adamw_torch_fused. Not here: bf16 params.
 #include <math.h>
-#include <string.h>
 
 #include "optim/optim.h"
 #include "optim/torch_sqrt.h"
@@ -183,10 +182,9 @@ void optim_adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const
     const double s = c->lr / (1.0 - pow(b1, t)), cc = sqrt(1.0 - pow(b2, t)), d = 1.0 - c->lr * c->weight_decay;
     double *m_prev = b->aux[0], *Em = b->state[0], *Ev = b->state[1], *Ep = b->param;
     // amsgrad: the denominator's max(v_1..v_t) is off by at most the largest band it took a v from
-    const float* vmax = optim_torch_adamw_vmax(st);
-    double* Evmax = NULL;
-    for (int k = 0; vmax && k < st->n_tensors; k++)
-        if (!strcmp(st->tensors[k].name, "max_exp_avg_sq")) Evmax = b->state[k];
+    const StateTensor* vmax_t = optim_state_find(st, "max_exp_avg_sq");
+    const float* vmax = vmax_t ? vmax_t->data : NULL;
+    double* Evmax = vmax_t ? b->state[vmax_t - st->tensors] : NULL;  // the band of that state tensor
     for (size_t i = 0; i < b->n; i++) {
         const double gi = g[i], mi = m[i];
         Em[i] = b1 * Em[i] + 4 * BAND_U * (fabs(m_prev[i]) + fabs(gi)) + BAND_SUB;
