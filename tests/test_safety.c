@@ -53,6 +53,13 @@ static void write_text(const char* path, const char* text) {
 
 static void touch(const char* path) { write_text(path, "partial"); }
 
+// `trainbench <args>` is refused: exit 2, its output (printed) naming `needle`
+static void expect_refused(const char* args, const char* needle) {
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
+    printf("%s", g_out);
+    assert_non_null(strstr(g_out, needle));
+}
+
 static void test_stdout_errors_exit_nonzero(void** s) {
     (void)s;
     static const char* const CMDS[] = {"info --json", "info", "memory --json --model tiny --optim adamw_torch",
@@ -74,8 +81,7 @@ static void test_output_dir_that_is_a_file(void** s) {
     snprintf(f, sizeof f, "%s/a-file", g_tmp);
     touch(f);
     snprintf(args, sizeof args, "train --max-steps 2 --no-progress --output-dir %s", f);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    assert_non_null(strstr(g_out, "exists and is not a folder"));
+    expect_refused(args, "exists and is not a folder");
     assert_null(strstr(g_out, "Running training"));  // refused before anything ran
 }
 
@@ -85,8 +91,7 @@ static void test_report_of_empty_folder(void** s) {
     snprintf(d, sizeof d, "%s/empty", g_tmp);
     assert_int_equal(mkdir(d, 0755), 0);
     snprintf(args, sizeof args, "report %s", d);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    assert_non_null(strstr(g_out, "nothing to report"));
+    expect_refused(args, "nothing to report");
     snprintf(md, sizeof md, "%s/REPORT.md", d);
     assert_false(exists(md));
 }
@@ -140,8 +145,7 @@ static void test_resume_from_output_dir_picks_newest_complete(void** s) {
     assert_int_equal(mkdir(d, 0755), 0);
     snprintf(args, sizeof args, "train --max-steps 2 --no-progress --resume-from-checkpoint %s --output-dir %s/o", d,
              g_tmp);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    assert_non_null(strstr(g_out, "nor a complete checkpoint-<step>/ folder"));
+    expect_refused(args, "nor a complete checkpoint-<step>/ folder");
 }
 
 // A run refused after setup made its folders (here: --resume-from-checkpoint names a folder
@@ -155,8 +159,7 @@ static void test_refused_run_leaves_no_folder(void** s) {
     snprintf(made, sizeof made, "%s/refused", g_tmp);
     snprintf(args, sizeof args, "train --max-steps 2 --no-progress --resume-from-checkpoint %s --output-dir %s/a/b "
              "--dropout 0.1 --dump-dropout-masks %s/masks/x", empty, made, made);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    assert_non_null(strstr(g_out, "--resume-from-checkpoint"));
+    expect_refused(args, "--resume-from-checkpoint");
     assert_false(exists(made));  // refused/a/b, refused/masks/x and refused itself: all made by the run
     // an output folder that existed (empty, and with a file) stays, with its file
     snprintf(kept, sizeof kept, "%s/existing", g_tmp);
@@ -246,9 +249,7 @@ static void test_memory_check_refuses_huge_config(void** s) {
                     "\"n_heads\": 64, \"hidden_dim\": 65536, \"max_position_embeddings\": 512, \"num_labels\": 2}\n");
     snprintf(out, sizeof out, "%s/huge-out", g_tmp);
     snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s", cfg, out);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    printf("%s", g_out);
-    assert_non_null(strstr(g_out, "needs about 7"));  // 779.63 GB
+    expect_refused(args, "needs about 7");  // 779.63 GB
     assert_non_null(strstr(g_out, "is available ("));
     assert_non_null(strstr(g_out, "--force"));
     assert_false(exists(out));  // nothing was written
@@ -272,9 +273,7 @@ static void test_memory_check_refuses_huge_config(void** s) {
     param_table_free(&t);
     assert_false(exists(out));
     snprintf(args, sizeof args, "memory --config %s --optim adamw_torch", cfg);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    printf("%s", g_out);
-    assert_non_null(strstr(g_out, "needs about"));
+    expect_refused(args, "needs about");
     assert_non_null(strstr(g_out, "is available ("));
 }
 
@@ -343,9 +342,7 @@ static void test_synthetic_data_checked_before_generating(void** s) {
     char args[1024], out[600];
     snprintf(out, sizeof out, "%s/data-huge", g_tmp);
     snprintf(args, sizeof args, "train --num-train-examples 68719476736 --max-steps 1 --no-progress --output-dir %s", out);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    printf("%s", g_out);
-    assert_non_null(strstr(g_out, "the synthetic data alone"));
+    expect_refused(args, "the synthetic data alone");
     assert_false(exists(out));
 }
 
@@ -374,17 +371,14 @@ static void test_config_values_refused(void** s) {
                      g_tmp);
         else
             snprintf(args, sizeof args, "memory --config %s --optim adamw_torch", cfg);
-        assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-        printf("%s", g_out);
-        assert_non_null(strstr(g_out, CASES[i].needle));
+        expect_refused(args, CASES[i].needle);
     }
     char cfg[512], args[1400];
     snprintf(cfg, sizeof cfg, "%s/cfg-vocab0.json", g_tmp);
     write_text(cfg, "{\"vocab_size\": 0, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
                     "\"max_position_embeddings\": 32, \"pad_token_id\": 0}\n");
     snprintf(args, sizeof args, "train --config %s --max-steps 1 --no-progress --output-dir %s/cfg-out", cfg, g_tmp);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    assert_non_null(strstr(g_out, "vocab_size must be"));
+    expect_refused(args, "vocab_size must be");
 }
 
 // A new run into an --output-dir that holds another run is refused (exit 2) and changes nothing
@@ -401,9 +395,7 @@ static void test_output_dir_holding_a_run(void** s) {
     size_t nb, na;
     assert_true(status_is_ok(read_file(results, &before, &nb)));
     snprintf(args, sizeof args, "train --max-steps 1 --seed 7 --no-progress --output-dir %s", dir);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    printf("%s", g_out);
-    assert_non_null(strstr(g_out, "already holds a run (results.json)"));
+    expect_refused(args, "already holds a run (results.json)");
     assert_true(status_is_ok(read_file(results, &after, &na)));
     assert_true(nb == na && memcmp(before, after, nb) == 0);  // untouched
     free(after);
@@ -421,13 +413,11 @@ static void test_output_path_that_is_an_input(void** s) {
     write_text(cfg, "{\"vocab_size\": 64, \"dim\": 32, \"n_layers\": 2, \"n_heads\": 2, \"hidden_dim\": 64, "
                     "\"max_position_embeddings\": 32}\n");
     snprintf(args, sizeof args, "memory --config %s --optim adamw_torch --out %s", cfg, cfg);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    assert_non_null(strstr(g_out, "is the --config file"));
+    expect_refused(args, "is the --config file");
     ModelConfig mc;
     assert_true(status_is_ok(model_config_from_json_file(cfg, &mc)));  // still the config
     snprintf(args, sizeof args, "check %s %s --junit %s", cfg, cfg, cfg);
-    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
-    assert_non_null(strstr(g_out, "one of the files compared"));
+    expect_refused(args, "one of the files compared");
     assert_true(status_is_ok(model_config_from_json_file(cfg, &mc)));
 }
 
