@@ -115,7 +115,7 @@ PLUGIN_FLAGS = -fPIC -fvisibility=hidden
 # calls within a file stay direct and inlinable) so that the adapters link the very same
 # objects instead of a second compile of each (~14 s of CPU per build); the adapters' version
 # script (tests/plugins/exports.map) exports the entry point alone.
-PLUGIN_OBJS  = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/optim/*.c) src/core/cpu.c src/core/dtype.c \
+PLUGIN_OBJS  = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/optim/*.c) src/core/cpu.c src/core/dtype.c src/core/stream_prefetch.c \
                  src/core/common.c)
 $(PLUGIN_OBJS): CFLAGS_ALL += -fPIC -fno-semantic-interposition
 # a build folder from before these flags holds non-PIC copies: the stamp (newer than them)

@@ -8,12 +8,18 @@
 #include <string.h>
 
 #include "bench.h"
+#include "core/stream_prefetch.h"
 #include "core/threads.h"
 #include "results/results.h"
 #include "train/ddp.h"
 
 int main(int argc, char** argv) {
     threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
+    char err[200];
+    if (!stream_prefetch_apply_env(err, sizeof err)) {  // the streams' software prefetch (stream_prefetch.h)
+        fprintf(stderr, "trainbench-bench: %s\n", err);
+        return 2;
+    }
     const char* full = getenv("FULL");
     bench_full = full && *full && strcmp(full, "0") != 0;
     // under mpirun -np R >= 2 (bench_comm.c): rank 0 runs the benchmarks, the others serve its

@@ -199,8 +199,9 @@ static void test_machine_class_and_instance_ids(void** s) {
 
 // The class id is stable across versions for an unchanged machine: machine.json files recorded by
 // earlier builds (tests/data/machine/: an AMD EPYC run at 38d0922, an Intel Xeon run at 0441b2b,
-// before TRAINBENCH_TORCH_SQRT was recorded) derive their own recorded class again, also with
-// that variable recorded as unset; set, it makes another class (it changes kernels).
+// before TRAINBENCH_TORCH_SQRT and TRAINBENCH_STREAM_PREFETCH were recorded) derive their own
+// recorded class again, also with those variables recorded as unset; set, each makes another
+// class (they change kernels and how the streams are read).
 static void test_machine_class_stable_across_versions(void** s) {
     (void)s;
     static const char* const FILES[] = {"tests/data/machine/amd-epyc-2c-4ff90e89.json",
@@ -217,12 +218,17 @@ static void test_machine_class_stable_across_versions(void** s) {
         assert_string_equal(id, recorded);
         json_t* env = json_object_get(m, "environment");
         assert_non_null(env);
-        json_object_set_new(env, "TRAINBENCH_TORCH_SQRT", json_null());
-        machine_class_derive(m, id_unset, sizeof id_unset);
-        assert_string_equal(id_unset, recorded);
-        json_object_set_new(env, "TRAINBENCH_TORCH_SQRT", json_string("mkl-avx512"));
-        machine_class_derive(m, id_set, sizeof id_set);
-        assert_string_not_equal(id_set, recorded);
+        static const char* const LATER[][2] = {{"TRAINBENCH_TORCH_SQRT", "mkl-avx512"},
+                                                {"TRAINBENCH_STREAM_PREFETCH", "none"}};
+        for (size_t k = 0; k < sizeof LATER / sizeof LATER[0]; k++) {
+            json_object_set_new(env, LATER[k][0], json_null());
+            machine_class_derive(m, id_unset, sizeof id_unset);
+            assert_string_equal(id_unset, recorded);
+            json_object_set_new(env, LATER[k][0], json_string(LATER[k][1]));
+            machine_class_derive(m, id_set, sizeof id_set);
+            assert_string_not_equal(id_set, recorded);
+            json_object_set_new(env, LATER[k][0], json_null());
+        }
         // a variable of the first version changes the class whether set or not (it was always hashed)
         json_object_set_new(env, "TRAINBENCH_TORCH_SQRT", json_null());
         json_object_del(env, "OMP_WAIT_POLICY");

@@ -9,6 +9,8 @@
 // a full disk: test_crash.c.) The up-front memory check of train and memory refuses a huge
 // config and sees `ulimit -v`, and train's counts the synthetic data before generating it. A
 // FIFO given as an input is refused at once; config values train refuses are refused by memory.
+// A TRAINBENCH_STREAM_PREFETCH value that is no policy stops every command (exit 2, naming the
+// allowed ones); a valid one is what `info` reports.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +60,21 @@ static void expect_refused(const char* args, const char* needle) {
     assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 2);
     printf("%s", g_out);
     assert_non_null(strstr(g_out, needle));
+}
+
+static void test_stream_prefetch_env(void** s) {
+    (void)s;
+    assert_int_equal(setenv("TRAINBENCH_STREAM_PREFETCH", "page", 1), 0);
+    expect_refused("info", "TRAINBENCH_STREAM_PREFETCH='page' is not a policy (allowed: pages, lines, none, auto)");
+    static const char* const OK[] = {"pages", "lines", "none"};
+    for (size_t i = 0; i < ARRAY_LEN(OK); i++) {
+        assert_int_equal(setenv("TRAINBENCH_STREAM_PREFETCH", OK[i], 1), 0);
+        assert_int_equal(cli_run("info --json", false, g_out, sizeof g_out), 0);
+        char want[64];
+        snprintf(want, sizeof want, "\"stream_prefetch\": \"%s\"", OK[i]);
+        assert_non_null(strstr(g_out, want));
+    }
+    assert_int_equal(unsetenv("TRAINBENCH_STREAM_PREFETCH"), 0);
 }
 
 static void test_stdout_errors_exit_nonzero(void** s) {
@@ -432,6 +449,7 @@ int main(int argc, char** argv) {
     if (cli_harness_setup(argv[0], "test_safety")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stdout_errors_exit_nonzero),
+        cmocka_unit_test(test_stream_prefetch_env),
         cmocka_unit_test(test_output_dir_that_is_a_file),
         cmocka_unit_test(test_report_of_empty_folder),
         cmocka_unit_test(test_stale_temps_removed_live_kept),

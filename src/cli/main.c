@@ -4,6 +4,7 @@
 
 #include "core/cli.h"
 #include "core/common.h"
+#include "core/stream_prefetch.h"
 #include "core/threads.h"
 #include "optim/torch_sqrt.h"
 
@@ -69,6 +70,10 @@ int main(int argc, char** argv) {
     threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
     char err[200];
     if (!torch_sqrt_apply_env(err, sizeof err)) {  // torch.sqrt's MKL kernel (torch_sqrt.h)
+        fprintf(stderr, "trainbench: %s\n", err);
+        return 2;
+    }
+    if (!stream_prefetch_apply_env(err, sizeof err)) {  // the streams' software prefetch (stream_prefetch.h)
         fprintf(stderr, "trainbench: %s\n", err);
         return 2;
     }

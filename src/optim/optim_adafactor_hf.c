@@ -370,8 +370,8 @@ static inline __attribute__((always_inline)) void afhf_apply_runs(const AfhfArgs
         const size_t grow = e / C, j = e - grow * C;
         size_t len = C - j < e1 - e ? C - j : e1 - e;
         if (len > AFHF_PF_RUN) len = AFHF_PF_RUN;  // one page of g and p per run: kick the streams
-        stream_prefetch_span(a->g + e, len * sizeof(float));
-        stream_prefetch_span(a->p + e, len * sizeof(float));
+        stream_prefetch_run(a->g + e, len * sizeof(float));
+        stream_prefetch_run(a->p + e, len * sizeof(float));
         afhf_apply_run(a, a->p + e, m ? m + e : NULL, a->g + e, a->cf + (grow / R) * C + j, a->rf[grow], len, true,
                        decay, beta1, clip1);
         e += len;

@@ -9,6 +9,7 @@
 #include "core/common.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
+#include "core/stream_prefetch.h"
 #include "core/threads.h"
 #include "gemm/gemm.h"
 #include "model/layers.h"
@@ -18,7 +19,7 @@
 static const char* const KERNEL_ENV_VARS[] = {
     "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
     "OMP_WAIT_POLICY",   "GOMP_SPINCOUNT",       "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
-    "ONEDNN_VERBOSE",    "DNNL_VERBOSE",         "TRAINBENCH_TORCH_SQRT",
+    "ONEDNN_VERBOSE",    "DNNL_VERBOSE",         "TRAINBENCH_TORCH_SQRT", "TRAINBENCH_STREAM_PREFETCH",
 };
 
 static const DType GEMM_DTYPES[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
@@ -92,6 +93,8 @@ json_t* info_collect(int threads) {
                                     : torch_sqrt_hw_matches() ? "vector, rsqrtps seed"
                                                               : "vector, table seed gathered"));
     json_object_set_new(root, "torch_sqrt", sq);
+    // the optimizers' one-thread streams: software prefetch policy (stream_prefetch.h)
+    json_object_set_new(root, "stream_prefetch", json_string(stream_prefetch_name(stream_prefetch_policy)));
     // torch's fp32 GELU is oneDNN's eltwise_gelu_erf, whose forward depends on the ISA (layers.c)
     json_object_set_new(root, "gelu_fp32",
                         json_string(layers_gelu_f32_minimax() ? "oneDNN's AVX-512 minimax forward"
@@ -159,11 +162,13 @@ static void print_human(json_t* root) {
     json_t* sq = json_object_get(root, "torch_sqrt");
     printf("torch.sqrt: MKL's %s kernel (%s; TRAINBENCH_TORCH_SQRT=mkl-sse|mkl-avx512|auto)\n",
            json_string_value(json_object_get(sq, "kernel")), json_string_value(json_object_get(sq, "path")));
+    printf("Stream prefetch: %s (TRAINBENCH_STREAM_PREFETCH=pages|lines|none|auto; this CPU's default: %s)\n",
+           json_string_value(json_object_get(root, "stream_prefetch")), stream_prefetch_name(stream_prefetch_default()));
     printf("fp32 GELU:  %s, its Abramowitz-Stegun derivative (as torch runs it on this CPU)\n",
            json_string_value(json_object_get(root, "gelu_fp32")));
     printf("Environment (kernel-relevant):\n");
     json_object_foreach(json_object_get(root, "environment"), key, val)
-        printf("  %-22s %s\n", key, json_is_null(val) ? "(unset)" : json_string_value(val));
+        printf("  %-26s %s\n", key, json_is_null(val) ? "(unset)" : json_string_value(val));
     printf("\nGEMM backends (inputs -> output: support)\n");
     size_t i;
     json_t* be;

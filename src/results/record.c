@@ -97,7 +97,7 @@ static uint64_t fnv1a64(const char* s) {
 // every machine where it is unset (all of them, usually) into a new class, away from its runs'
 // history and baselines. (TRAINBENCH_TORCH_SQRT came with 20d2cdf; from then until this rule,
 // 73fbb65 included, every machine's class id differed from its earlier runs'.)
-static const char* const CLASS_ENV_WHEN_SET[] = {"TRAINBENCH_TORCH_SQRT"};
+static const char* const CLASS_ENV_WHEN_SET[] = {"TRAINBENCH_TORCH_SQRT", "TRAINBENCH_STREAM_PREFETCH"};
 
 // The class description of an `info --json` root (see the header) and its id (results.h).
 void machine_class_derive(json_t* info, char* out, size_t cap) {
