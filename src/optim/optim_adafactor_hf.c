@@ -266,6 +266,67 @@ static inline __attribute__((always_inline)) float afhf_row_fused_body(const flo
     return fin;
 }
 
+// Four consecutive rows of one block (rows g, g + C, g + 2C, g + 3C) in one read each, as
+// afhf_row_fused_body: each column's block sum takes the rows' u in row order (acc = 0 + u of
+// the first on the block's first row), and the four rows' cascades advance side by side. Four
+// read streams per thread keep more misses in flight than one (README "The Adafactors' passes",
+// ninth round). The rows' sums into sums[0..3]; row r's last C % 32 u values into tail_u[32 r ..].
+static inline __attribute__((always_inline)) void afhf_rows4_fused_body(const float* restrict g, float* restrict acc,
+                                                                        float* restrict tail_u, size_t C, float eps1,
+                                                                        bool first, float* restrict sums) {
+    enum { V = 8, CHUNK = 4 * V, LEVELS = 4, NR = 4 };
+    const size_t size = C / CHUNK, step = torch_sum_dim0_block_rows(size), mask = step - 1;
+    const int lp = __builtin_ctzll((unsigned long long)step);
+    float lv[NR][LEVELS][CHUNK];
+    memset(lv, 0, sizeof lv);
+    const float *restrict g0 = g, *restrict g1 = g0 + C, *restrict g2 = g1 + C, *restrict g3 = g2 + C;
+    for (size_t c = 0; c < size; c++) {
+        float* restrict ac = acc + c * CHUNK;
+        const float *restrict gc0 = g0 + c * CHUNK, *restrict gc1 = g1 + c * CHUNK, *restrict gc2 = g2 + c * CHUNK,
+                    *restrict gc3 = g3 + c * CHUNK;
+        stream_prefetch_span(gc0, CHUNK * sizeof(float));
+        stream_prefetch_span(gc1, CHUNK * sizeof(float));
+        stream_prefetch_span(gc2, CHUNK * sizeof(float));
+        stream_prefetch_span(gc3, CHUNK * sizeof(float));
+        for (int t = 0; t < CHUNK; t++) {
+            const float u0 = gc0[t] * gc0[t] + eps1, u1 = gc1[t] * gc1[t] + eps1;
+            const float u2 = gc2[t] * gc2[t] + eps1, u3 = gc3[t] * gc3[t] + eps1;
+            const float a0 = first ? 0.0f + u0 : ac[t] + u0;
+            ac[t] = ((a0 + u1) + u2) + u3;
+            lv[0][0][t] = lv[0][0][t] + u0;
+            lv[1][0][t] = lv[1][0][t] + u1;
+            lv[2][0][t] = lv[2][0][t] + u2;
+            lv[3][0][t] = lv[3][0][t] + u3;
+        }
+        const size_t i = c + 1;  // chunks summed so far
+        if ((i & mask) == 0)
+            for (int j = 1; j < LEVELS; j++) {
+                for (int r = 0; r < NR; r++)
+                    for (int t = 0; t < CHUNK; t++) {
+                        lv[r][j][t] = lv[r][j][t] + lv[r][j - 1][t];
+                        lv[r][j - 1][t] = 0;
+                    }
+                if ((i & (mask << (j * lp))) != 0) break;
+            }
+    }
+    const size_t Cm = size * CHUNK, nt = C - Cm, nvec = C / V;
+    for (int r = 0; r < NR; r++) {
+        const float* restrict gr = g + (size_t)r * C;
+        float* restrict tu = tail_u + r * CHUNK;
+        float ps[CHUNK];
+        for (int t = 0; t < CHUNK; t++) ps[t] = ((lv[r][0][t] + lv[r][1][t]) + lv[r][2][t]) + lv[r][3][t];
+        for (size_t k = 0; k < nt; k++) tu[k] = gr[Cm + k] * gr[Cm + k] + eps1;
+        for (size_t v = size * 4; v < nvec; v++)  // row_sum's leftover vectors, into the first
+            for (int l = 0; l < V; l++) ps[l] = ps[l] + tu[(v - size * 4) * V + (size_t)l];
+        for (int k = 1; k < 4; k++)
+            for (int l = 0; l < V; l++) ps[l] = ps[l] + ps[k * V + l];
+        float fin = 0;  // vectorized_inner_sum: the scalar tail first, then the 8 lanes in order
+        for (size_t k = nvec * V; k < C; k++) fin = fin + tu[k - Cm];
+        for (int l = 0; l < V; l++) fin = fin + ps[l];
+        sums[r] = fin;
+    }
+}
+
 // The update U of elements [e0, e1) (flat index over the whole tensor) into out:
 // factored, _approx_sq_grad(row, col) * g = (rsqrt(row/row_mean) * rsqrt(col)) * g;
 // 1-D, rsqrt(v) * g.
@@ -398,6 +459,7 @@ static inline __attribute__((always_inline)) void afhf_apply_body(const AfhfArgs
 typedef struct {
     void (*urow)(const AfhfArgs*, const float*, float*, float*, bool, size_t);
     float (*row_fused)(const float*, float*, float*, size_t, float, bool);
+    void (*rows4_fused)(const float*, float*, float*, size_t, float, bool, float*);  // rows g .. g + 3C
     void (*u_sumsq)(const AfhfArgs*, float*, size_t);
     void (*vec)(const AfhfArgs*, size_t, size_t);
     void (*apply)(const AfhfArgs*, size_t, size_t);
@@ -413,6 +475,11 @@ typedef struct {
                                            bool first) {                                                        \
         return afhf_row_fused_body(g, acc, tail_u, C, eps1, first);                                             \
     }                                                                                                           \
+    attr static void afhf_rows4_fused_##sfx(const float* g, float* acc, float* tail_u, size_t C, float eps1,    \
+                                            bool first, float* sums) {                                          \
+        if (first) afhf_rows4_fused_body(g, acc, tail_u, C, eps1, true, sums);                                  \
+        else afhf_rows4_fused_body(g, acc, tail_u, C, eps1, false, sums);                                       \
+    }                                                                                                           \
     attr static void afhf_u_sumsq_##sfx(const AfhfArgs* a, float* lane, size_t rows) {                          \
         afhf_u_sumsq_body(a, lane, rows);                                                                       \
     }                                                                                                           \
@@ -421,7 +488,8 @@ typedef struct {
     attr static void afhf_produce_##sfx(const void* ctx, float* out, size_t e0, size_t e1) {                   \
         afhf_update_body(ctx, out, e0, e1);                                                                     \
     }                                                                                                           \
-    static const AfhfKernels AFHF_##sfx = {afhf_urow_##sfx,  afhf_row_fused_##sfx, afhf_u_sumsq_##sfx,          \
+    static const AfhfKernels AFHF_##sfx = {afhf_urow_##sfx,  afhf_row_fused_##sfx, afhf_rows4_fused_##sfx,      \
+                                           afhf_u_sumsq_##sfx,                                                  \
                                            afhf_vec_##sfx,   afhf_apply_##sfx,     afhf_produce_##sfx};
 AFHF_KERNELS(portable, )
 #if defined(__x86_64__)
@@ -446,8 +514,8 @@ static void afhf_col_factors(const AfhfArgs* a, float* col, float* cf, const flo
 // The statistics of one (R, C) matrix b: row <- fma(mean_c(u), 1-b2t, row*b2t) and the same
 // for col with mean_r(u) (update.mean(dim=-1) / mean(dim=-2): torch's cascade sums, one
 // division), then the factors rf = rsqrt(row / row.mean(-1)), cf = rsqrt(col).
-// One pass over g, one read per element (afhf_row_fused_body; rows narrower than 8 through a
-// row buffer): threads take blocks of rows (torch_sum_dim0_block_rows), each row's sum is
+// One pass over g, one read per element (afhf_rows4_fused_body four rows at a time, the rest of
+// a block by afhf_row_fused_body; rows narrower than 8 through a row buffer): threads take blocks of rows (torch_sum_dim0_block_rows), each row's sum is
 // complete in its thread and each block's column sums are torch's level-0 sums; the levels
 // above are replayed per column after (torch_sum_dim0_combine), so nothing depends on threads.
 static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const AfhfArgs* a, size_t b) {
@@ -468,7 +536,16 @@ static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const A
             float* u = sc->urow + (size_t)omp_get_thread_num() * C;
             float* acc = sc->part + blk * Cm;
             const size_t i1 = (blk + 1) * B < R ? (blk + 1) * B : R;
-            for (size_t i = blk * B; i < i1; i++) {
+            for (size_t i = blk * B; i < i1;) {
+                if (C >= 8 && i + 3 < i1) {  // four rows in one loop, one read each
+                    float sums[4], tails[4 * 32];
+                    k->rows4_fused(gb + i * C, acc, tails, C, a->eps1, i == blk * B, sums);
+                    for (size_t r = 0; r < 4; r++, i++) {
+                        row[i] = fmaf(sums[r] / (float)C, a->add, row[i] * a->keep);
+                        if (Ct) memcpy(sc->tail + i * Ct, tails + 32 * r, Ct * sizeof(float));
+                    }
+                    continue;
+                }
                 float sum;
                 if (C >= 8) {  // one read of the row; its u values after C/32*32 land in u
                     sum = k->row_fused(gb + i * C, acc, u, C, a->eps1, i == blk * B);
@@ -478,6 +555,7 @@ static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const A
                 }
                 row[i] = fmaf(sum / (float)C, a->add, row[i] * a->keep);
                 if (Ct) memcpy(sc->tail + i * Ct, C >= 8 ? u : u + Cm, Ct * sizeof(float));
+                i++;
             }
         }
 #pragma omp for schedule(static)
