@@ -9,9 +9,10 @@
 // - lines (AMD EPYC, Zen 4): that page kick made transformers Adafactor's step slower (1.06-1.09x
 //   of the step without any prefetch); what a one-thread norm chain lacks there is memory-level
 //   parallelism (the chain's addition latency paces the loop, the out-of-order window holds ~1 KiB
-//   of loads ahead), and prefetching every line STREAM_LINE_AHEAD bytes ahead gives it (the step
-//   0.93-0.97x of none), while at the start of a run of a two-stream loop the page kick still
-//   helps a little (0.97-0.98x) and a burst of a page's lines hurts (1.10x).
+//   of loads ahead), and prefetching every line STREAM_LINE_AHEAD bytes ahead into L2 gives it,
+//   in the Adafactors' per-vector loops (chains and streaming passes alike), while at the start of
+//   a run of a compiler-vectorized two-stream loop the page kick still helps a little (0.97-0.98x
+//   of none) and a burst of a page's lines hurts (1.10x).
 // The policy is chosen by CPU vendor before main (Intel: pages; others: lines);
 // TRAINBENCH_STREAM_PREFETCH=pages|lines|none|auto overrides it at start (the CLI and the benchmark
 // binary). Prefetching changes no value; addresses past the end of an array are harmless
@@ -53,14 +54,15 @@ static inline __attribute__((always_inline)) void stream_prefetch_kick(uintptr_t
 
 // For a loop that reads its stream a vector at a time: called once per piece it is about to
 // read ([x, x + bytes), bytes >= 1, e.g. one vector of 8 floats). pages: the page kick; lines:
-// every line that starts in the piece has the line STREAM_LINE_AHEAD bytes on prefetched.
+// every line that starts in the piece has the line STREAM_LINE_AHEAD bytes on prefetched into L2
+// (into L1 instead, the steps were 1.10-1.12x slower: the L1's few fill buffers are the limit).
 static inline __attribute__((always_inline)) void stream_prefetch_span(const void* x, size_t bytes) {
     const StreamPrefetch pol = stream_prefetch_policy;
     const uintptr_t a = (uintptr_t)x, last = a + bytes - 1;
     if (pol == STREAM_PREFETCH_LINES) {
         for (uintptr_t l = (a + STREAM_LINE_BYTES - 1) & ~(uintptr_t)(STREAM_LINE_BYTES - 1); l <= last;
              l += STREAM_LINE_BYTES)
-            __builtin_prefetch((const void*)(l + STREAM_LINE_AHEAD), 0, 3);
+            __builtin_prefetch((const void*)(l + STREAM_LINE_AHEAD), 0, 2);  // to L2 (prefetcht1)
     } else if (pol == STREAM_PREFETCH_PAGES) {
         stream_prefetch_kick(a, last);
     }

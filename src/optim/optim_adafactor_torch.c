@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "core/cpu.h"
+#include "core/stream_prefetch.h"
 #include "optim/optim.h"
 #include "optim/torch_reduce.h"
 
@@ -134,12 +135,13 @@ typedef struct {
     bool fe;  // foreach=True (_multi_tensor_adafactor): p + RN(a * U), two roundings, not fma(a, U, p)
 } AftArgs;
 
-// Software prefetch distance of the streaming loops, in floats (4 KiB ahead; pass 1 only for
-// tensors beyond AFT_STORE_MAX, which stream from memory): a single thread's stream of g (and
-// p) waits on memory less (2500x4000, one thread, CPU time of 12
+// Software prefetch of the streaming loops (pass 1 only for tensors beyond AFT_STORE_MAX, which
+// stream from memory): the process's stream prefetch policy (core/stream_prefetch.h), one call
+// per vector read. A single thread's stream of g (and p) waits on memory less: lines 4 KiB ahead
+// into L1 (this file's own prefetch before the policy; 2500x4000, one thread, CPU time of 12
 // steps alternated in one process, 3 processes: pass 1 5.06-5.42 -> 4.63-4.96 ms, pass 2 with
-// the AVX-512 kernel 4.14-4.27 -> 3.64-3.85 ms). Prefetching changes no value.
-enum { AFT_PREFETCH = 1024 };
+// the AVX-512 kernel 4.14-4.27 -> 3.64-3.85 ms), into L2 since (the step 0.90x of that, README
+// "The Adafactors' passes", ninth round). Prefetching changes no value.
 
 // One row's statistics: the row's sum of squares in the norm kernel's order (returned) and
 // colsq[j] <- colsq[j] + g[j]^2 (vector_norm(dim=-2): per column, rows in order from 0).
@@ -179,7 +181,7 @@ static inline __attribute__((always_inline)) void aft_rows2_body(const float* re
     torch_sumsq_init(&c1);
     const size_t C8 = C - C % V;
     for (size_t j = 0; j < C8; j += V) {
-        if (pf) __builtin_prefetch(g0 + j + AFT_PREFETCH), __builtin_prefetch(g1 + j + AFT_PREFETCH);
+        if (pf) stream_prefetch_span(g0 + j, V * sizeof(float)), stream_prefetch_span(g1 + j, V * sizeof(float));
         for (int l = 0; l < V; l++) {
             const size_t jl = j + (size_t)l;
             const float s0 = g0[jl] * g0[jl], s1 = g1[jl] * g1[jl];
@@ -216,8 +218,8 @@ static inline __attribute__((always_inline)) void aft_rows4_body(const float* re
     const size_t C8 = C - C % V;
     for (size_t j = 0; j < C8; j += V) {
         if (pf) {
-            __builtin_prefetch(g0 + j + AFT_PREFETCH), __builtin_prefetch(g1 + j + AFT_PREFETCH);
-            __builtin_prefetch(g2 + j + AFT_PREFETCH), __builtin_prefetch(g3 + j + AFT_PREFETCH);
+            stream_prefetch_span(g0 + j, V * sizeof(float)), stream_prefetch_span(g1 + j, V * sizeof(float));
+            stream_prefetch_span(g2 + j, V * sizeof(float)), stream_prefetch_span(g3 + j, V * sizeof(float));
         }
         for (int l = 0; l < V; l++) {
             const size_t jl = j + (size_t)l;
@@ -455,7 +457,7 @@ AFT_AVX512 static void aft_u_run_avx512(float* restrict out, const float* restri
     const __m512d R = _mm512_set1_pd(rcp);
     size_t t = 0;
     for (; t + 16 <= len; t += 16) {
-        _mm_prefetch((const char*)(g + t + AFT_PREFETCH), _MM_HINT_T0);
+        stream_prefetch_span(g + t, 16 * sizeof(float));
         _mm512_storeu_ps(out + t, aft_u16(_mm512_loadu_ps(col + t), _mm512_loadu_ps(g + t), vr, R, vf));
     }
     if (t < len) {
@@ -478,8 +480,8 @@ AFT_AVX512 static void aft_apply_run_avx512(const AftArgs* a, float* restrict p,
     const bool wd = a->wd, fe = a->fe;
     size_t t = 0;
     for (; t + 16 <= len; t += 16) {
-        _mm_prefetch((const char*)(g + t + AFT_PREFETCH), _MM_HINT_T0);
-        _mm_prefetch((const char*)(p + t + AFT_PREFETCH), _MM_HINT_T0);
+        stream_prefetch_span(g + t, 16 * sizeof(float));
+        stream_prefetch_span(p + t, 16 * sizeof(float));
         const __m512 U = aft_u16(_mm512_loadu_ps(col + t), _mm512_loadu_ps(g + t), vr, R, vf);
         _mm512_storeu_ps(p + t, aft_apply16(_mm512_loadu_ps(p + t), U, va, vd, wd, fe));
     }
@@ -533,7 +535,7 @@ AFT_AVX512 static void aft_produce_feed_avx512(const void* ctx, float* lanes, si
         __m256 r = _mm256_permutevar8x32_ps(acc, _mm256_and_si256(_mm256_add_epi32(iota, o), seven));
         size_t t = 0;
         for (; t + 16 <= len; t += 16) {
-            _mm_prefetch((const char*)(g + t + AFT_PREFETCH), _MM_HINT_T0);
+            stream_prefetch_span(g + t, 16 * sizeof(float));
             r = aft_add_sq16(r, aft_u16(_mm512_loadu_ps(col + t), _mm512_loadu_ps(g + t), vr, Rd, vf));
         }
         if (t < len) {
