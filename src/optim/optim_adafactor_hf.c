@@ -209,6 +209,45 @@ static inline __attribute__((always_inline)) void afhf_urow_body(const AfhfArgs*
     for (size_t j = Cm; j < C; j++) u[j] = g[j] * g[j] + eps1;
 }
 
+enum { AFHF_V = 8, AFHF_CHUNK = 4 * AFHF_V, AFHF_LEVELS = 4 };
+
+// The row sum's cascade after chunk i (chunks summed so far): when i ends a level-0 block, each
+// level is added into the next and cleared, up the levels while i also ends that level's block
+// (multi_row_sum's carry; mask = chunks per level-0 block - 1, lp = its log2).
+static inline __attribute__((always_inline)) void afhf_cascade_carry(float lv[AFHF_LEVELS][AFHF_CHUNK], size_t i,
+                                                                     size_t mask, int lp) {
+    if ((i & mask) != 0) return;
+    for (int j = 1; j < AFHF_LEVELS; j++) {
+        for (int t = 0; t < AFHF_CHUNK; t++) {
+            lv[j][t] = lv[j][t] + lv[j - 1][t];
+            lv[j - 1][t] = 0;
+        }
+        if ((i & (mask << (j * lp))) != 0) break;
+    }
+}
+
+// The end of one row's sum, after its `size` full chunks went through the cascade lv: the levels
+// combined, the row's last C % 32 u values (from g) into tail_u, row_sum's leftover vectors into
+// the first partial, the four partials combined, then vectorized_inner_sum's scalar tail first
+// and the 8 lanes in order. Returns the row's sum.
+static inline __attribute__((always_inline)) float afhf_row_finish(float lv[AFHF_LEVELS][AFHF_CHUNK],
+                                                                   const float* restrict g, float* restrict tail_u,
+                                                                   size_t C, size_t size, float eps1) {
+    enum { V = AFHF_V, CHUNK = AFHF_CHUNK };
+    float ps[CHUNK];
+    for (int t = 0; t < CHUNK; t++) ps[t] = ((lv[0][t] + lv[1][t]) + lv[2][t]) + lv[3][t];
+    const size_t Cm = size * CHUNK, nt = C - Cm, nvec = C / V;
+    for (size_t k = 0; k < nt; k++) tail_u[k] = g[Cm + k] * g[Cm + k] + eps1;
+    for (size_t v = size * 4; v < nvec; v++)  // row_sum's leftover vectors, into the first
+        for (int l = 0; l < V; l++) ps[l] = ps[l] + tail_u[(v - size * 4) * V + (size_t)l];
+    for (int k = 1; k < 4; k++)
+        for (int l = 0; l < V; l++) ps[l] = ps[l] + ps[k * V + l];
+    float fin = 0;  // vectorized_inner_sum: the scalar tail first, then the 8 lanes in order
+    for (size_t k = nvec * V; k < C; k++) fin = fin + tail_u[k - Cm];
+    for (int l = 0; l < V; l++) fin = fin + ps[l];
+    return fin;
+}
+
 // One row of the statistics pass in one read of g (C >= 8): u = g*g + eps1 (grad**2 + eps[0])
 // is formed once per element and added, while it is in a register, into the column block
 // sums acc (the main columns [0, C/32*32): acc = 0 + u on the block's first row, else acc + u)
@@ -220,10 +259,10 @@ static inline __attribute__((always_inline)) void afhf_urow_body(const AfhfArgs*
 static inline __attribute__((always_inline)) float afhf_row_fused_body(const float* restrict g, float* restrict acc,
                                                                        float* restrict tail_u, size_t C, float eps1,
                                                                        bool first) {
-    enum { V = 8, CHUNK = 4 * V, LEVELS = 4 };
+    enum { CHUNK = AFHF_CHUNK };
     const size_t size = C / CHUNK, step = torch_sum_dim0_block_rows(size), mask = step - 1;
     const int lp = __builtin_ctzll((unsigned long long)step);
-    float lv[LEVELS][CHUNK];
+    float lv[AFHF_LEVELS][CHUNK];
     memset(lv, 0, sizeof lv);
     for (size_t c = 0; c < size; c++) {
         const float* restrict gc = g + c * CHUNK;
@@ -242,28 +281,9 @@ static inline __attribute__((always_inline)) float afhf_row_fused_body(const flo
                 lv[0][t] = lv[0][t] + u;
             }
         }
-        const size_t i = c + 1;  // chunks summed so far
-        if ((i & mask) == 0)
-            for (int j = 1; j < LEVELS; j++) {
-                for (int t = 0; t < CHUNK; t++) {
-                    lv[j][t] = lv[j][t] + lv[j - 1][t];
-                    lv[j - 1][t] = 0;
-                }
-                if ((i & (mask << (j * lp))) != 0) break;
-            }
+        afhf_cascade_carry(lv, c + 1, mask, lp);  // c + 1 chunks summed so far
     }
-    float ps[CHUNK];
-    for (int t = 0; t < CHUNK; t++) ps[t] = ((lv[0][t] + lv[1][t]) + lv[2][t]) + lv[3][t];
-    const size_t Cm = size * CHUNK, nt = C - Cm, nvec = C / V;
-    for (size_t k = 0; k < nt; k++) tail_u[k] = g[Cm + k] * g[Cm + k] + eps1;
-    for (size_t v = size * 4; v < nvec; v++)  // row_sum's leftover vectors, into the first
-        for (int l = 0; l < V; l++) ps[l] = ps[l] + tail_u[(v - size * 4) * V + (size_t)l];
-    for (int k = 1; k < 4; k++)
-        for (int l = 0; l < V; l++) ps[l] = ps[l] + ps[k * V + l];
-    float fin = 0;  // vectorized_inner_sum: the scalar tail first, then the 8 lanes in order
-    for (size_t k = nvec * V; k < C; k++) fin = fin + tail_u[k - Cm];
-    for (int l = 0; l < V; l++) fin = fin + ps[l];
-    return fin;
+    return afhf_row_finish(lv, g, tail_u, C, size, eps1);
 }
 
 // Four consecutive rows of one block (rows g, g + C, g + 2C, g + 3C) in one read each, as
@@ -274,10 +294,10 @@ static inline __attribute__((always_inline)) float afhf_row_fused_body(const flo
 static inline __attribute__((always_inline)) void afhf_rows4_fused_body(const float* restrict g, float* restrict acc,
                                                                         float* restrict tail_u, size_t C, float eps1,
                                                                         bool first, float* restrict sums) {
-    enum { V = 8, CHUNK = 4 * V, LEVELS = 4, NR = 4 };
+    enum { CHUNK = AFHF_CHUNK, NR = 4 };
     const size_t size = C / CHUNK, step = torch_sum_dim0_block_rows(size), mask = step - 1;
     const int lp = __builtin_ctzll((unsigned long long)step);
-    float lv[NR][LEVELS][CHUNK];
+    float lv[NR][AFHF_LEVELS][CHUNK];
     memset(lv, 0, sizeof lv);
     const float *restrict g0 = g, *restrict g1 = g0 + C, *restrict g2 = g1 + C, *restrict g3 = g2 + C;
     for (size_t c = 0; c < size; c++) {
@@ -298,33 +318,9 @@ static inline __attribute__((always_inline)) void afhf_rows4_fused_body(const fl
             lv[2][0][t] = lv[2][0][t] + u2;
             lv[3][0][t] = lv[3][0][t] + u3;
         }
-        const size_t i = c + 1;  // chunks summed so far
-        if ((i & mask) == 0)
-            for (int j = 1; j < LEVELS; j++) {
-                for (int r = 0; r < NR; r++)
-                    for (int t = 0; t < CHUNK; t++) {
-                        lv[r][j][t] = lv[r][j][t] + lv[r][j - 1][t];
-                        lv[r][j - 1][t] = 0;
-                    }
-                if ((i & (mask << (j * lp))) != 0) break;
-            }
+        for (int r = 0; r < NR; r++) afhf_cascade_carry(lv[r], c + 1, mask, lp);  // c + 1 chunks summed so far
     }
-    const size_t Cm = size * CHUNK, nt = C - Cm, nvec = C / V;
-    for (int r = 0; r < NR; r++) {
-        const float* restrict gr = g + (size_t)r * C;
-        float* restrict tu = tail_u + r * CHUNK;
-        float ps[CHUNK];
-        for (int t = 0; t < CHUNK; t++) ps[t] = ((lv[r][0][t] + lv[r][1][t]) + lv[r][2][t]) + lv[r][3][t];
-        for (size_t k = 0; k < nt; k++) tu[k] = gr[Cm + k] * gr[Cm + k] + eps1;
-        for (size_t v = size * 4; v < nvec; v++)  // row_sum's leftover vectors, into the first
-            for (int l = 0; l < V; l++) ps[l] = ps[l] + tu[(v - size * 4) * V + (size_t)l];
-        for (int k = 1; k < 4; k++)
-            for (int l = 0; l < V; l++) ps[l] = ps[l] + ps[k * V + l];
-        float fin = 0;  // vectorized_inner_sum: the scalar tail first, then the 8 lanes in order
-        for (size_t k = nvec * V; k < C; k++) fin = fin + tu[k - Cm];
-        for (int l = 0; l < V; l++) fin = fin + ps[l];
-        sums[r] = fin;
-    }
+    for (int r = 0; r < NR; r++) sums[r] = afhf_row_finish(lv[r], g + (size_t)r * C, tail_u + r * CHUNK, C, size, eps1);
 }
 
 // The update U of elements [e0, e1) (flat index over the whole tensor) into out:
