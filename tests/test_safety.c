@@ -10,7 +10,8 @@
 // config and sees `ulimit -v`, and train's counts the synthetic data before generating it. A
 // FIFO given as an input is refused at once; config values train refuses are refused by memory.
 // A TRAINBENCH_STREAM_PREFETCH value that is no policy stops every command (exit 2, naming the
-// allowed ones); a valid one is what `info` reports.
+// allowed ones); a valid one is what `info` reports. trainbench-bench refuses bad values of it
+// and of TRAINBENCH_TORCH_SQRT the same way.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,6 +76,40 @@ static void test_stream_prefetch_env(void** s) {
         assert_non_null(strstr(g_out, want));
     }
     assert_int_equal(unsetenv("TRAINBENCH_STREAM_PREFETCH"), 0);
+}
+
+// The benchmark binary takes the same environment as the CLI: a value of TRAINBENCH_TORCH_SQRT or
+// TRAINBENCH_STREAM_PREFETCH that neither takes stops it before any benchmark (exit 2, naming
+// the allowed values); valid ones run. (Skipped where trainbench-bench is not built: the
+// sanitizer build has none; `make test` builds it for the normal build.)
+static void test_bench_env_refused(void** s) {
+    (void)s;
+    char dir[4096], bench[4200], cmd[8192];
+    snprintf(dir, sizeof dir, "%s", g_bin);
+    snprintf(bench, sizeof bench, "%s/bench/trainbench-bench", dirname(dir));
+    if (access(bench, X_OK) != 0) {
+        printf("skipped: %s not built (make bench-build)\n", bench);
+        skip();
+    }
+    static const struct {
+        const char *env, *needle;
+    } BAD[] = {
+        {"TRAINBENCH_TORCH_SQRT=sse", "TRAINBENCH_TORCH_SQRT='sse' is not a kernel (allowed: mkl-sse, mkl-avx512, auto)"},
+        {"TRAINBENCH_STREAM_PREFETCH=page", "TRAINBENCH_STREAM_PREFETCH='page' is not a policy (allowed: pages, lines, none, auto)"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(BAD); i++) {
+        snprintf(cmd, sizeof cmd, "%s '%s' --benchmark_list_tests=true 2>&1", BAD[i].env, bench);
+        const int rc = cli_capture(cmd, g_out, sizeof g_out);
+        printf("$ %s  -> exit %d\n%s", cmd, rc, g_out);
+        assert_int_equal(rc, 2);
+        assert_non_null(strstr(g_out, BAD[i].needle));
+        assert_null(strstr(g_out, "optim/"));  // stopped before listing anything
+    }
+    snprintf(cmd, sizeof cmd,
+             "TRAINBENCH_TORCH_SQRT=mkl-sse TRAINBENCH_STREAM_PREFETCH=none '%s' --benchmark_list_tests=true "
+             "--benchmark_filter='^optim/adamw_torch/10000/' 2>&1", bench);
+    assert_int_equal(cli_capture(cmd, g_out, sizeof g_out), 0);
+    assert_non_null(strstr(g_out, "optim/adamw_torch/10000"));
 }
 
 static void test_stdout_errors_exit_nonzero(void** s) {
@@ -450,6 +485,7 @@ int main(int argc, char** argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stdout_errors_exit_nonzero),
         cmocka_unit_test(test_stream_prefetch_env),
+        cmocka_unit_test(test_bench_env_refused),
         cmocka_unit_test(test_output_dir_that_is_a_file),
         cmocka_unit_test(test_report_of_empty_folder),
         cmocka_unit_test(test_stale_temps_removed_live_kept),
