@@ -1976,6 +1976,34 @@ static void section_targets_optim(FILE* md, const Run* r) {
     fprintf(md, "\n");
 }
 
+// The fastest and slowest round (ms per step) of each side of a training-step comparison into
+// out ("42.7-89.9; 65.5-93.4"); returns 1 when either side's slowest round took more than
+// BUSY_SPREAD times its fastest (then marked *busy*), else 0.
+static const double BUSY_SPREAD = 1.3;
+static int fmt_round_spread(char* out, size_t cap, const BEnt* ours, const BEnt* py) {
+    const BEnt* side[2] = {ours, py};
+    char part[2][48];
+    int busy = 0;
+    for (int k = 0; k < 2; k++) {
+        double lo = INFINITY, hi = 0;
+        for (size_t i = 0; side[k] && i < side[k]->n; i++) {
+            const double t = side[k]->reps[i].real_time_s;
+            if (t > 0) lo = fmin(lo, t), hi = fmax(hi, t);
+        }
+        if (!(hi > 0)) {
+            snprintf(part[k], sizeof part[k], "–");
+            continue;
+        }
+        char a[24], b[24];
+        snprintf(a, sizeof a, 1e3 * lo >= 100 ? "%.0f" : "%.3g", 1e3 * lo);
+        snprintf(b, sizeof b, 1e3 * hi >= 100 ? "%.0f" : "%.3g", 1e3 * hi);
+        snprintf(part[k], sizeof part[k], "%s-%s", a, b);
+        busy |= hi > BUSY_SPREAD * lo;
+    }
+    snprintf(out, cap, "%s; %s%s", part[0], part[1], busy ? " *busy*" : "");
+    return busy;
+}
+
 static void section_targets(FILE* md, const Run* r) {
     fprintf(md, "## Training step against its target (issue 10)\n\n");
     const Run* pr = r->peers;
@@ -1993,8 +2021,9 @@ static void section_targets(FILE* md, const Run* r) {
             "shape where the shape was not benchmarked), plus 12 bytes per parameter over `roofline/triad`, plus one "
             "step of this run's `optim/adamw_torch/<n>` benchmark at the n nearest the model's parameter count.\n\n"
             "| model/precision | ours (tokens/s, backend) | best PyTorch (tokens/s) | ours / PyTorch | derived bound "
-            "(ms; tokens/s) | 1.5x PyTorch (ms) | target that applies | reached | met |\n"
-            "|---|---:|---:|---:|---:|---:|---|---:|:---:|\n");
+            "(ms; tokens/s) | 1.5x PyTorch (ms) | target that applies | reached | met | rounds (ms): ours; PyTorch |\n"
+            "|---|---:|---:|---:|---:|---:|---|---:|:---:|---|\n");
+    int busy = 0;  // rows whose rounds spread by more than BUSY_SPREAD on either side
     int rows = 0;
     for (size_t i = 0; i < pr->nb; i++) {
         const BEnt* pb = &pr->b[i];
@@ -2031,15 +2060,16 @@ static void section_targets(FILE* md, const Run* r) {
             sb = step_bound(r, cfg, B, T, 1, backend, p[2], opt_s);
             if (!sb.ok && isnan(opt_s)) snprintf(sb.why, sizeof sb.why, "no `optim/%s/<n>` benchmark", p[3]);
         }
-        char o[32], y[32];
+        char o[32], y[32], spread[128];
         fmt_num(o, sizeof o, ours);
         fmt_num(y, sizeof y, py);
+        busy += fmt_round_spread(spread, sizeof spread, m.ours, pb);
         const double t_py15 = tok / py / 1.5, t_ours = tok / ours;
         if (!sb.ok) {
             char ratio[32] = "–";
             if (ours > 0 && py > 0) snprintf(ratio, sizeof ratio, "%.2fx", ours / py);
-            fprintf(md, "| %s/%s | %s (%s) | %s | %s | – (%s) | %.2f | – | – | – |\n", p[1], p[2], o, backend, y, ratio,
-                    sb.why, 1e3 * t_py15);
+            fprintf(md, "| %s/%s | %s (%s) | %s | %s | – (%s) | %.2f | – | – | – | %s |\n", p[1], p[2], o, backend, y,
+                    ratio, sb.why, 1e3 * t_py15, spread);
             continue;
         }
         const bool bound_target = t_py15 < sb.total_s;
@@ -2049,13 +2079,17 @@ static void section_targets(FILE* md, const Run* r) {
         fmt_num(bt, sizeof bt, tok / sb.total_s);
         if (bound_target) snprintf(rc, sizeof rc, "%.0f%% of the bound", 100 * reached);
         else snprintf(rc, sizeof rc, "%.2fx PyTorch", reached);
-        fprintf(md, "| %s/%s | %s (%s) | %s | %.2fx | %.2f; %s | %.2f | %s | %s | %s |\n", p[1], p[2], o, backend, y,
-                ours / py, 1e3 * sb.total_s, bt, 1e3 * t_py15,
+        fprintf(md, "| %s/%s | %s (%s) | %s | %.2fx | %.2f; %s | %.2f | %s | %s | %s | %s |\n", p[1], p[2], o, backend,
+                y, ours / py, 1e3 * sb.total_s, bt, 1e3 * t_py15,
                 bound_target ? ">= 90% of the derived bound (1.5x PyTorch is beyond it)" : ">= 1.5x best PyTorch", rc,
-                met ? "yes" : "**no**");
+                met ? "yes" : "**no**", spread);
     }
-    if (!rows) fprintf(md, "| (no `peer/torch_best/train_step/...` entries in peers.json) | | | | | | | | |\n");
-    fprintf(md, "\n");
+    if (!rows) fprintf(md, "| (no `peer/torch_best/train_step/...` entries in peers.json) | | | | | | | | | |\n");
+    fprintf(md,
+            "\nRounds: each side's fastest and slowest round, ms per step (PyTorch: its best configuration in each "
+            "round). A spread wider than %.2fx on either side (marked *busy*: %d row(s) here) says the machine was busy "
+            "while those rounds ran: the medians, and the ratio, can move by as much between runs.\n\n",
+            BUSY_SPREAD, busy);
     section_targets_bf16(md, r);
     section_targets_optim(md, r);
 }
