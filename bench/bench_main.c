@@ -8,20 +8,15 @@
 #include <string.h>
 
 #include "bench.h"
-#include "core/stream_prefetch.h"
 #include "core/threads.h"
-#include "optim/torch_sqrt.h"
+#include "optim/optim.h"
 #include "results/results.h"
 #include "train/ddp.h"
 
 int main(int argc, char** argv) {
     threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
     char err[200];
-    if (!torch_sqrt_apply_env(err, sizeof err)) {  // torch.sqrt's MKL kernel, as the CLI takes it (torch_sqrt.h)
-        fprintf(stderr, "trainbench-bench: %s\n", err);
-        return 2;
-    }
-    if (!stream_prefetch_apply_env(err, sizeof err)) {  // the streams' software prefetch (stream_prefetch.h)
+    if (!optim_apply_env(err, sizeof err)) {  // as the CLI: torch.sqrt's MKL kernel, the streams' software prefetch
         fprintf(stderr, "trainbench-bench: %s\n", err);
         return 2;
     }

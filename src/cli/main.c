@@ -4,9 +4,8 @@
 
 #include "core/cli.h"
 #include "core/common.h"
-#include "core/stream_prefetch.h"
 #include "core/threads.h"
-#include "optim/torch_sqrt.h"
+#include "optim/optim.h"
 
 // To add a command: write src/<name>.c exporting `const Command cmd_<name>`, declare it in
 // cli.h and add one line here. README.md lists the commands.
@@ -69,11 +68,7 @@ static int run_command(int argc, char** argv) {
 int main(int argc, char** argv) {
     threads_apply_wait_policy(argv);  // may re-execute once (threads.h)
     char err[200];
-    if (!torch_sqrt_apply_env(err, sizeof err)) {  // torch.sqrt's MKL kernel (torch_sqrt.h)
-        fprintf(stderr, "trainbench: %s\n", err);
-        return 2;
-    }
-    if (!stream_prefetch_apply_env(err, sizeof err)) {  // the streams' software prefetch (stream_prefetch.h)
+    if (!optim_apply_env(err, sizeof err)) {  // torch.sqrt's MKL kernel, the streams' software prefetch
         fprintf(stderr, "trainbench: %s\n", err);
         return 2;
     }

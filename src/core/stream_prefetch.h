@@ -36,8 +36,8 @@ const char* stream_prefetch_name(StreamPrefetch p);
 void stream_prefetch_set(StreamPrefetch p);
 // This CPU's default: pages on Intel, lines elsewhere (what the process starts with).
 StreamPrefetch stream_prefetch_default(void);
-// TRAINBENCH_STREAM_PREFETCH=pages|lines|none|auto, once, at start (the CLI's and the benchmark
-// binary's main); false with a message in err when the value is none of those.
+// TRAINBENCH_STREAM_PREFETCH=pages|lines|none|auto, once, at start (optim_apply_env, from the CLI's
+// and the benchmark binary's main); false with a message in err when the value is none of those.
 bool stream_prefetch_apply_env(char* err, size_t cap);
 
 // The page kick: when [x, x + bytes) holds the start of a page, the first two lines of each of

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stream_prefetch.h"
+#include "optim/torch_sqrt.h"
+
 // To add an optimizer: write src/optim_<name>.c exporting `const Optimizer optim_<name>`,
 // add one line here, add its cases to reference/gen_optim_goldens.py and run `make goldens`.
 // tests/test_optim.c iterates this table; a registered optimizer without goldens FAILS.
@@ -215,6 +218,10 @@ const char* optim_keywords_list(const Optimizer* o, char* buf, size_t len) {
 }
 
 static Status config_from_json(const Optimizer* o, json_t* hp, OptimConfig* cfg, bool skip_unknown);
+
+bool optim_apply_env(char* err, size_t cap) {
+    return torch_sqrt_apply_env(err, cap) && stream_prefetch_apply_env(err, cap);
+}
 
 bool optim_has_keyword(const Optimizer* o, const char* key) {
     for (const char* const* k = o->keywords; k && *k; k++)

@@ -196,6 +196,10 @@ void optim_adamw_rounding_band_step(RoundingBand* b, const OptimState* st, const
                                     const float* g, const OptimConfig* c);
 // Whether o's constructor takes the keyword `key` (its keywords table).
 bool optim_has_keyword(const Optimizer* o, const char* key);
+// The environment variables that choose how the optimizers compute and read memory, once, at
+// start (the CLI's and the benchmark binary's main): TRAINBENCH_TORCH_SQRT (torch_sqrt.h), then
+// TRAINBENCH_STREAM_PREFETCH (core/stream_prefetch.h). false with the refusal's message in err.
+bool optim_apply_env(char* err, size_t cap);
 // A value the library accepts but trainbench does not mirror: STATUS_INVALID saying so.
 Status optim_not_implemented(const char* optim, const char* what);
 

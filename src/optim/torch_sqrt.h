@@ -84,7 +84,7 @@ bool torch_sqrt_set_kernel(TorchSqrtKernel k);
 const char* torch_sqrt_kernel_name(TorchSqrtKernel k);          // "mkl-sse", "mkl-avx512"
 bool torch_sqrt_kernel_parse(const char* s, TorchSqrtKernel* out);  // the names above
 float torch_sqrtf_mkl_avx512(float x);  // the Intel kernel's model; AVX-512F CPUs only
-// The process's kernel from the environment, once, at start (the CLI's main): TRAINBENCH_TORCH_SQRT
+// The process's kernel from the environment, once, at start (optim_apply_env): TRAINBENCH_TORCH_SQRT
 // = mkl-sse (the default), mkl-avx512, or auto (mkl-avx512 on an Intel CPU with AVX-512F, the
 // kernel its torch takes; else mkl-sse). false and a message in err for any other value, or for
 // mkl-avx512 on a CPU without AVX-512F.
