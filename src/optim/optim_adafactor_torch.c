@@ -143,72 +143,19 @@ typedef struct {
 // the AVX-512 kernel 4.14-4.27 -> 3.64-3.85 ms), into L2 since (the step 0.90x of that, README
 // "The Adafactors' passes", ninth round). Prefetching changes no value.
 
-// One row's statistics: the row's sum of squares in the norm kernel's order (returned) and
-// colsq[j] <- colsq[j] + g[j]^2 (vector_norm(dim=-2): per column, rows in order from 0).
-static inline __attribute__((always_inline)) float aft_row_body(const float* restrict g, float* restrict colsq,
-                                                                size_t C, bool first) {
-    if (first) {
-#pragma omp simd
-        for (size_t j = 0; j < C; j++) {
-            const float sq = g[j] * g[j];
-            colsq[j] = 0.0f + sq;
-        }
-    } else {
-#pragma omp simd
-        for (size_t j = 0; j < C; j++) {
-            const float sq = g[j] * g[j];
-            colsq[j] = colsq[j] + sq;
-        }
-    }
-    TorchSumsq acc;
-    torch_sumsq_init(&acc);
-    const size_t C8 = C - C % 8;
-    torch_sumsq_feed(&acc, g, C8);
-    return torch_sumsq_finish(&acc, g + C8, C - C8);
-}
-
-// Two consecutive rows of pass 1 (rows i, i+1 of one matrix, i even) in one loop: each
-// column's sum of squares takes row i's square and then row i+1's (vector_norm(dim=-2): rows
-// in order from 0; colsq = 0 + sq on row 0), and the two rows' norm chains, independent of
-// each other (each is torch_sumsq_f32's order from its row's start), advance side by side so
-// that neither waits on its own addition latency. The rows' sums of squares into sumsq[0..1].
-static inline __attribute__((always_inline)) void aft_rows2_body(const float* restrict g0, const float* restrict g1,
-                                                                 float* restrict colsq, size_t C, bool first,
-                                                                 bool pf, float* restrict sumsq) {
-    enum { V = 8 };
-    TorchSumsq c0, c1;
-    torch_sumsq_init(&c0);
-    torch_sumsq_init(&c1);
-    const size_t C8 = C - C % V;
-    for (size_t j = 0; j < C8; j += V) {
-        if (pf) stream_prefetch_span(g0 + j, V * sizeof(float)), stream_prefetch_span(g1 + j, V * sizeof(float));
-        for (int l = 0; l < V; l++) {
-            const size_t jl = j + (size_t)l;
-            const float s0 = g0[jl] * g0[jl], s1 = g1[jl] * g1[jl];
-            const float c = first ? 0.0f + s0 : colsq[jl] + s0;
-            colsq[jl] = c + s1;
-            c0.lane[l] = c0.lane[l] + s0;
-            c1.lane[l] = c1.lane[l] + s1;
-        }
-    }
-    for (size_t j = C8; j < C; j++) {
-        const float s0 = g0[j] * g0[j], s1 = g1[j] * g1[j];
-        const float c = first ? 0.0f + s0 : colsq[j] + s0;
-        colsq[j] = c + s1;
-    }
-    sumsq[0] = torch_sumsq_finish(&c0, g0 + C8, C - C8);
-    sumsq[1] = torch_sumsq_finish(&c1, g1 + C8, C - C8);
-}
-
-// Four consecutive rows of pass 1 (rows i..i+3 of one matrix) in one loop, as aft_rows2_body
-// with two more rows: each column's sum takes rows i, i+1, i+2, i+3 in that order, and the four
-// rows' norm chains advance side by side. Four read streams per loop keep more misses in flight
-// for the one thread that runs this pass (AMD EPYC, 2500 x 4000, 2 threads: the step 0.96-0.97x
-// of the two-row loop's, in-process alternation). The rows' sums of squares into sumsq[0..3].
-static inline __attribute__((always_inline)) void aft_rows4_body(const float* restrict g0, const float* restrict g1,
-                                                                 const float* restrict g2, const float* restrict g3,
-                                                                 float* restrict colsq, size_t C, bool first,
-                                                                 bool pf, float* restrict sumsq) {
+// Pass 1's statistics of `rows` (1, 2 or 4) consecutive rows of a matrix (g0 .. g3) in one loop:
+// each column's sum of squares takes the rows in order (vector_norm(dim=-2): per column, rows in
+// order from 0; colsq = 0 + sq on row 0, `first`), and the rows' norm chains (each torch_sumsq_f32's
+// order from its row's start), independent of each other, advance side by side so that none waits
+// on its own addition latency. More rows per loop keep more read streams, more misses in flight,
+// for the one thread that runs this pass (AMD EPYC, 2500 x 4000, 2 threads: two rows 0.96-0.97x of
+// one, four 0.96-0.97x of two, in-process alternation). `rows` is a constant wherever this is
+// inlined and the rows are named, not looped over (a loop over them left GCC's code scalar).
+// The rows' sums of squares into sumsq[0 .. rows).
+static inline __attribute__((always_inline)) void aft_rows_body(const float* restrict g0, const float* restrict g1,
+                                                                const float* restrict g2, const float* restrict g3,
+                                                                float* restrict colsq, size_t C, int rows, bool first,
+                                                                bool pf, float* restrict sumsq) {
     enum { V = 8 };
     TorchSumsq c0, c1, c2, c3;
     torch_sumsq_init(&c0);
@@ -218,29 +165,41 @@ static inline __attribute__((always_inline)) void aft_rows4_body(const float* re
     const size_t C8 = C - C % V;
     for (size_t j = 0; j < C8; j += V) {
         if (pf) {
-            stream_prefetch_span(g0 + j, V * sizeof(float)), stream_prefetch_span(g1 + j, V * sizeof(float));
-            stream_prefetch_span(g2 + j, V * sizeof(float)), stream_prefetch_span(g3 + j, V * sizeof(float));
+            stream_prefetch_span(g0 + j, V * sizeof(float));
+            if (rows > 1) stream_prefetch_span(g1 + j, V * sizeof(float));
+            if (rows > 2) stream_prefetch_span(g2 + j, V * sizeof(float)), stream_prefetch_span(g3 + j, V * sizeof(float));
         }
         for (int l = 0; l < V; l++) {
             const size_t jl = j + (size_t)l;
-            const float s0 = g0[jl] * g0[jl], s1 = g1[jl] * g1[jl], s2 = g2[jl] * g2[jl], s3 = g3[jl] * g3[jl];
-            const float c = first ? 0.0f + s0 : colsq[jl] + s0;
-            colsq[jl] = ((c + s1) + s2) + s3;
+            const float s0 = g0[jl] * g0[jl];
+            float c = first ? 0.0f + s0 : colsq[jl] + s0;
             c0.lane[l] = c0.lane[l] + s0;
-            c1.lane[l] = c1.lane[l] + s1;
-            c2.lane[l] = c2.lane[l] + s2;
-            c3.lane[l] = c3.lane[l] + s3;
+            if (rows > 1) {
+                const float s1 = g1[jl] * g1[jl];
+                c = c + s1;
+                c1.lane[l] = c1.lane[l] + s1;
+            }
+            if (rows > 2) {
+                const float s2 = g2[jl] * g2[jl], s3 = g3[jl] * g3[jl];
+                c = (c + s2) + s3;
+                c2.lane[l] = c2.lane[l] + s2;
+                c3.lane[l] = c3.lane[l] + s3;
+            }
+            colsq[jl] = c;
         }
     }
     for (size_t j = C8; j < C; j++) {
-        const float s0 = g0[j] * g0[j], s1 = g1[j] * g1[j], s2 = g2[j] * g2[j], s3 = g3[j] * g3[j];
-        const float c = first ? 0.0f + s0 : colsq[j] + s0;
-        colsq[j] = ((c + s1) + s2) + s3;
+        float c = first ? 0.0f + g0[j] * g0[j] : colsq[j] + g0[j] * g0[j];
+        if (rows > 1) c = c + g1[j] * g1[j];
+        if (rows > 2) c = (c + g2[j] * g2[j]) + g3[j] * g3[j];
+        colsq[j] = c;
     }
     sumsq[0] = torch_sumsq_finish(&c0, g0 + C8, C - C8);
-    sumsq[1] = torch_sumsq_finish(&c1, g1 + C8, C - C8);
-    sumsq[2] = torch_sumsq_finish(&c2, g2 + C8, C - C8);
-    sumsq[3] = torch_sumsq_finish(&c3, g3 + C8, C - C8);
+    if (rows > 1) sumsq[1] = torch_sumsq_finish(&c1, g1 + C8, C - C8);
+    if (rows > 2) {
+        sumsq[2] = torch_sumsq_finish(&c2, g2 + C8, C - C8);
+        sumsq[3] = torch_sumsq_finish(&c3, g3 + C8, C - C8);
+    }
 }
 
 // The update U of elements [e0, e1) (flat index) into out:
@@ -362,9 +321,7 @@ static inline __attribute__((always_inline)) void aft_apply_stored_body(const Af
 }
 
 typedef struct {
-    float (*row)(const float*, float*, size_t, bool);
-    void (*rows2)(const float*, const float*, float*, size_t, bool, bool, float*);
-    void (*rows4)(const float*, float*, size_t, bool, bool, float*);  // rows g, g + C, g + 2C, g + 3C
+    void (*rows)(const float*, size_t, int, float*, bool, bool, float*);  // rows g, g + C, .. (1, 2 or 4)
     void (*vec)(const AftArgs*, size_t, size_t);
     void (*apply)(const AftArgs*, size_t, size_t);
     void (*apply_stored)(const AftArgs*, const float*, size_t, size_t);
@@ -373,20 +330,21 @@ typedef struct {
 } AftKernels;
 
 #define AFT_KERNELS(sfx, attr)                                                                                 \
-    attr static float aft_row_##sfx(const float* g, float* colsq, size_t C, bool first) {                      \
-        return aft_row_body(g, colsq, C, first);                                                               \
-    }                                                                                                          \
-    attr static void aft_rows2_##sfx(const float* g0, const float* g1, float* colsq, size_t C, bool first,     \
-                                     bool pf, float* sumsq) {                                                  \
-        if (first) aft_rows2_body(g0, g1, colsq, C, true, false, sumsq);                                       \
-        else if (pf) aft_rows2_body(g0, g1, colsq, C, false, true, sumsq);                                     \
-        else aft_rows2_body(g0, g1, colsq, C, false, false, sumsq);                                            \
-    }                                                                                                          \
-    attr static void aft_rows4_##sfx(const float* g, float* colsq, size_t C, bool first, bool pf, float* sumsq) { \
-        const float *g1 = g + C, *g2 = g1 + C, *g3 = g2 + C;                                                   \
-        if (first) aft_rows4_body(g, g1, g2, g3, colsq, C, true, false, sumsq);                                \
-        else if (pf) aft_rows4_body(g, g1, g2, g3, colsq, C, false, true, sumsq);                              \
-        else aft_rows4_body(g, g1, g2, g3, colsq, C, false, false, sumsq);                                     \
+    attr static void aft_rows_##sfx(const float* g, size_t C, int rows, float* colsq, bool first, bool pf,     \
+                                    float* sumsq) {                                                            \
+        const float *g1 = rows > 1 ? g + C : g, *g2 = rows > 2 ? g1 + C : g, *g3 = rows > 2 ? g2 + C : g;     \
+        if (rows == 4) {                                                                                       \
+            if (first) aft_rows_body(g, g1, g2, g3, colsq, C, 4, true, false, sumsq);                          \
+            else if (pf) aft_rows_body(g, g1, g2, g3, colsq, C, 4, false, true, sumsq);                        \
+            else aft_rows_body(g, g1, g2, g3, colsq, C, 4, false, false, sumsq);                               \
+        } else if (rows == 2) {                                                                                \
+            if (first) aft_rows_body(g, g1, g2, g3, colsq, C, 2, true, false, sumsq);                          \
+            else if (pf) aft_rows_body(g, g1, g2, g3, colsq, C, 2, false, true, sumsq);                        \
+            else aft_rows_body(g, g1, g2, g3, colsq, C, 2, false, false, sumsq);                               \
+        } else {                                                                                               \
+            if (first) aft_rows_body(g, g1, g2, g3, colsq, C, 1, true, false, sumsq);                          \
+            else aft_rows_body(g, g1, g2, g3, colsq, C, 1, false, false, sumsq);                               \
+        }                                                                                                      \
     }                                                                                                          \
     attr static void aft_vec_##sfx(const AftArgs* a, size_t lo, size_t hi) { aft_vec_body(a, lo, hi); }        \
     attr static void aft_apply_##sfx(const AftArgs* a, size_t e0, size_t e1) { aft_apply_body(a, e0, e1); }    \
@@ -396,8 +354,8 @@ typedef struct {
     attr static void aft_produce_##sfx(const void* ctx, float* out, size_t e0, size_t e1) {                    \
         aft_update_body(ctx, out, e0, e1);                                                                     \
     }                                                                                                          \
-    static const AftKernels AFT_##sfx = {aft_row_##sfx,   aft_rows2_##sfx,        aft_rows4_##sfx, aft_vec_##sfx,  \
-                                        aft_apply_##sfx, aft_apply_stored_##sfx, aft_produce_##sfx, NULL};
+    static const AftKernels AFT_##sfx = {aft_rows_##sfx,  aft_vec_##sfx,          aft_apply_##sfx,                 \
+                                        aft_apply_stored_##sfx, aft_produce_##sfx, NULL};
 AFT_KERNELS(portable, )
 #if defined(__x86_64__)
 AFT_KERNELS(avx2, __attribute__((target("avx2,fma"))))
@@ -560,9 +518,8 @@ AFT_AVX512 static void aft_apply_avx512(const AftArgs* a, size_t e0, size_t e1) 
 }
 
 // passes 2 and 3 of factored tensors; pass 1 and the stored update as in the AVX2 set
-static const AftKernels AFT_avx512 = {aft_row_avx2,     aft_rows2_avx2,        aft_rows4_avx2, aft_vec_avx2,
-                                      aft_apply_avx512, aft_apply_stored_avx2, aft_produce_avx512,
-                                      aft_produce_feed_avx512};
+static const AftKernels AFT_avx512 = {aft_rows_avx2,         aft_vec_avx2,       aft_apply_avx512,
+                                      aft_apply_stored_avx2, aft_produce_avx512, aft_produce_feed_avx512};
 #endif
 static bool g_aft_no_avx512;  // tests: the AVX2 kernels even where AVX-512 runs
 void optim_adafactor_torch_force_no_avx512(bool on) { g_aft_no_avx512 = on; }
@@ -629,11 +586,9 @@ static void aft_stats(AdafactorTorchState* s, const AftKernels* k, const AftArgs
         float* colsq = s->sc.colsq + b * C;  // (C)
         for (size_t i = 0; i < R;) {
             float sumsq[4];
-            size_t rows = 4;
-            if (i + 3 < R) k->rows4(gb + i * C, colsq, C, i == 0, n > AFT_STORE_MAX, sumsq);
-            else if (i + 1 < R) k->rows2(gb + i * C, gb + (i + 1) * C, colsq, C, i == 0, n > AFT_STORE_MAX, sumsq), rows = 2;
-            else sumsq[0] = k->row(gb + i * C, colsq, C, i == 0), rows = 1;
-            for (size_t r = 0; r < rows; r++, i++) {
+            const int rows = i + 3 < R ? 4 : i + 1 < R ? 2 : 1;
+            k->rows(gb + i * C, C, rows, colsq, i == 0, n > AFT_STORE_MAX, sumsq);
+            for (int r = 0; r < rows; r++, i++) {
                 // vector_norm(g, dim=-1).square_().div_(C): the norm is rounded, then squared
                 const float norm = sqrtf(sumsq[r]);
                 row[i] = torch_lerp(row[i], (norm * norm) / (float)C, a->w);
@@ -645,7 +600,7 @@ static void aft_stats(AdafactorTorchState* s, const AftKernels* k, const AftArgs
 }
 
 // The step in three passes over memory (the reductions' dependencies allow no fewer):
-//  1. one thread sweeps g for the row and column statistics, four rows per loop (aft_rows4_body:
+//  1. one thread sweeps g for the row and column statistics, four rows per loop (aft_rows_body:
 //     four independent row chains; 1-D: the variance) while a second runs torch's norm chain
 //     over p (param.norm(2), needed for alpha);
 //  2. norm2(U): every thread produces U (two divisions and a square root per element; with
