@@ -104,16 +104,26 @@ static double g_time_scale = 1.0;
 
 // One repetition entry of Google Benchmark JSON plus its (ignored) median aggregate. The
 // counter is a throughput (work / time), so each repetition's time moves inversely with it.
-static void bench_entry(FILE* f, bool* first, const char* name, const char* counter, double value, double ms) {
-    for (int rep = 0; rep < 3; rep++) {
-        double k = rep == 0 ? 1.0 : rep == 1 ? 0.99 : 1.01;
-        double v = value * k;
+// n repetitions of one benchmark: repetition i took ms[i] and its counter read value[i]
+static void bench_reps(FILE* f, bool* first, const char* name, const char* counter, const double* value,
+                       const double* ms, int n) {
+    for (int rep = 0; rep < n; rep++) {
         fprintf(f,
                 "%s{\"name\": \"%s/real_time\", \"run_name\": \"%s/real_time\", \"run_type\": \"iteration\", "
-                "\"repetitions\": 3, \"repetition_index\": %d, \"real_time\": %g, \"time_unit\": \"ms\", \"%s\": %.6g}\n",
-                *first ? "" : ",", name, name, rep, ms / k / g_time_scale, counter, v);
+                "\"repetitions\": %d, \"repetition_index\": %d, \"real_time\": %g, \"time_unit\": \"ms\", \"%s\": %.6g}\n",
+                *first ? "" : ",", name, name, n, rep, ms[rep], counter, value[rep]);
         *first = false;
     }
+}
+
+static void bench_entry(FILE* f, bool* first, const char* name, const char* counter, double value, double ms) {
+    double v[3], t[3];
+    for (int rep = 0; rep < 3; rep++) {
+        double k = rep == 0 ? 1.0 : rep == 1 ? 0.99 : 1.01;
+        v[rep] = value * k;
+        t[rep] = ms / k / g_time_scale;
+    }
+    bench_reps(f, first, name, counter, v, t, 3);
     fprintf(f,
             ",{\"name\": \"%s/real_time_median\", \"run_name\": \"%s/real_time\", \"run_type\": \"aggregate\", "
             "\"aggregate_name\": \"median\", \"real_time\": 1, \"time_unit\": \"ms\", \"%s\": 12345678}\n",
@@ -786,19 +796,11 @@ static void test_step_bound_targets_tradeoff(void** s) {
     bench_entry(f, &first, "peer/torch_best/train_step/small/bf16/adamw_torch", "tokens/s", 1000, 1);
     bench_entry(f, &first, "ours/train_step/small/onednn/bf16/adamw_torch", "tokens/s", 900, 1);
     // tiny fp16: one of our rounds twice as slow as the others (a busy machine): its spread is shown
-    for (int rep = 0; rep < 3; rep++) {
-        fprintf(f,
-                ",{\"name\": \"ours/train_step/tiny/naive/fp16/adamw_torch/real_time\", \"run_name\": "
-                "\"ours/train_step/tiny/naive/fp16/adamw_torch/real_time\", \"run_type\": \"iteration\", "
-                "\"repetitions\": 3, \"repetition_index\": %d, \"real_time\": %g, \"time_unit\": \"ms\", "
-                "\"tokens/s\": %g}\n",
-                rep, rep == 1 ? 50.0 : 25.0, rep == 1 ? 5120.0 : 10240.0);
-        fprintf(f,
-                ",{\"name\": \"peer/torch_best/train_step/tiny/fp16/adamw_torch/real_time\", \"run_name\": "
-                "\"peer/torch_best/train_step/tiny/fp16/adamw_torch/real_time\", \"run_type\": \"iteration\", "
-                "\"repetitions\": 3, \"repetition_index\": %d, \"real_time\": %g, \"time_unit\": \"ms\", "
-                "\"tokens/s\": %g}\n",
-                rep, 200.0 + rep, 256e3 / (200.0 + rep));
+    {
+        const double ours_ms[] = {25, 50, 25}, ours_tok[] = {10240, 5120, 10240};
+        const double py_ms[] = {200, 201, 202}, py_tok[] = {256e3 / 200, 256e3 / 201, 256e3 / 202};
+        bench_reps(f, &first, "ours/train_step/tiny/naive/fp16/adamw_torch", "tokens/s", ours_tok, ours_ms, 3);
+        bench_reps(f, &first, "peer/torch_best/train_step/tiny/fp16/adamw_torch", "tokens/s", py_tok, py_ms, 3);
     }
     // ours only (no PyTorch row): the bf16 / fp32 target of distilbert-base-cased, 1.6x (not met)
     bench_entry(f, &first, "ours/train_step/distilbert-base-cased/onednn/fp32/adamw_torch", "tokens/s", 500, 1);
