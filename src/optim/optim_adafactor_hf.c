@@ -248,79 +248,56 @@ static inline __attribute__((always_inline)) float afhf_row_finish(float lv[AFHF
     return fin;
 }
 
-// One row of the statistics pass in one read of g (C >= 8): u = g*g + eps1 (grad**2 + eps[0])
-// is formed once per element and added, while it is in a register, into the column block
-// sums acc (the main columns [0, C/32*32): acc = 0 + u on the block's first row, else acc + u)
-// and into the row's sum in torch_sum_f32's own order, which is returned: SumKernel.cpp
-// vectorized_inner_sum -> row_sum(ilp 4) -> multi_row_sum over the C/32 chunks of 4 vectors
-// of 8 (torch_reduce.c sum_body), its 4-level cascade carried along (level `lp`, i.e.
-// torch_sum_dim0_block_rows(C/32) chunks per level-0 block). The row's last C % 32 u values
-// go to tail_u (< 32): the leftover vectors and scalars of that order, and the column tail.
-static inline __attribute__((always_inline)) float afhf_row_fused_body(const float* restrict g, float* restrict acc,
+// `rows` (1 or 4) consecutive rows of one block (g0 = g, g1 = g + C, ...) of the statistics pass
+// in one read of g (C >= 8): u = g*g + eps1 (grad**2 + eps[0]) is formed once per element and
+// added, while it is in a register, into the column block sums acc (the main columns [0,
+// C/32*32): each column takes the rows' u in row order, acc = 0 + u of the first on the block's
+// first row, else acc + u) and into each row's sum in torch_sum_f32's own order: SumKernel.cpp
+// vectorized_inner_sum -> row_sum(ilp 4) -> multi_row_sum over the C/32 chunks of 4 vectors of 8
+// (torch_reduce.c sum_body), its 4-level cascade carried along (level `lp`, i.e.
+// torch_sum_dim0_block_rows(C/32) chunks per level-0 block); the rows' cascades advance side by
+// side. Four read streams per thread keep more misses in flight than one (README "The Adafactors'
+// passes", ninth round). `rows` is a constant wherever this is inlined and the rows are named,
+// as in adafactor_torch's aft_rows_body. The rows' sums into sums[0 .. rows); row r's last C % 32
+// u values into tail_u[32 r ..] (the leftover vectors and scalars of that order, and the column
+// tail).
+static inline __attribute__((always_inline)) void afhf_rows_fused_body(const float* restrict g, float* restrict acc,
                                                                        float* restrict tail_u, size_t C, float eps1,
-                                                                       bool first) {
+                                                                       bool first, int rows, float* restrict sums) {
     enum { CHUNK = AFHF_CHUNK };
     const size_t size = C / CHUNK, step = torch_sum_dim0_block_rows(size), mask = step - 1;
     const int lp = __builtin_ctzll((unsigned long long)step);
-    float lv[AFHF_LEVELS][CHUNK];
-    memset(lv, 0, sizeof lv);
-    for (size_t c = 0; c < size; c++) {
-        const float* restrict gc = g + c * CHUNK;
-        float* restrict ac = acc + c * CHUNK;
-        stream_prefetch_span(gc, CHUNK * sizeof(float));
-        if (first) {
-            for (int t = 0; t < CHUNK; t++) {
-                const float u = gc[t] * gc[t] + eps1;
-                ac[t] = 0.0f + u;
-                lv[0][t] = lv[0][t] + u;
-            }
-        } else {
-            for (int t = 0; t < CHUNK; t++) {
-                const float u = gc[t] * gc[t] + eps1;
-                ac[t] = ac[t] + u;
-                lv[0][t] = lv[0][t] + u;
-            }
-        }
-        afhf_cascade_carry(lv, c + 1, mask, lp);  // c + 1 chunks summed so far
-    }
-    return afhf_row_finish(lv, g, tail_u, C, size, eps1);
-}
-
-// Four consecutive rows of one block (rows g, g + C, g + 2C, g + 3C) in one read each, as
-// afhf_row_fused_body: each column's block sum takes the rows' u in row order (acc = 0 + u of
-// the first on the block's first row), and the four rows' cascades advance side by side. Four
-// read streams per thread keep more misses in flight than one (README "The Adafactors' passes",
-// ninth round). The rows' sums into sums[0..3]; row r's last C % 32 u values into tail_u[32 r ..].
-static inline __attribute__((always_inline)) void afhf_rows4_fused_body(const float* restrict g, float* restrict acc,
-                                                                        float* restrict tail_u, size_t C, float eps1,
-                                                                        bool first, float* restrict sums) {
-    enum { CHUNK = AFHF_CHUNK, NR = 4 };
-    const size_t size = C / CHUNK, step = torch_sum_dim0_block_rows(size), mask = step - 1;
-    const int lp = __builtin_ctzll((unsigned long long)step);
-    float lv[NR][AFHF_LEVELS][CHUNK];
-    memset(lv, 0, sizeof lv);
-    const float *restrict g0 = g, *restrict g1 = g0 + C, *restrict g2 = g1 + C, *restrict g3 = g2 + C;
+    float lv[4][AFHF_LEVELS][CHUNK];
+    memset(lv, 0, (size_t)rows * sizeof lv[0]);
+    const float *restrict g0 = g, *restrict g1 = rows > 1 ? g0 + C : g0, *restrict g2 = rows > 1 ? g1 + C : g0,
+                *restrict g3 = rows > 1 ? g2 + C : g0;
     for (size_t c = 0; c < size; c++) {
         float* restrict ac = acc + c * CHUNK;
         const float *restrict gc0 = g0 + c * CHUNK, *restrict gc1 = g1 + c * CHUNK, *restrict gc2 = g2 + c * CHUNK,
                     *restrict gc3 = g3 + c * CHUNK;
         stream_prefetch_span(gc0, CHUNK * sizeof(float));
-        stream_prefetch_span(gc1, CHUNK * sizeof(float));
-        stream_prefetch_span(gc2, CHUNK * sizeof(float));
-        stream_prefetch_span(gc3, CHUNK * sizeof(float));
-        for (int t = 0; t < CHUNK; t++) {
-            const float u0 = gc0[t] * gc0[t] + eps1, u1 = gc1[t] * gc1[t] + eps1;
-            const float u2 = gc2[t] * gc2[t] + eps1, u3 = gc3[t] * gc3[t] + eps1;
-            const float a0 = first ? 0.0f + u0 : ac[t] + u0;
-            ac[t] = ((a0 + u1) + u2) + u3;
-            lv[0][0][t] = lv[0][0][t] + u0;
-            lv[1][0][t] = lv[1][0][t] + u1;
-            lv[2][0][t] = lv[2][0][t] + u2;
-            lv[3][0][t] = lv[3][0][t] + u3;
+        if (rows > 1) {
+            stream_prefetch_span(gc1, CHUNK * sizeof(float));
+            stream_prefetch_span(gc2, CHUNK * sizeof(float));
+            stream_prefetch_span(gc3, CHUNK * sizeof(float));
         }
-        for (int r = 0; r < NR; r++) afhf_cascade_carry(lv[r], c + 1, mask, lp);  // c + 1 chunks summed so far
+        for (int t = 0; t < CHUNK; t++) {
+            const float u0 = gc0[t] * gc0[t] + eps1;
+            float a0 = first ? 0.0f + u0 : ac[t] + u0;
+            lv[0][0][t] = lv[0][0][t] + u0;
+            if (rows > 1) {
+                const float u1 = gc1[t] * gc1[t] + eps1, u2 = gc2[t] * gc2[t] + eps1, u3 = gc3[t] * gc3[t] + eps1;
+                a0 = ((a0 + u1) + u2) + u3;
+                lv[1][0][t] = lv[1][0][t] + u1;
+                lv[2][0][t] = lv[2][0][t] + u2;
+                lv[3][0][t] = lv[3][0][t] + u3;
+            }
+            ac[t] = a0;
+        }
+        for (int r = 0; r < rows; r++) afhf_cascade_carry(lv[r], c + 1, mask, lp);  // c + 1 chunks summed so far
     }
-    for (int r = 0; r < NR; r++) sums[r] = afhf_row_finish(lv[r], g + (size_t)r * C, tail_u + r * CHUNK, C, size, eps1);
+    for (int r = 0; r < rows; r++)
+        sums[r] = afhf_row_finish(lv[r], g + (size_t)r * C, tail_u + (size_t)r * CHUNK, C, size, eps1);
 }
 
 // The update U of elements [e0, e1) (flat index over the whole tensor) into out:
@@ -454,8 +431,7 @@ static inline __attribute__((always_inline)) void afhf_apply_body(const AfhfArgs
 
 typedef struct {
     void (*urow)(const AfhfArgs*, const float*, float*, float*, bool, size_t);
-    float (*row_fused)(const float*, float*, float*, size_t, float, bool);
-    void (*rows4_fused)(const float*, float*, float*, size_t, float, bool, float*);  // rows g .. g + 3C
+    void (*rows_fused)(const float*, float*, float*, size_t, float, bool, int, float*);  // rows g, g + C, .. (1 or 4)
     void (*u_sumsq)(const AfhfArgs*, float*, size_t);
     void (*vec)(const AfhfArgs*, size_t, size_t);
     void (*apply)(const AfhfArgs*, size_t, size_t);
@@ -467,14 +443,15 @@ typedef struct {
                                      size_t Cm) {                                                               \
         afhf_urow_body(a, g, u, acc, first, Cm);                                                                \
     }                                                                                                           \
-    attr static float afhf_row_fused_##sfx(const float* g, float* acc, float* tail_u, size_t C, float eps1,     \
-                                           bool first) {                                                        \
-        return afhf_row_fused_body(g, acc, tail_u, C, eps1, first);                                             \
-    }                                                                                                           \
-    attr static void afhf_rows4_fused_##sfx(const float* g, float* acc, float* tail_u, size_t C, float eps1,    \
-                                            bool first, float* sums) {                                          \
-        if (first) afhf_rows4_fused_body(g, acc, tail_u, C, eps1, true, sums);                                  \
-        else afhf_rows4_fused_body(g, acc, tail_u, C, eps1, false, sums);                                       \
+    attr static void afhf_rows_fused_##sfx(const float* g, float* acc, float* tail_u, size_t C, float eps1,     \
+                                           bool first, int rows, float* sums) {                                 \
+        if (rows == 4) {                                                                                        \
+            if (first) afhf_rows_fused_body(g, acc, tail_u, C, eps1, true, 4, sums);                            \
+            else afhf_rows_fused_body(g, acc, tail_u, C, eps1, false, 4, sums);                                 \
+        } else {                                                                                                \
+            if (first) afhf_rows_fused_body(g, acc, tail_u, C, eps1, true, 1, sums);                            \
+            else afhf_rows_fused_body(g, acc, tail_u, C, eps1, false, 1, sums);                                 \
+        }                                                                                                       \
     }                                                                                                           \
     attr static void afhf_u_sumsq_##sfx(const AfhfArgs* a, float* lane, size_t rows) {                          \
         afhf_u_sumsq_body(a, lane, rows);                                                                       \
@@ -484,9 +461,8 @@ typedef struct {
     attr static void afhf_produce_##sfx(const void* ctx, float* out, size_t e0, size_t e1) {                   \
         afhf_update_body(ctx, out, e0, e1);                                                                     \
     }                                                                                                           \
-    static const AfhfKernels AFHF_##sfx = {afhf_urow_##sfx,  afhf_row_fused_##sfx, afhf_rows4_fused_##sfx,      \
-                                           afhf_u_sumsq_##sfx,                                                  \
-                                           afhf_vec_##sfx,   afhf_apply_##sfx,     afhf_produce_##sfx};
+    static const AfhfKernels AFHF_##sfx = {afhf_urow_##sfx, afhf_rows_fused_##sfx, afhf_u_sumsq_##sfx,         \
+                                           afhf_vec_##sfx,  afhf_apply_##sfx,      afhf_produce_##sfx};
 AFHF_KERNELS(portable, )
 #if defined(__x86_64__)
 AFHF_KERNELS(avx2, __attribute__((target("avx2,fma"))))
@@ -510,8 +486,8 @@ static void afhf_col_factors(const AfhfArgs* a, float* col, float* cf, const flo
 // The statistics of one (R, C) matrix b: row <- fma(mean_c(u), 1-b2t, row*b2t) and the same
 // for col with mean_r(u) (update.mean(dim=-1) / mean(dim=-2): torch's cascade sums, one
 // division), then the factors rf = rsqrt(row / row.mean(-1)), cf = rsqrt(col).
-// One pass over g, one read per element (afhf_rows4_fused_body four rows at a time, the rest of
-// a block by afhf_row_fused_body; rows narrower than 8 through a row buffer): threads take blocks of rows (torch_sum_dim0_block_rows), each row's sum is
+// One pass over g, one read per element (afhf_rows_fused_body four rows at a time, the rest of
+// a block one row at a time; rows narrower than 8 through a row buffer): threads take blocks of rows (torch_sum_dim0_block_rows), each row's sum is
 // complete in its thread and each block's column sums are torch's level-0 sums; the levels
 // above are replayed per column after (torch_sum_dim0_combine), so nothing depends on threads.
 static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const AfhfArgs* a, size_t b) {
@@ -535,7 +511,7 @@ static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const A
             for (size_t i = blk * B; i < i1;) {
                 if (C >= 8 && i + 3 < i1) {  // four rows in one loop, one read each
                     float sums[4], tails[4 * 32];
-                    k->rows4_fused(gb + i * C, acc, tails, C, a->eps1, i == blk * B, sums);
+                    k->rows_fused(gb + i * C, acc, tails, C, a->eps1, i == blk * B, 4, sums);
                     for (size_t r = 0; r < 4; r++, i++) {
                         row[i] = fmaf(sums[r] / (float)C, a->add, row[i] * a->keep);
                         if (Ct) memcpy(sc->tail + i * Ct, tails + 32 * r, Ct * sizeof(float));
@@ -544,7 +520,7 @@ static void afhf_matrix_stats(AdafactorHfState* s, const AfhfKernels* k, const A
                 }
                 float sum;
                 if (C >= 8) {  // one read of the row; its u values after C/32*32 land in u
-                    sum = k->row_fused(gb + i * C, acc, u, C, a->eps1, i == blk * B);
+                    k->rows_fused(gb + i * C, acc, u, C, a->eps1, i == blk * B, 1, &sum);
                 } else {
                     k->urow(a, gb + i * C, u, acc, i == blk * B, Cm);
                     sum = torch_sum_f32(u, C);
