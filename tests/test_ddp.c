@@ -35,9 +35,13 @@
 
 // Open MPI in a container as root: the two variables allow root; --oversubscribe lets 2 ranks
 // share fewer cores; vader's cross-memory attach is blocked in containers (no CAP_SYS_PTRACE);
-// --bind-to none leaves the OpenMP threads unpinned.
-#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none " \
-               "--mca btl_vader_single_copy_mechanism none"
+// --bind-to none leaves the OpenMP threads unpinned. odls_base_sigkill_timeout 0: when a rank
+// exits non-zero (the refusals below), Open MPI 4 otherwise waits 1 s between SIGTERM and
+// SIGKILL per round of cleanup, idle: 2.4 s per refused run against 0.4 s (a 2-rank probe whose
+// ranks exit 2 after MPI_Finalize), ~5 s of each build's test_ddp (set as a variable, which an
+// Open MPI without the parameter ignores).
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_odls_base_sigkill_timeout=0 " \
+               "mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none"
 #define COMMON "--model tiny --max-steps 4 --save-steps 2 --logging-steps 1 --threads 1 --learning-rate 1e-3 " \
                "--weight-decay 0.01 --num-train-examples 256 --num-eval-examples 32 --no-progress"
 // make test-ddp (TRAINBENCH_DDP_SMALL=1): the small preset, 4 steps of 2 x 8 x 64 tokens

@@ -136,11 +136,19 @@ static void assert_same_losses(const char* a, const char* b, size_t n) {
     json_decref(jb);
 }
 
+// The resume runs' settings (the crafted-checkpoint tests resume their checkpoints with them):
+// 100 training examples, so that an epoch is 12 batches of 8 and a short one of 4 and the run
+// resumed at step 8 crosses the epoch boundary (step 13's short batch, the next epoch's
+// reshuffle at step 14) after its restart; 64 evaluation examples (the evaluation is not compared).
+#define RESUME_DATA "--task paraphrase --num-train-examples 100 --num-eval-examples 64"
+#define RESUME_COMMON "--max-steps 16 --save-steps 8 --learning-rate 1e-3 --weight-decay 0.01 --init-scale 16777216 " \
+                      "--growth-interval 3 " RESUME_DATA
+
 static void check_resume(const char* optim, const char* precision) {
     char a[512], b[512], args[2048], ca[600], cb[600];
     snprintf(a, sizeof a, "%s/full-%s-%s", g_tmp, optim, precision);
     snprintf(b, sizeof b, "%s/resumed-%s-%s", g_tmp, optim, precision);
-    const char* common = "--max-steps 16 --save-steps 8 --learning-rate 1e-3 --weight-decay 0.01 --init-scale 16777216 --growth-interval 3";
+    const char* common = RESUME_COMMON;
     snprintf(args, sizeof args, "%s --optim %s --precision %s --output-dir %s", common, optim, precision, a);
     assert_int_equal(run(args, g_out, sizeof g_out), 0);
     snprintf(args, sizeof args, "%s --optim %s --precision %s --output-dir %s --resume-from-checkpoint %s/checkpoint-8",
@@ -694,7 +702,7 @@ static void test_bad_input(void** s) {
     snprintf(args, sizeof args, "--output-dir %s/x --resume-from-checkpoint %s/does-not-exist", g_tmp, g_tmp);
     expect_exit2(args, "--resume-from-checkpoint");
     // a checkpoint of another run's configuration is refused, naming the field
-    snprintf(args, sizeof args, "--optim adafactor --max-steps 16 --output-dir %s/y --resume-from-checkpoint "
+    snprintf(args, sizeof args, RESUME_COMMON " --optim adafactor --output-dir %s/y --resume-from-checkpoint "
                                 "%s/full-adamw_torch-fp32/checkpoint-8", g_tmp, g_tmp);
     expect_exit2(args, "optim");
 }
@@ -744,8 +752,7 @@ static void test_crafted_checkpoints_refused(void** s) {
         snprintf(src, sizeof src, "%s/full-adamw_torch-%s/checkpoint-8", g_tmp, CASES[k].precision);
         snprintf(dst, sizeof dst, "%s/crafted-%zu/checkpoint-8", g_tmp, k);
         write_crafted_checkpoint(src, dst, CASES[k].key, CASES[k].value);
-        snprintf(args, sizeof args, "--max-steps 16 --save-steps 8 --learning-rate 1e-3 --weight-decay 0.01 "
-                 "--init-scale 16777216 --growth-interval 3 --optim adamw_torch --precision %s "
+        snprintf(args, sizeof args, RESUME_COMMON " --optim adamw_torch --precision %s "
                  "--output-dir %s/crafted-out-%zu --resume-from-checkpoint %s", CASES[k].precision, g_tmp, k, dst);
         snprintf(needle, sizeof needle, "%s", !strcmp(CASES[k].key, "records") ? "field records" : CASES[k].key);
         expect_exit2(args, needle);
