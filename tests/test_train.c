@@ -670,7 +670,11 @@ static void test_bad_input(void** s) {
     expect_exit2("--optim sgd", "--optim: unknown optimizer 'sgd'");
     expect_exit2("--model huge", "--model: unknown model 'huge'");
     expect_exit2("--backend onednn --fp16", "cannot run --precision fp16");
-    expect_exit2("--learning-rate -1", "--learning-rate must be > 0");
+    // the optimizer's own rule, in its library's words (transformers' Adafactor takes any lr: below)
+    expect_exit2("--learning-rate -1", "--optim adamw_torch with --learning-rate -1 --weight-decay 0");
+    assert_non_null(strstr(g_out, "Invalid learning rate"));
+    expect_exit2("--optim adafactor_torch --weight-decay -0.5", "weight_decay must be >= 0 (got -0.5)");
+    expect_exit2("--optim adamw_bnb_8bit --learning-rate -1e-3", "--learning-rate -0.001");
     expect_exit2("--learning-rate abc", "--learning-rate must be a finite number");
     expect_exit2("--max-steps 0", "--max-steps must be an integer");
     expect_exit2("--seq-len 999", "exceeds the model's max_position_embeddings");
@@ -705,6 +709,54 @@ static void test_bad_input(void** s) {
     snprintf(args, sizeof args, RESUME_COMMON " --optim adafactor --output-dir %s/y --resume-from-checkpoint "
                                 "%s/full-adamw_torch-fp32/checkpoint-8", g_tmp, g_tmp);
     expect_exit2(args, "optim");
+}
+
+// --learning-rate and --weight-decay take what the optimizer's library takes (TrainingArguments
+// checks neither): lr 0 for torch's AdamW (0 <= lr), whose weights then never move (p * (1 - 0 *
+// wd) + (-0) * update == p: 2 and 4 steps end on the same parameter tensors, while the moments
+// change), and a negative lr and weight decay for transformers' Adafactor, whose constructor
+// checks neither (model-level agreement with transformers on them: reference/validate_model.py).
+static void test_learning_rate_the_library_takes(void** s) {
+    (void)s;
+    char args[1024], ca[600], cb[600];
+    const char* c = "--learning-rate 0 --weight-decay 0.01 --num-train-examples 64 --num-eval-examples 8";
+    snprintf(args, sizeof args, "%s --max-steps 2 --save-steps 2 --output-dir %s/lr0-2", c, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(args, sizeof args, "%s --max-steps 4 --save-steps 4 --output-dir %s/lr0-4", c, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(ca, sizeof ca, "%s/lr0-2/checkpoint-2/checkpoint.safetensors", g_tmp);
+    snprintf(cb, sizeof cb, "%s/lr0-4/checkpoint-4/checkpoint.safetensors", g_tmp);
+    SafeTensors sa, sb;
+    assert_true(status_is_ok(st_read(ca, &sa)));
+    assert_true(status_is_ok(st_read(cb, &sb)));
+    size_t n_param = 0, n_moved = 0;
+    for (size_t i = 0; i < sa.n_tensors; i++) {
+        const StTensor* ta = &sa.tensors[i];
+        const StTensor* tb = st_find(&sb, ta->name);
+        assert_non_null(tb);
+        assert_int_equal(ta->nbytes, tb->nbytes);
+        const bool same = memcmp(ta->data, tb->data, ta->nbytes) == 0;
+        if (strncmp(ta->name, "param.", 6) == 0) {
+            if (!same) printf("moved with lr 0: %s\n", ta->name);
+            assert_true(same);
+            n_param++;
+        } else {
+            n_moved += !same;  // exp_avg, exp_avg_sq and step go on
+        }
+    }
+    printf("lr 0: %zu parameter tensors unchanged from step 2 to 4, %zu optimizer tensors moved\n", n_param, n_moved);
+    assert_true(n_param > 0 && n_moved > 0);
+    st_free(&sa);
+    st_free(&sb);
+    snprintf(args, sizeof args, "--optim adafactor --learning-rate -1e-3 --weight-decay -0.1 --max-steps 2 "
+             "--num-train-examples 64 --num-eval-examples 8 --output-dir %s/adafactor-negative", g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(args, sizeof args, "%s/adafactor-negative", g_tmp);
+    json_t* r = load_results(args);
+    const double lr = json_number_value(json_object_get(json_array_get(json_object_get(r, "records"), 0), "learning_rate"));
+    printf("adafactor, --learning-rate -1e-3: step 1's learning_rate %g\n", lr);
+    assert_true(lr < 0);
+    json_decref(r);
 }
 
 // Copies checkpoint folder `src` to `dst` with metadata `key` set to `value` (tensors as they are).
@@ -1035,6 +1087,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_fp16_noscale_underflows),
         cmocka_unit_test(test_nonfinite_loss_stops_with_valid_results),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_learning_rate_the_library_takes),
         cmocka_unit_test(test_crafted_checkpoints_refused),
         cmocka_unit_test(test_init_from_reproduces_torch_trajectory),
         cmocka_unit_test(test_gradient_accumulation_matches_torch),

@@ -130,7 +130,8 @@ const Command cmd_train = {
         "  defaults: --model tiny --optim adamw_torch --precision fp32 --backend auto\n"
         "  --backend auto: resuming, the checkpoint's backend; else onednn where it runs the precision's\n"
         "  GEMMs natively (fp32; bf16 on avx512_bf16 CPUs; fp16 where oneDNN has f16 matmul), else openblas\n"
-        "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay)\n"
+        "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay; any finite values\n"
+        "  the optimizer's library accepts: >= 0 for torch's and bitsandbytes', any for transformers' Adafactor)\n"
         "  --adam-beta1 0.9 --adam-beta2 0.999 --adam-epsilon 1e-8 (AdamW optimizers; Adafactor ignores them,\n"
         "  as the Trainer does); --label-smoothing-factor 0 (X > 0: the Trainer's LabelSmoother)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments); schedules:\n"
@@ -897,7 +898,7 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     memset(a, 0, sizeof *a);
     a->optim = "adamw_torch";
     a->backend = BACKEND_AUTO;
-    a->lr = -1;
+    a->lr = 5e-5;  // TrainingArguments.learning_rate
     a->weight_decay = 0.0;
     a->adam_beta1 = 0.9;
     a->adam_beta2 = 0.999;
@@ -971,8 +972,9 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
                 return cli_usage_error(&cmd_train, "%s conflicts with precision %s given earlier", arg, precision);
             precision = v;
         } else if (flag_matches(arg, "--learning-rate")) {
+            // any finite value: TrainingArguments checks none, the optimizer's own rule applies
+            // (validate(): torch's and bitsandbytes' lr >= 0; transformers' Adafactor any)
             if (!parse_float_flag(argc, argv, &i, "--learning-rate", &a->lr)) return 2;
-            if (!(a->lr > 0)) return cli_usage_error(&cmd_train, "--learning-rate must be > 0 (got %g)", a->lr);
         } else if (flag_matches(arg, "--label-smoothing-factor")) {
             if (!parse_float_flag(argc, argv, &i, "--label-smoothing-factor", &a->label_smoothing)) return 2;
             if (!(a->label_smoothing >= 0 && a->label_smoothing < 1))
@@ -985,9 +987,8 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         } else if (flag_matches(arg, "--adam-epsilon")) {
             if (!parse_float_flag(argc, argv, &i, "--adam-epsilon", &a->adam_epsilon)) return 2;
         } else if (flag_matches(arg, "--weight-decay")) {
+            // as --learning-rate: the optimizer's rule (torch, bitsandbytes >= 0; transformers' Adafactor any)
             if (!parse_float_flag(argc, argv, &i, "--weight-decay", &a->weight_decay)) return 2;
-            if (!(a->weight_decay >= 0))
-                return cli_usage_error(&cmd_train, "--weight-decay must be >= 0 (got %g)", a->weight_decay);
         } else if (flag_matches(arg, "--warmup-ratio")) {
             if (!parse_float_flag(argc, argv, &i, "--warmup-ratio", &a->warmup_ratio)) return 2;
             if (!(a->warmup_ratio >= 0 && a->warmup_ratio < 1))
@@ -1229,7 +1230,7 @@ static int setup(Run* r) {
         return user_error("--seq-len %ld exceeds the model's max_position_embeddings %lld", a->seq_len,
                           (long long)r->mcfg.max_positions);
     optim_defaults(r->optim, &r->ocfg);
-    r->ocfg.lr = a->lr > 0 ? a->lr : 5e-5;
+    r->ocfg.lr = a->lr;
     r->ocfg.weight_decay = a->weight_decay;
     // HF Trainer hands betas=(adam_beta1, adam_beta2), eps=adam_epsilon to the AdamW optimizers
     // (get_optimizer_cls_and_kwargs' adam_kwargs) and not to Adafactor, which ignores the flags:
@@ -1243,9 +1244,12 @@ static int setup(Run* r) {
     if (r->optim == &optim_adafactor_hf) r->ocfg.relative_step = false;  // as HF Trainer configures it
     s = r->optim->validate(&r->ocfg);
     if (!status_is_ok(s) && adam)
-        return user_error("--optim %s with --adam-beta1 %g --adam-beta2 %g --adam-epsilon %g: %s", a->optim,
-                          a->adam_beta1, a->adam_beta2, a->adam_epsilon, s.msg);
-    if (!status_is_ok(s)) return user_error("--optim %s: %s", a->optim, s.msg);
+        return user_error("--optim %s with --learning-rate %g --weight-decay %g --adam-beta1 %g --adam-beta2 %g "
+                          "--adam-epsilon %g: %s", a->optim, a->lr, a->weight_decay, a->adam_beta1, a->adam_beta2,
+                          a->adam_epsilon, s.msg);
+    if (!status_is_ok(s))
+        return user_error("--optim %s with --learning-rate %g --weight-decay %g: %s", a->optim, a->lr, a->weight_decay,
+                          s.msg);
     // adamw_torch_fused under a GradScaler without clipping: the Trainer then never calls
     // unscale_, and GradScaler.step hands the scale to the fused kernel, which divides each
     // gradient by it; we multiply by its reciprocal as unscale_ does. The same bits while the
