@@ -688,7 +688,6 @@ static void test_bad_input(void** s) {
     expect_exit2("--warmup-steps 2 --warmup-ratio 0.1", "not both");
     expect_exit2("--warmup-ratio 1.5", "--warmup-ratio must be in [0, 1)");
     expect_exit2("--lr-scheduler-type constant --warmup-steps 3", "constant has no warmup");
-    expect_exit2("--max-grad-norm -1", "--max-grad-norm must be >= 0");
     expect_exit2("--gradient-accumulation-steps 0", "--gradient-accumulation-steps must be an integer in [1, 4096]");
     expect_exit2("--dropout 1.5", "--dropout must be a probability in [0, 1] (got 1.5)");
     expect_exit2("--attention-dropout -0.1", "--attention-dropout must be a probability in [0, 1]");
@@ -711,12 +710,12 @@ static void test_bad_input(void** s) {
     expect_exit2(args, "optim");
 }
 
-// --learning-rate and --weight-decay take what the optimizer's library takes (TrainingArguments
-// checks neither): lr 0 for torch's AdamW (0 <= lr), whose weights then never move (p * (1 - 0 *
+// --learning-rate, --weight-decay and --max-grad-norm take what the Trainer and the optimizer's
+// library take (TrainingArguments checks none of them): lr 0 for torch's AdamW (0 <= lr), whose weights then never move (p * (1 - 0 *
 // wd) + (-0) * update == p: 2 and 4 steps end on the same parameter tensors, while the moments
 // change), and a negative lr and weight decay for transformers' Adafactor, whose constructor
 // checks neither (model-level agreement with transformers on them: reference/validate_model.py).
-static void test_learning_rate_the_library_takes(void** s) {
+static void test_values_the_trainer_takes(void** s) {
     (void)s;
     char args[1024], ca[600], cb[600];
     const char* c = "--learning-rate 0 --weight-decay 0.01 --num-train-examples 64 --num-eval-examples 8";
@@ -757,6 +756,29 @@ static void test_learning_rate_the_library_takes(void** s) {
     printf("adafactor, --learning-rate -1e-3: step 1's learning_rate %g\n", lr);
     assert_true(lr < 0);
     json_decref(r);
+    // --max-grad-norm below 0 is the Trainer's no clipping (`max_grad_norm > 0` decides): the same
+    // run as 0, its norm logged
+    const char* nc = "--max-steps 3 --logging-steps 1 --learning-rate 1e-3 --num-train-examples 64 --num-eval-examples 8";
+    snprintf(args, sizeof args, "%s --max-grad-norm -1 --output-dir %s/clip-neg", nc, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    assert_non_null(strstr(g_out, "'grad_norm': "));
+    snprintf(args, sizeof args, "%s --max-grad-norm 0 --output-dir %s/clip-0", nc, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(ca, sizeof ca, "%s/clip-neg", g_tmp);
+    snprintf(cb, sizeof cb, "%s/clip-0", g_tmp);
+    assert_same_losses(ca, cb, 3);
+    // adamw_torch_fused in fp16 without clipping at a scale that is not a power of two: the
+    // Trainer unscales before the step either way (see train.c), so the run equals one whose
+    // clipping never bites (coefficient clamped to 1)
+    const char* fz = "--optim adamw_torch_fused --fp16 --init-scale 3000 --max-steps 3 --save-steps 3 --learning-rate 1e-3 "
+                     "--num-train-examples 64 --num-eval-examples 8";
+    snprintf(args, sizeof args, "%s --max-grad-norm 0 --output-dir %s/fused-noclip", fz, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(args, sizeof args, "%s --max-grad-norm 1e30 --output-dir %s/fused-clip", fz, g_tmp);
+    assert_int_equal(run(args, g_out, sizeof g_out), 0);
+    snprintf(ca, sizeof ca, "%s/fused-noclip/checkpoint-3/checkpoint.safetensors", g_tmp);
+    snprintf(cb, sizeof cb, "%s/fused-clip/checkpoint-3/checkpoint.safetensors", g_tmp);
+    assert_checkpoints_equal(ca, cb);
 }
 
 // Copies checkpoint folder `src` to `dst` with metadata `key` set to `value` (tensors as they are).
@@ -1087,7 +1109,7 @@ int main(int argc, char** argv) {
         cmocka_unit_test(test_fp16_noscale_underflows),
         cmocka_unit_test(test_nonfinite_loss_stops_with_valid_results),
         cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_learning_rate_the_library_takes),
+        cmocka_unit_test(test_values_the_trainer_takes),
         cmocka_unit_test(test_crafted_checkpoints_refused),
         cmocka_unit_test(test_init_from_reproduces_torch_trajectory),
         cmocka_unit_test(test_gradient_accumulation_matches_torch),

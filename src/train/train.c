@@ -87,7 +87,7 @@ typedef struct {
     bool skipped;
     AmpCounters counters;
     double lr;              // the learning rate of this step (schedule.h)
-    double grad_norm;       // total norm before clipping (NaN: not computed, --max-grad-norm 0)
+    double grad_norm;       // total norm before clipping (NaN: not computed)
     double step_time_s;
     int64_t tokens;         // positions processed: B x T (padding included, as tokens/s elsewhere)
     int64_t real_tokens;    // positions with attention_mask 1
@@ -994,10 +994,8 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             if (!(a->warmup_ratio >= 0 && a->warmup_ratio < 1))
                 return cli_usage_error(&cmd_train, "--warmup-ratio must be in [0, 1) (got %g)", a->warmup_ratio);
         } else if (flag_matches(arg, "--max-grad-norm")) {
+            // any finite value: the Trainer clips when `max_grad_norm > 0`, else only logs the norm
             if (!parse_float_flag(argc, argv, &i, "--max-grad-norm", &a->max_grad_norm)) return 2;
-            if (!(a->max_grad_norm >= 0))
-                return cli_usage_error(&cmd_train, "--max-grad-norm must be >= 0 (0: no clipping; got %g)",
-                                       a->max_grad_norm);
         } else if (flag_matches(arg, "--dropout") || flag_matches(arg, "--attention-dropout") ||
                    flag_matches(arg, "--seq-classif-dropout")) {
             const char* flag = flag_matches(arg, "--dropout")             ? "--dropout"
@@ -1250,18 +1248,11 @@ static int setup(Run* r) {
     if (!status_is_ok(s))
         return user_error("--optim %s with --learning-rate %g --weight-decay %g: %s", a->optim, a->lr, a->weight_decay,
                           s.msg);
-    // adamw_torch_fused under a GradScaler without clipping: the Trainer then never calls
-    // unscale_, and GradScaler.step hands the scale to the fused kernel, which divides each
-    // gradient by it; we multiply by its reciprocal as unscale_ does. The same bits while the
-    // scale is a power of two (the default 65536 and every growth/backoff of it), not otherwise.
-    if (r->optim == &optim_adamw_torch_fused && r->mode->loss_scaling && !(a->max_grad_norm > 0)) {
-        int e;
-        if (frexp(a->init_scale, &e) != 0.5)
-            return user_error("--optim adamw_torch_fused with --precision %s, --max-grad-norm 0 and --init-scale %g is "
-                              "not implemented: without clipping torch's fused kernel divides the gradients by the "
-                              "scale, which differs from unscaling unless the scale is a power of two (give one, or "
-                              "clip)", a->precision, a->init_scale);
-    }
+    // adamw_torch_fused under a GradScaler: the Trainer (transformers 5.24) unscales before every
+    // optimizer step, with or without clipping (without, _get_grad_norm still runs accelerate's
+    // clip_grad_norm_ with max_norm inf, which calls unscale_gradients first), so GradScaler.step
+    // finds the optimizer UNSCALED and hands the fused kernel no grad_scale: plain unscaling, as
+    // for the other optimizers, whatever the scale.
     GradScalerConfig gcfg = grad_scaler_defaults();
     gcfg.init_scale = a->init_scale;
     gcfg.growth_interval = a->growth_interval;
