@@ -980,7 +980,23 @@ static void test_label_smoothing_flag(void** s) {
     snprintf(args, sizeof args, "--max-steps 2 --num-eval-examples 8 --label-smoothing-factor 0.2 --bf16 --output-dir "
              "%s/ls-bf16", g_tmp);
     assert_int_equal(run(args, g_out, sizeof g_out), 0);  // every precision (its bits: the goldens)
-    expect_exit2("--label-smoothing-factor 1 --max-steps 1", "--label-smoothing-factor must be in [0, 1) (got 1)");
+    // any factor != 0 smooths, as the Trainer's `label_smoothing_factor != 0` (model-level agreement
+    // with transformers at 1, 1.5, -0.2 and -0.3 in bf16: reference/validate_model.py): both run
+    // and train on different losses (at 1 the smoother's mean -log p over all labels alone)
+    const char* lsa = "--max-steps 2 --num-eval-examples 8 --num-train-examples 64 --logging-steps 1";
+    double first[2];
+    const char* eps[2] = {"1", "-0.5"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "%s --label-smoothing-factor %s --output-dir %s/ls-wide-%d", lsa, eps[k], g_tmp, k);
+        assert_int_equal(run(args, g_out, sizeof g_out), 0);
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s/ls-wide-%d", g_tmp, k);
+        json_t* rr = load_results(dir);
+        first[k] = record_loss(rr, 0);
+        json_decref(rr);
+    }
+    printf("step-1 loss: factor 1 %.9g, factor -0.5 %.9g\n", first[0], first[1]);
+    assert_true(isfinite(first[0]) && isfinite(first[1]) && first[0] != first[1]);
     expect_exit2("--label-smoothing-factor 0.1 --gradient-accumulation-steps 2 --max-steps 1",
                  "--label-smoothing-factor with --gradient-accumulation-steps > 1 is not implemented");
 }

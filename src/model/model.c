@@ -1027,15 +1027,16 @@ Status model_workspace_estimate_bytes(const ParamTable* t, int max_B, int max_T,
 }
 
 Status model_workspace_set_label_smoothing(ModelWorkspace* ws, double eps) {
-    if (!(eps >= 0 && eps < 1))
-        return status_make(STATUS_INVALID, "label smoothing factor %g (allowed: 0 <= factor < 1)", eps);
-    if (eps > 0 && ws->cfg.regression)
+    // any finite factor: the Trainer smooths whenever label_smoothing_factor != 0 and the
+    // LabelSmoother's (1 - eps) * nll + eps * smoothed checks no range
+    if (!isfinite(eps)) return status_make(STATUS_INVALID, "label smoothing factor %g (allowed: a finite number)", eps);
+    if (eps != 0 && ws->cfg.regression)
         return status_make(STATUS_INVALID, "label smoothing on a regression model (num_labels 1): the smoother's "
                            "log_softmax over one logit is not a loss; not implemented");
-    if (eps > 0 && ws->cfg.n_labels > 64)
+    if (eps != 0 && ws->cfg.n_labels > 64)
         return status_make(STATUS_INVALID, "label smoothing over %lld labels (implemented up to 64)",
                            (long long)ws->cfg.n_labels);
-    if (eps > 0 && !ws->ls_work) ws->ls_work = xcalloc((size_t)ws->max_B, sizeof(float));
+    if (eps != 0 && !ws->ls_work) ws->ls_work = xcalloc((size_t)ws->max_B, sizeof(float));
     ws->label_smoothing = eps;
     return status_ok();
 }
@@ -1346,7 +1347,7 @@ Status model_forward(ModelWorkspace* ws, const float* params, const ModelBatch* 
     phase_enter(pc, PHASE_CLASSIFIER);
     if (!status_is_ok(s = classifier_forward(c, ws->logits, &ws->cls, x, &cp, B, T, D, L))) return s;
     phase_enter(pc, PHASE_LOSS);
-    if (ws->label_smoothing > 0)
+    if (ws->label_smoothing != 0)
         *loss = label_smoothing_forward(ws->logp, ws->ls_work, ws->logits, ws->labels, B, L, ws->label_smoothing);
     else  // regression (L = 1): logp holds the squared errors (B)
         *loss = ws->cfg.regression ? mse_forward(ws->logp, ws->logits, ws->labels, B)
@@ -1409,7 +1410,7 @@ Status model_backward(ModelWorkspace* ws, const float* params, float loss_scale,
     phase_direction(pc, PHASE_BACKWARD);
     phase_enter(pc, PHASE_LOSS);
     memset(ws->dlogits, 0, (size_t)B * (size_t)L * sizeof(float));
-    if (ws->label_smoothing > 0)
+    if (ws->label_smoothing != 0)
         label_smoothing_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L, ws->label_smoothing);
     else if (ws->cfg.regression) mse_backward(ws->dlogits, ws->logits, ws->labels, loss_scale, B);
     else cross_entropy_backward(ws->dlogits, ws->logp, ws->labels, loss_scale, B, L);

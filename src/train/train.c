@@ -133,7 +133,7 @@ const Command cmd_train = {
         "  --learning-rate 5e-5 --weight-decay 0 (biases and LayerNorm weights never decay; any finite values\n"
         "  the optimizer's library accepts: >= 0 for torch's and bitsandbytes', any for transformers' Adafactor)\n"
         "  --adam-beta1 0.9 --adam-beta2 0.999 --adam-epsilon 1e-8 (AdamW optimizers; Adafactor ignores them,\n"
-        "  as the Trainer does); --label-smoothing-factor 0 (X > 0: the Trainer's LabelSmoother)\n"
+        "  as the Trainer does); --label-smoothing-factor 0 (X != 0: the Trainer's LabelSmoother)\n"
         "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments); schedules:\n"
         "  linear, constant, cosine, cosine_with_restarts, polynomial, constant_with_warmup, inverse_sqrt\n"
         "  (transformers.get_scheduler without scheduler kwargs, as the Trainer makes them)\n"
@@ -976,10 +976,8 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             // (validate(): torch's and bitsandbytes' lr >= 0; transformers' Adafactor any)
             if (!parse_float_flag(argc, argv, &i, "--learning-rate", &a->lr)) return 2;
         } else if (flag_matches(arg, "--label-smoothing-factor")) {
+            // any finite value: the Trainer smooths when it is != 0 and checks no range
             if (!parse_float_flag(argc, argv, &i, "--label-smoothing-factor", &a->label_smoothing)) return 2;
-            if (!(a->label_smoothing >= 0 && a->label_smoothing < 1))
-                return cli_usage_error(&cmd_train, "--label-smoothing-factor must be in [0, 1) (got %g)",
-                                       a->label_smoothing);
         } else if (flag_matches(arg, "--adam-beta1")) {
             if (!parse_float_flag(argc, argv, &i, "--adam-beta1", &a->adam_beta1)) return 2;
         } else if (flag_matches(arg, "--adam-beta2")) {
@@ -1318,7 +1316,7 @@ static int setup(Run* r) {
     }
     s = model_workspace_new(&r->table, max_b, (int)a->seq_len, &r->ws);
     if (!status_is_ok(s)) return user_error("workspace: %s", s.msg);
-    if (a->label_smoothing > 0) {
+    if (a->label_smoothing != 0) {
         // the Trainer's LabelSmoother as it normalizes one micro-batch; with accumulation (and so
         // with --ddp) it divides by the items of all micro-batches (num_items_in_batch)
         if (a->grad_accum > 1 || r->ddp)
@@ -1361,7 +1359,7 @@ static int setup(Run* r) {
     json_object_set_new(c, "optim", json_string(r->optim->name));
     json_object_set_new(c, "learning_rate", json_real(r->ocfg.lr));
     json_object_set_new(c, "weight_decay", json_real(r->ocfg.weight_decay));
-    if (a->label_smoothing > 0) json_object_set_new(c, "label_smoothing_factor", json_real(a->label_smoothing));
+    if (a->label_smoothing != 0) json_object_set_new(c, "label_smoothing_factor", json_real(a->label_smoothing));
     // the AdamW hyper-parameters only when not TrainingArguments' defaults (results of runs with
     // the defaults keep their form, and a resume compares this object key by key)
     if (adam && (r->ocfg.beta1 != 0.9 || r->ocfg.beta2 != 0.999 || r->ocfg.eps != 1e-8))
