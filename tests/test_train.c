@@ -779,6 +779,24 @@ static void test_values_the_trainer_takes(void** s) {
     snprintf(ca, sizeof ca, "%s/fused-noclip/checkpoint-3/checkpoint.safetensors", g_tmp);
     snprintf(cb, sizeof cb, "%s/fused-clip/checkpoint-3/checkpoint.safetensors", g_tmp);
     assert_checkpoints_equal(ca, cb);
+    // --warmup-steps as transformers 5.x's float warmup_steps (get_warmup_steps): from 1 int() of
+    // it, below 1 a ratio, ceil(max_steps * x); results.json records the resolved count
+    static const struct {
+        const char* flag;
+        long steps;
+    } WARMUP[] = {{"--warmup-steps 2.7", 2}, {"--warmup-steps 0.3", 2}, {"--warmup-steps 1.0", 1}, {"--warmup-ratio 0.3", 2}};
+    for (size_t k = 0; k < ARRAY_LEN(WARMUP); k++) {
+        snprintf(args, sizeof args, "--max-steps 4 --num-train-examples 64 --num-eval-examples 8 %s --output-dir %s/warmup-%zu",
+                 WARMUP[k].flag, g_tmp, k);
+        assert_int_equal(run(args, g_out, sizeof g_out), 0);
+        snprintf(ca, sizeof ca, "%s/warmup-%zu", g_tmp, k);
+        json_t* wr = load_results(ca);
+        const long got = (long)json_integer_value(json_object_get(json_object_get(wr, "config"), "warmup_steps"));
+        printf("%s with --max-steps 4: %ld warmup steps\n", WARMUP[k].flag, got);
+        assert_int_equal(got, WARMUP[k].steps);
+        json_decref(wr);
+    }
+    expect_exit2("--warmup-steps -1", "--warmup-steps must be in [0, 100000000]");
 }
 
 // Copies checkpoint folder `src` to `dst` with metadata `key` set to `value` (tensors as they are).

@@ -68,8 +68,9 @@ typedef struct {
     const char* init_from;      // save_pretrained folder or model.safetensors (NULL: HF init)
     const char* data_order;     // "shuffled" (default) or "sequential"
     const char* lr_scheduler_type;  // "linear" (TrainingArguments default) or "constant"
-    long warmup_steps;          // -1: not given
+    long warmup_steps;          // -1: not given (or given below 1: then warmup_ratio)
     double warmup_ratio;        // < 0: not given
+    bool warmup_steps_given, warmup_ratio_given;
     double max_grad_norm;       // TrainingArguments default 1.0; 0 = no clipping
     bool profile;               // --profile: print where the step time went
     bool force;                 // --force: skip the up-front memory check
@@ -123,7 +124,7 @@ const Command cmd_train = {
         "     --num-train-examples N --num-eval-examples N]\n"
         "    [--init-scale X] [--growth-interval N] [--no-progress] [--force]\n"
         "    [--init-from DIR|FILE.safetensors] [--data-order shuffled|sequential]\n"
-        "    [--lr-scheduler-type NAME] [--warmup-steps N | --warmup-ratio X]\n"
+        "    [--lr-scheduler-type NAME] [--warmup-steps X | --warmup-ratio X]\n"
         "    [--max-grad-norm X] [--gradient-accumulation-steps N] [--profile]\n"
         "    [--ddp [--zero 0|1]]   (under mpirun -np R; README \"Distributed\")\n"
         "    [--dropout P] [--attention-dropout P] [--seq-classif-dropout P] [--dump-dropout-masks DIR]\n"
@@ -134,7 +135,8 @@ const Command cmd_train = {
         "  the optimizer's library accepts: >= 0 for torch's and bitsandbytes', any for transformers' Adafactor)\n"
         "  --adam-beta1 0.9 --adam-beta2 0.999 --adam-epsilon 1e-8 (AdamW optimizers; Adafactor ignores them,\n"
         "  as the Trainer does); --label-smoothing-factor 0 (X != 0: the Trainer's LabelSmoother)\n"
-        "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments); schedules:\n"
+        "  --lr-scheduler-type linear --warmup-steps 0 --max-grad-norm 1.0 (HF TrainingArguments; --warmup-steps\n"
+        "  as transformers 5.x reads it: from 1 a count, truncated, below 1 a ratio of --max-steps); schedules:\n"
         "  linear, constant, cosine, cosine_with_restarts, polynomial, constant_with_warmup, inverse_sqrt\n"
         "  (transformers.get_scheduler without scheduler kwargs, as the Trainer makes them)\n"
         "  --gradient-accumulation-steps 1 (N: each optimizer step takes N micro-batches, loss / N;\n"
@@ -945,7 +947,6 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         STR_FLAG("--data-order", data_order)
         STR_FLAG("--lr-scheduler-type", lr_scheduler_type)
         STR_FLAG("--dump-dropout-masks", dump_dropout_masks)
-        INT_FLAG("--warmup-steps", warmup_steps, 0, 100000000)
         INT_FLAG("--max-steps", max_steps, 1, 100000000)
         INT_FLAG("--per-device-train-batch-size", batch_size, 1, 65536)
         INT_FLAG("--per-device-eval-batch-size", eval_batch_size, 1, 65536)
@@ -987,7 +988,20 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
         } else if (flag_matches(arg, "--weight-decay")) {
             // as --learning-rate: the optimizer's rule (torch, bitsandbytes >= 0; transformers' Adafactor any)
             if (!parse_float_flag(argc, argv, &i, "--weight-decay", &a->weight_decay)) return 2;
+        } else if (flag_matches(arg, "--warmup-steps")) {
+            // TrainingArguments.warmup_steps (transformers 5.x, a float): >= 1 a number of steps,
+            // int() of it (truncated); below 1 a ratio of the training steps (get_warmup_steps:
+            // ceil(max_steps * x)); < 0 raises there
+            double w;
+            if (!parse_float_flag(argc, argv, &i, "--warmup-steps", &w)) return 2;
+            if (!(w >= 0 && w <= 100000000))
+                return cli_usage_error(&cmd_train, "--warmup-steps must be in [0, 100000000] (a count from 1, a ratio of "
+                                       "--max-steps below 1; got %g)", w);
+            a->warmup_steps = w >= 1 ? (long)w : -1;
+            a->warmup_ratio = w >= 1 ? -1 : w;
+            a->warmup_steps_given = true;
         } else if (flag_matches(arg, "--warmup-ratio")) {
+            a->warmup_ratio_given = true;
             if (!parse_float_flag(argc, argv, &i, "--warmup-ratio", &a->warmup_ratio)) return 2;
             if (!(a->warmup_ratio >= 0 && a->warmup_ratio < 1))
                 return cli_usage_error(&cmd_train, "--warmup-ratio must be in [0, 1) (got %g)", a->warmup_ratio);
@@ -1041,7 +1055,7 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     if (!lr_schedule_find(a->lr_scheduler_type, &lt))
         return cli_usage_error(&cmd_train, "--lr-scheduler-type: unknown schedule '%s' (allowed: %s)",
                                a->lr_scheduler_type, lr_schedule_names_list());
-    if (a->warmup_steps >= 0 && a->warmup_ratio >= 0)
+    if (a->warmup_steps_given && a->warmup_ratio_given)
         return cli_usage_error(&cmd_train, "give --warmup-steps or --warmup-ratio, not both");
     if (lt == LR_SCHEDULE_CONSTANT && (a->warmup_steps > 0 || a->warmup_ratio > 0))
         return cli_usage_error(&cmd_train, "--lr-scheduler-type constant has no warmup (as transformers' \"constant\"); "
