@@ -528,18 +528,6 @@ static Status load_split(const char* path, const ModelConfig* model, int64_t exp
                     goto done;
                 }
             }
-            if (int_at(mask, r * tt) == 0) {
-                s = status_make(STATUS_INVALID, "%s: tensor 'attention_mask': row %zu: the first "
-                                "token is masked (the classifier reads position 0, [CLS]; pad on "
-                                "the right)", path, r);
-                goto done;
-            }
-        } else if (int_at(ids, r * tt) == DATA_PAD_ID) {
-            s = status_make(STATUS_INVALID, "%s: tensor 'input_ids': row %zu starts with [PAD] "
-                            "(id 0) and there is no attention_mask, so its first token would be "
-                            "masked (the classifier reads position 0, [CLS]; pad on the right)",
-                            path, r);
-            goto done;
         }
     }
     split_alloc(out, n, T);
