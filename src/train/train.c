@@ -71,7 +71,7 @@ typedef struct {
     long warmup_steps;          // -1: not given (or given below 1: then warmup_ratio)
     double warmup_ratio;        // < 0: not given
     bool warmup_steps_given, warmup_ratio_given;
-    double max_grad_norm;       // TrainingArguments default 1.0; 0 = no clipping
+    double max_grad_norm;       // TrainingArguments default 1.0; <= 0: no clipping (the norm still logged)
     bool profile;               // --profile: print where the step time went
     bool force;                 // --force: skip the up-front memory check
     long grad_accum;            // --gradient-accumulation-steps (default 1)
