@@ -47,9 +47,10 @@ const char* lr_schedule_refusal(const LrSchedule* s) {
     return NULL;
 }
 
-int64_t lr_schedule_warmup_from_ratio(double ratio, int64_t training_steps) {
-    CHECK(ratio >= 0 && ratio < 1 && training_steps >= 0);
-    return (int64_t)ceil((double)training_steps * ratio);  // math.ceil(num_training_steps * warmup_steps)
+int64_t lr_schedule_warmup_steps(double warmup_steps, int64_t training_steps) {
+    CHECK(warmup_steps >= 0 && warmup_steps <= 1e18 && training_steps >= 0);
+    if (warmup_steps >= 1) return (int64_t)warmup_steps;          // int(self.warmup_steps)
+    return (int64_t)ceil((double)training_steps * warmup_steps);  // math.ceil(num_training_steps * warmup_steps)
 }
 
 // Python's max(0.0, x): the later argument only when it is greater, so NaN and -0.0 give 0.0

@@ -39,8 +39,9 @@ const char* lr_schedule_names_list(void);                 // "linear, constant, 
 // the lr; a decay of zero steps divides by zero at the scheduler step after the last): NULL when
 // fine, else a message (static).
 const char* lr_schedule_refusal(const LrSchedule* s);
-// TrainingArguments.get_warmup_steps for a fraction in [0, 1): ceil(training_steps * ratio).
-int64_t lr_schedule_warmup_from_ratio(double ratio, int64_t training_steps);
+// TrainingArguments.get_warmup_steps (transformers 5.x, whose warmup_steps is a float >= 0): from
+// 1 a count, int() of it (truncated); below 1 a ratio, ceil(training_steps * warmup_steps).
+int64_t lr_schedule_warmup_steps(double warmup_steps, int64_t training_steps);
 
 // The lr of the optimizer step that follows `scheduler_steps` earlier scheduler steps, as
 // LambdaLR computes it: base_lr * lambda(scheduler_steps), in double, with transformers 5.24's

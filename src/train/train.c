@@ -68,9 +68,8 @@ typedef struct {
     const char* init_from;      // save_pretrained folder or model.safetensors (NULL: HF init)
     const char* data_order;     // "shuffled" (default) or "sequential"
     const char* lr_scheduler_type;  // "linear" (TrainingArguments default) or "constant"
-    long warmup_steps;          // -1: not given (or given below 1: then warmup_ratio)
+    double warmup_steps;        // as given (transformers 5.x's float: a count from 1, a ratio below); < 0: not given
     double warmup_ratio;        // < 0: not given
-    bool warmup_steps_given, warmup_ratio_given;
     double max_grad_norm;       // TrainingArguments default 1.0; <= 0: no clipping (the norm still logged)
     bool profile;               // --profile: print where the step time went
     bool force;                 // --force: skip the up-front memory check
@@ -989,19 +988,13 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
             // as --learning-rate: the optimizer's rule (torch, bitsandbytes >= 0; transformers' Adafactor any)
             if (!parse_float_flag(argc, argv, &i, "--weight-decay", &a->weight_decay)) return 2;
         } else if (flag_matches(arg, "--warmup-steps")) {
-            // TrainingArguments.warmup_steps (transformers 5.x, a float): >= 1 a number of steps,
-            // int() of it (truncated); below 1 a ratio of the training steps (get_warmup_steps:
-            // ceil(max_steps * x)); < 0 raises there
-            double w;
-            if (!parse_float_flag(argc, argv, &i, "--warmup-steps", &w)) return 2;
-            if (!(w >= 0 && w <= 100000000))
+            // TrainingArguments.warmup_steps (transformers 5.x, a float read by get_warmup_steps:
+            // schedule.h lr_schedule_warmup_steps); < 0 raises there
+            if (!parse_float_flag(argc, argv, &i, "--warmup-steps", &a->warmup_steps)) return 2;
+            if (!(a->warmup_steps >= 0 && a->warmup_steps <= 100000000))
                 return cli_usage_error(&cmd_train, "--warmup-steps must be in [0, 100000000] (a count from 1, a ratio of "
-                                       "--max-steps below 1; got %g)", w);
-            a->warmup_steps = w >= 1 ? (long)w : -1;
-            a->warmup_ratio = w >= 1 ? -1 : w;
-            a->warmup_steps_given = true;
+                                       "--max-steps below 1; got %g)", a->warmup_steps);
         } else if (flag_matches(arg, "--warmup-ratio")) {
-            a->warmup_ratio_given = true;
             if (!parse_float_flag(argc, argv, &i, "--warmup-ratio", &a->warmup_ratio)) return 2;
             if (!(a->warmup_ratio >= 0 && a->warmup_ratio < 1))
                 return cli_usage_error(&cmd_train, "--warmup-ratio must be in [0, 1) (got %g)", a->warmup_ratio);
@@ -1055,7 +1048,7 @@ static int parse_args(int argc, char** argv, TrainArgs* a) {
     if (!lr_schedule_find(a->lr_scheduler_type, &lt))
         return cli_usage_error(&cmd_train, "--lr-scheduler-type: unknown schedule '%s' (allowed: %s)",
                                a->lr_scheduler_type, lr_schedule_names_list());
-    if (a->warmup_steps_given && a->warmup_ratio_given)
+    if (a->warmup_steps >= 0 && a->warmup_ratio >= 0)
         return cli_usage_error(&cmd_train, "give --warmup-steps or --warmup-ratio, not both");
     if (lt == LR_SCHEDULE_CONSTANT && (a->warmup_steps > 0 || a->warmup_ratio > 0))
         return cli_usage_error(&cmd_train, "--lr-scheduler-type constant has no warmup (as transformers' \"constant\"); "
@@ -1100,16 +1093,16 @@ static Status resolve_init_from(Run* r) {
     return status_ok();
 }
 
-// TrainingArguments' lr schedule: linear (default) or constant, warmup from --warmup-steps or
-// ceil(max_steps * --warmup-ratio) (transformers 5.x: warmup_steps < 1 is a ratio).
+// TrainingArguments' lr schedule (--lr-scheduler-type), warmup from --warmup-steps or
+// --warmup-ratio as get_warmup_steps reads them (schedule.h).
 static int setup_schedule(Run* r) {
     const TrainArgs* a = &r->a;
     CHECK(lr_schedule_find(a->lr_scheduler_type, &r->schedule.type));
     r->schedule.base_lr = r->ocfg.lr;
     r->schedule.training_steps = a->max_steps;
-    r->schedule.warmup_steps = a->warmup_steps >= 0 ? a->warmup_steps
-                               : a->warmup_ratio >= 0 ? lr_schedule_warmup_from_ratio(a->warmup_ratio, a->max_steps)
-                                                      : 0;
+    // --warmup-ratio is warmup_steps below 1 by its old name (the two are never both given)
+    const double w = a->warmup_steps >= 0 ? a->warmup_steps : a->warmup_ratio;
+    r->schedule.warmup_steps = w >= 0 ? lr_schedule_warmup_steps(w, a->max_steps) : 0;
     const char* why = lr_schedule_refusal(&r->schedule);
     return why ? user_error("--lr-scheduler-type %s: %s", a->lr_scheduler_type, why) : 0;
 }
