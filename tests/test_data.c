@@ -689,13 +689,29 @@ typedef struct {
     const void* data;
 } TensorSpec;
 
-static void expect_load_fails(const char* dir, const TensorSpec* ts, int n, const ModelConfig* m,
-                              StatusCode code, const char* part1, const char* part2) {
-    char* path = path_join(dir, "bad.safetensors");
+// Writes the tensors ts[0..n) to the safetensors file `path`.
+static void write_tensors(const char* path, const TensorSpec* ts, int n) {
     StWriter* w = st_writer_new();
     for (int i = 0; i < n; i++) st_writer_add(w, ts[i].name, ts[i].dt, ts[i].ndim, ts[i].shape, ts[i].data);
     assert_true(status_is_ok(st_writer_save(w, path)));
     st_writer_free(w);
+}
+
+// The tensors ts[0..n), written to DIR/ok.safetensors, load as model m's training split into ds
+// (the test fails with the loader's message when they do not); the file is removed.
+static void expect_load_ok(const char* dir, const TensorSpec* ts, int n, const ModelConfig* m, Dataset* ds) {
+    char* path = path_join(dir, "ok.safetensors");
+    write_tensors(path, ts, n);
+    Status s = dataset_from_safetensors(path, NULL, m, ds);
+    if (!status_is_ok(s)) fail_msg("%s", s.msg);
+    unlink(path);
+    free(path);
+}
+
+static void expect_load_fails(const char* dir, const TensorSpec* ts, int n, const ModelConfig* m,
+                              StatusCode code, const char* part1, const char* part2) {
+    char* path = path_join(dir, "bad.safetensors");
+    write_tensors(path, ts, n);
     Dataset ds;
     Status s = dataset_from_safetensors(path, NULL, m, &ds);
     if (s.code != code) fail_msg("expected %s, got %s: %s", status_code_name(code), status_code_name(s.code), s.msg);
@@ -788,30 +804,14 @@ static void test_safetensors_rejected(void** state) {
     mask[6] = 0;
     ids[12] = 0;
     {
-        char* path = path_join(dir, "left.safetensors");
-        StWriter* w = st_writer_new();
-        st_writer_add(w, ID.name, ID.dt, ID.ndim, ID.shape, ID.data);
-        st_writer_add(w, MASK.name, MASK.dt, MASK.ndim, MASK.shape, MASK.data);
-        st_writer_add(w, LAB.name, LAB.dt, LAB.ndim, LAB.shape, LAB.data);
-        assert_true(status_is_ok(st_writer_save(w, path)));
-        st_writer_free(w);
         Dataset ds;
-        Status s = dataset_from_safetensors(path, NULL, m, &ds);
-        if (!status_is_ok(s)) fail_msg("%s", s.msg);
+        expect_load_ok(dir, T_(ID, MASK, LAB), m, &ds);
         assert_int_equal(ds.split[SPLIT_TRAIN].attention_mask[6], 0);   // as the file says
         assert_int_equal(ds.split[SPLIT_TRAIN].attention_mask[12], 1);  // the file's mask, not ids != 0
         dataset_free(&ds);
-        w = st_writer_new();  // no mask: row 2's first token, [PAD], is masked
-        st_writer_add(w, ID.name, ID.dt, ID.ndim, ID.shape, ID.data);
-        st_writer_add(w, LAB.name, LAB.dt, LAB.ndim, LAB.shape, LAB.data);
-        assert_true(status_is_ok(st_writer_save(w, path)));
-        st_writer_free(w);
-        s = dataset_from_safetensors(path, NULL, m, &ds);
-        if (!status_is_ok(s)) fail_msg("%s", s.msg);
+        expect_load_ok(dir, T_(ID, LAB), m, &ds);  // no mask: row 2's first token, [PAD], is masked
         assert_int_equal(ds.split[SPLIT_TRAIN].attention_mask[12], 0);
         dataset_free(&ds);
-        unlink(path);
-        free(path);
     }
     mask[6] = 1;
     ids[12] = 1;
@@ -827,32 +827,19 @@ static void test_safetensors_rejected(void** state) {
                       "tensor 'labels': row 0: regression target 2147483648 outside the int32 range", NULL);
     lab[0] = -7;  // a negative target is a regression target like any other
     {
-        char* path = path_join(dir, "regression.safetensors");
-        StWriter* w = st_writer_new();
-        st_writer_add(w, ID.name, ID.dt, ID.ndim, ID.shape, ID.data);
-        st_writer_add(w, LAB.name, LAB.dt, LAB.ndim, LAB.shape, LAB.data);
-        assert_true(status_is_ok(st_writer_save(w, path)));
-        st_writer_free(w);
         Dataset ds;
-        Status s = dataset_from_safetensors(path, NULL, &reg, &ds);
-        if (!status_is_ok(s)) fail_msg("%s", s.msg);
+        expect_load_ok(dir, T_(ID, LAB), &reg, &ds);
         assert_int_equal(ds.split[SPLIT_TRAIN].labels[0], -7);
         assert_int_equal(ds.n_labels, 1);
         dataset_free(&ds);
-        unlink(path);
-        free(path);
     }
     lab[0] = 0;
 #undef T_
     // the base itself loads (so each case above failed for its own reason only)
     {
         char* path = path_join(dir, "ok.safetensors");
-        StWriter* w = st_writer_new();
-        st_writer_add(w, ID.name, ID.dt, ID.ndim, ID.shape, ID.data);
-        st_writer_add(w, MASK.name, MASK.dt, MASK.ndim, MASK.shape, MASK.data);
-        st_writer_add(w, LAB.name, LAB.dt, LAB.ndim, LAB.shape, LAB.data);
-        assert_true(status_is_ok(st_writer_save(w, path)));
-        st_writer_free(w);
+        const TensorSpec base[] = {ID, MASK, LAB};
+        write_tensors(path, base, 3);
         Dataset ds;
         Status s = dataset_from_safetensors(path, NULL, m, &ds);
         if (!status_is_ok(s)) fail_msg("%s", s.msg);
@@ -860,7 +847,7 @@ static void test_safetensors_rejected(void** state) {
 
         // eval file with another T than train
         char* pe = path_join(dir, "eval.safetensors");
-        w = st_writer_new();
+        StWriter* w = st_writer_new();
         const int64_t shape_e[2] = {3, 5}, shape_l[1] = {3};
         st_writer_add(w, "input_ids", DTYPE_I64, 2, shape_e, ids);
         st_writer_add(w, "labels", DTYPE_I64, 1, shape_l, lab);
