@@ -36,6 +36,8 @@ Cases:
   grads_regression_<mode>  fp32, bf16, fp16: one forward+backward of a fifth configuration with
                         num_labels 1 and problem_type "regression" (MSELoss on the one logit against
                         the integer labels as float targets; REGRESSION: 3 heads of 8, FFN 40)
+  grads_nolayers_<mode>  fp32, bf16, fp16: one forward+backward of a sixth configuration with
+                        n_layers 0 (NOLAYERS: the embeddings go straight into the head; 3 labels)
   activations_low       gelu, relu, silu, gelu_pytorch_tanh and gelu_new (get_activation) on every bf16 and fp16 pattern, forward
                         and backward in that dtype
   activations_f32       F.gelu (approximate="none") on 65,536 fp32 inputs (random bit patterns, normal draws, a
@@ -120,6 +122,12 @@ SILU = dict(vocab_size=70, dim=48, n_layers=2, n_heads=6, hidden_dim=96,
 REGRESSION = dict(vocab_size=56, dim=24, n_layers=2, n_heads=3, hidden_dim=40,
                   max_position_embeddings=24, num_labels=1, problem_type="regression", dropout=0.0,
                   attention_dropout=0.0, seq_classif_dropout=0.0, activation="gelu")
+# A sixth with no transformer layers (n_layers 0, which DistilBertConfig accepts: the embeddings'
+# LayerNorm output goes straight to the classification head), 3 labels, dim 20, vocab 40,
+# batch 4 x 12.
+NOLAYERS = dict(vocab_size=40, dim=20, n_layers=0, n_heads=2, hidden_dim=36,
+                max_position_embeddings=16, num_labels=3, dropout=0.0, attention_dropout=0.0,
+                seq_classif_dropout=0.0, activation="gelu")
 SHAPES = {
     "tiny": dict(config=TINY, model_seed=1234, grads_seed=77, train_seed=78, batch=4, seq=16,
                  grads_lengths=[16, 11, 7, 3], train_lengths=(3, 16), nopad_step=10),
@@ -131,6 +139,8 @@ SHAPES = {
                  grads_lengths=[20, 7, 4, 2, 3], train_lengths=(2, 8), nopad_step=None),
     "regression": dict(config=REGRESSION, model_seed=5051, grads_seed=151, train_seed=152, batch=5, seq=14,
                        grads_lengths=[14, 9, 4, 12, 2], train_lengths=(2, 14), nopad_step=None),
+    "nolayers": dict(config=NOLAYERS, model_seed=6067, grads_seed=171, train_seed=172, batch=4, seq=12,
+                     grads_lengths=[12, 5, 9, 2], train_lengths=(2, 12), nopad_step=None),
 }
 CFG = TINY                  # the configuration of the case being generated (use_shape)
 TRAIN_LENGTHS = (3, SEQ)    # min, max real tokens per sequence of the train_* batches
@@ -594,6 +604,15 @@ def regression_case_list():
             for mode in ["fp32", "bf16", "fp16"]]
 
 
+def nolayers_case_list():
+    return [dict(name=f"grads_nolayers_{mode}", kind="grads", mode=mode, labels=3, nopad=False, shape="nolayers",
+                 flags=["padding", "forward_backward", "no_layers", "labels3"] + ([] if mode == "fp32" else ["autocast"]),
+                 comment=f"one forward+backward of a configuration with n_layers 0 (the embeddings' LayerNorm "
+                         f"output straight into the classification head; dim 20, 3 labels), {mode}, batch 4x12 "
+                         f"with padding")
+            for mode in ["fp32", "bf16", "fp16"]]
+
+
 def table_case_list():
     return [dict(name="activations_low", kind="table", mode="bf16", flags=["activation_table"],
                  comment="transformers' FFN activations (gelu, relu, silu, gelu_pytorch_tanh, gelu_new: get_activation) on every bf16 and fp16 "
@@ -802,7 +821,7 @@ def run_schedules(torch, transformers, c, base_meta):
 
 def all_cases():
     return (grads_case_list() + train_case_list() + trainer_case_list() + cfg2_case_list() + accum_case_list()
-            + relu_case_list() + silu_case_list() + regression_case_list() + label_smoothing_case_list()
+            + relu_case_list() + silu_case_list() + regression_case_list() + nolayers_case_list() + label_smoothing_case_list()
             + table_case_list() + table_f32_case_list() + layernorm_case_list()
             + sinusoidal_case_list() + schedules_case_list())
 
@@ -921,7 +940,9 @@ def run_grads(torch, transformers, c, base_meta):
 
 def check_attention_trace(torch, c, rows, masks):
     """The scaling is a mul by head_dim**-0.5 (a Python float) right after the QK^T bmm; the mask
-    add follows it."""
+    add follows it. A model without layers (n_layers 0) has no attention to check."""
+    if CFG["n_layers"] == 0:
+        return
     names = [r[0] for r in rows]
     for i, n in enumerate(names):
         if n == "bmm" and i + 1 < len(names) and names[i + 1] == "mul":
@@ -1567,9 +1588,9 @@ def main():
     if only:
         known = {c["name"] for c in cases}
         for s in only:
-            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "regression", "table",
+            if s not in known and s not in ("grads", "train", "trainer", "cfg2", "accum", "relu", "silu", "regression", "nolayers", "table",
                                             "layernorm", "sinusoidal", "schedules", "label_smoothing"):
-                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, regression, table, "
+                die(f"--only: unknown case '{s}' (allowed: grads, train, trainer, cfg2, accum, relu, silu, regression, nolayers, table, "
                     f"layernorm, sinusoidal, schedules, "
                     f"{', '.join(sorted(known))})")
         # a group name selects the cases of that kind, shape or flag (relu, silu, regression,

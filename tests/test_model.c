@@ -140,6 +140,7 @@ static void test_validation_names_the_field(void** s) {
             ModelConfig c = base;
             int64_t* fields[] = {&c.vocab_size, &c.dim, &c.n_layers, &c.n_heads, &c.hidden_dim, &c.max_positions,
                                  &c.n_labels};
+            if (bad[b] == 0 && fields[f] == &c.n_layers) continue;  // 0 layers is a valid model (below)
             *fields[f] = bad[b];
             printf("%s = %lld", FIELDS[f], (long long)bad[b]);
             // dim = 2^62 is caught by its own range; a bad dim may also be reported as such
@@ -147,6 +148,9 @@ static void test_validation_names_the_field(void** s) {
         }
     }
     ModelConfig c = base;
+    c.n_layers = 0;  // DistilBertConfig accepts it: the embeddings' LayerNorm output goes to the head
+    assert_true(status_is_ok(model_config_validate(&c)));
+    c = base;
     c.n_heads = 3;  // 128 % 3 != 0
     printf("dim %% n_heads");
     expect_invalid(&c, "divisible by n_heads");
@@ -230,10 +234,14 @@ static void test_json_config_files(void** s) {
                       "{\"vocab_size\":64,\"dim\":30,\"n_layers\":2,\"n_heads\":4,\"hidden_dim\":64,"
                       "\"max_position_embeddings\":32}",
                       STATUS_INVALID, "divisible by n_heads");
-    expect_json_error("zero.json",
-                      "{\"vocab_size\":64,\"dim\":32,\"n_layers\":0,\"n_heads\":2,\"hidden_dim\":64,"
+    expect_json_error("negative.json",
+                      "{\"vocab_size\":64,\"dim\":32,\"n_layers\":-1,\"n_heads\":2,\"hidden_dim\":64,"
                       "\"max_position_embeddings\":32}",
-                      STATUS_INVALID, "n_layers must be");
+                      STATUS_INVALID, "n_layers must be an integer in [0, 1024]");
+    expect_json_error("zero_dim.json",
+                      "{\"vocab_size\":64,\"dim\":0,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
+                      "\"max_position_embeddings\":32}",
+                      STATUS_INVALID, "dim must be an integer in [1,");
     expect_json_error("huge.json",
                       "{\"vocab_size\":4611686018427387904,\"dim\":32,\"n_layers\":2,\"n_heads\":2,\"hidden_dim\":64,"
                       "\"max_position_embeddings\":32}",

@@ -53,6 +53,11 @@
 //   pass (6*N*D); all times l; and one fp32 weight-gradient temporary (F*D*f: a weight gradient is rounded
 //   to the low dtype before it is added to the accumulated gradient, amp.h)
 //
+// without layers (n_layers 0): none of the layer terms; activation gradients f * (2*N*D + 2*B*D
+//   + B*L) (the hidden state's and the embeddings' LayerNorm input's, the head's), transient a
+//   bias gradient (D*f) and, in the mixed modes, the head's two low operands (2*B*D*l) and its
+//   fp32 weight-gradient temporary (D*D*f); the workspace then carves no layer buffers
+//
 // The workspace (model.c) and the layers' scratch (layers.c) are one way to hold these; the
 // trainer's measured figure is compared with this estimate in `trainbench memory` and in
 // tests/test_memory.c with the tolerance stated there.
@@ -69,12 +74,18 @@ ActivationEstimate activation_memory_estimate(const ModelConfig* cfg, int B_, in
     e.saved_layer_bytes = f * (8 * N * D + 2 * N * F + P + 4 * N) + l * (6 * N * D + 2 * N * F + P);
     e.saved_bytes = Ly * e.saved_layer_bytes + f * (2 * N * D + 2 * N + 3 * B * D + 2 * B * L) + l * 2 * B * D;
     e.low_weight_bytes = l * (Ly * (4 * D * D + 2 * D * F) + D * D + L * D);
-    e.grad_bytes = f * (8 * N * D + 2 * N * F + 2 * B * D + B * L);
     e.batch_bytes = 8 * N + 4 * B + 4 * N;
     const size_t W = (size_t)threads;
-    e.transient_bytes = W * 2 * T * T * f + FF * f;
-    if (low != DTYPE_F32)
-        e.transient_bytes += W * l * (T * T + T * T) + l * (N * D + N * FF + N * FF + 6 * N * D) + FF * D * f;
+    if (Ly > 0) {
+        e.grad_bytes = f * (8 * N * D + 2 * N * F + 2 * B * D + B * L);
+        e.transient_bytes = W * 2 * T * T * f + FF * f;
+        if (low != DTYPE_F32)
+            e.transient_bytes += W * l * (T * T + T * T) + l * (N * D + N * FF + N * FF + 6 * N * D) + FF * D * f;
+    } else {  // no layers: the head's and the embeddings' only
+        e.grad_bytes = f * (2 * N * D + 2 * B * D + B * L);
+        e.transient_bytes = D * f;
+        if (low != DTYPE_F32) e.transient_bytes += l * 2 * B * D + D * D * f;
+    }
     e.total_bytes = e.saved_bytes + e.low_weight_bytes + e.grad_bytes + e.batch_bytes + e.transient_bytes;
     return e;
 }

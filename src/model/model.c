@@ -118,12 +118,13 @@ const char* model_preset_names_list(void) {
 }
 
 // ---- validation ----
-static Status check_range(const char* field, int64_t v, int64_t max) {
-    if (v < 1 || v > max)
-        return status_make(STATUS_INVALID, "%s must be an integer in [1, %lld] (got %lld)", field, (long long)max,
-                           (long long)v);
+static Status check_range_from(const char* field, int64_t v, int64_t min, int64_t max) {
+    if (v < min || v > max)
+        return status_make(STATUS_INVALID, "%s must be an integer in [%lld, %lld] (got %lld)", field, (long long)min,
+                           (long long)max, (long long)v);
     return status_ok();
 }
+static Status check_range(const char* field, int64_t v, int64_t max) { return check_range_from(field, v, 1, max); }
 
 // Parameter count in checked size_t arithmetic; false on overflow. Assumes nothing about the
 // ranges, so it is safe to call before (or without) the range checks.
@@ -155,7 +156,8 @@ Status model_config_validate(const ModelConfig* c) {
     Status s;
     if (!status_is_ok(s = check_range("vocab_size", c->vocab_size, MODEL_MAX_VOCAB))) return s;
     if (!status_is_ok(s = check_range("dim", c->dim, MODEL_MAX_DIM))) return s;
-    if (!status_is_ok(s = check_range("n_layers", c->n_layers, MODEL_MAX_LAYERS))) return s;
+    // 0 layers: DistilBertConfig accepts it (the embeddings' LayerNorm output goes straight to the head)
+    if (!status_is_ok(s = check_range_from("n_layers", c->n_layers, 0, MODEL_MAX_LAYERS))) return s;
     if (!status_is_ok(s = check_range("n_heads", c->n_heads, c->dim))) return s;
     if (!status_is_ok(s = check_range("hidden_dim", c->hidden_dim, MODEL_MAX_HIDDEN))) return s;
     if (!status_is_ok(s = check_range("max_position_embeddings", c->max_positions, MODEL_MAX_POSITIONS))) return s;
@@ -988,11 +990,13 @@ static Status workspace_make(const ParamTable* t, int max_B, int max_T, ModelWor
         CARVE(ws->key_mask, N);
         CARVE(ws->dh, N * D);
         CARVE(ws->dr, N * D);
-        CARVE(ws->dlow, N * D);
-        CARVE(ws->dh1, N * D);
-        CARVE(ws->dg, N * Hd);
-        CARVE(ws->df1, N * Hd);
-        CARVE(ws->att_work, attention_work_floats(max_B, max_T, (int)D));
+        if (Ly > 0) {  // the layers' backward buffers (a model without layers leaves them NULL)
+            CARVE(ws->dlow, N * D);
+            CARVE(ws->dh1, N * D);
+            CARVE(ws->dg, N * Hd);
+            CARVE(ws->df1, N * Hd);
+            CARVE(ws->att_work, attention_work_floats(max_B, max_T, (int)D));
+        }
         CARVE(ws->cls_work, 2 * B * D);
         CARVE(ws->dlogits, B * L);
 #undef CARVE
