@@ -701,10 +701,11 @@ static void test_training_trajectories(void** state) {
 }
 
 // ---- the FFN activations on every low-dtype pattern (activations_low.safetensors) ----------
-// transformers' gelu, relu, silu and gelu_pytorch_tanh on each of the 65,536 bf16 and fp16 bit
+// transformers' gelu, relu, silu, gelu_pytorch_tanh, gelu_new, quick_gelu and gelu_fast on each of the 65,536 bf16 and fp16 bit
 // patterns, forward y and backward dx for a given dy, both in that dtype: ours
 // (ffn_activation_forward_low / ffn_activation_backward_low, GELU by its tables) must give the same
-// bits for relu, silu and gelu_pytorch_tanh (SLEEF's tanh inside ATen's kernel: layers.c).
+// bits for relu, silu, gelu_pytorch_tanh (SLEEF's tanh inside ATen's kernel: layers.c) and the
+// activations written as several torch operations (gelu_new, quick_gelu, gelu_fast).
 // Two allowances, both stated: a NaN matches any NaN (payloads are not compared), and the
 // backward's +0 where torch has -0 (ours is 0 + R(...), the add into a zeroed gradient: layers.h,
 // gelu_backward_low). GELU must match too: on fp16 ATen's reduced-type kernel (layers.c
@@ -728,9 +729,10 @@ static void test_activation_tables(void** state) {
         const StTensor* dy = need(&st, name);
         assert_int_equal(x->numel, N);
         assert_int_equal(dy->numel, N);
-        for (int a = 0; a < 5; a++) {
-            const FfnActivation act = (FfnActivation[]){FFN_ACT_GELU, FFN_ACT_RELU, FFN_ACT_SILU, FFN_ACT_GELU_TANH,
-                                                        FFN_ACT_GELU_NEW}[a];
+        static const FfnActivation ACTS[] = {FFN_ACT_GELU,     FFN_ACT_RELU,       FFN_ACT_SILU,     FFN_ACT_GELU_TANH,
+                                             FFN_ACT_GELU_NEW, FFN_ACT_QUICK_GELU, FFN_ACT_GELU_FAST};
+        for (size_t a = 0; a < ARRAY_LEN(ACTS); a++) {
+            const FfnActivation act = ACTS[a];
             snprintf(name, sizeof name, "expect.%s.%s.y", ffn_activation_name(act), DT[d]);
             const uint16_t* yr = (const uint16_t*)need(&st, name)->data;
             snprintf(name, sizeof name, "expect.%s.%s.dx", ffn_activation_name(act), DT[d]);

@@ -409,7 +409,7 @@ static void test_config_values_refused(void** s) {
     } CASES[] = {
         {"\"num_labels\": -2", "train", "num_labels must be >= 1"},
         {"\"num_labels\": -2", "memory", "num_labels must be >= 1"},
-        {"\"activation\": \"quick_gelu\"", "memory", "activation \"quick_gelu\""},
+        {"\"activation\": \"mish\"", "memory", "activation \"mish\""},
         {"\"dropout\": 1.5", "memory", "dropout"},
     };
     for (size_t i = 0; i < ARRAY_LEN(CASES); i++) {

@@ -1455,18 +1455,167 @@ GELU_CLONES static void gelu_new_grad_rows(DType dt, float* g, const float* dy, 
     }
 }
 
+// transformers' QuickGELUActivation ("quick_gelu"): x * sigmoid(1.702 * x) as three torch
+// operations on the activation's own dtype, each result rounded to it (R), on chunks of at most
+// GELU_NEW_CHUNK values: c = R(k x) (k = f32(1.702): a Python float times a tensor), s = R(1 / (1 +
+// exp(-c))) (ATen's sigmoid kernel: Vectorized exp, i.e. SLEEF's, then a true division; the reduced
+// types in float), y = R(x s). Backward in autograd's order: the product's dx1 = R(dy s) and ds =
+// R(dy x); sigmoid_backward dc = R((ds (1 - s)) s) (in float for fp32 and bf16; on fp16 ATen's
+// kernel runs in Half arithmetic, R(R(ds R(1 - s)) s), measured: the float form differs on 5,968
+// of the 65,536 fp16 patterns); the scalar product's dx2 = R(dc k); x's gradient R(dx1 + dx2)
+// (two terms: their order does not matter).
+#define QUICK_GELU_K ((float)1.702)
+
+GELU_CLONES static void quick_gelu_sigmoid(DType dt, float* s, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) s[i] = QUICK_GELU_K * x[i];
+    rnd_row(s, m, dt);
+    for (size_t i = 0; i < m; i++) s[i] = 1.0f / (1.0f + vexp_full(-s[i]));
+    rnd_row(s, m, dt);
+}
+
+GELU_CLONES static void quick_gelu_rows(DType dt, float* y, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float s[GELU_NEW_CHUNK];
+        quick_gelu_sigmoid(dt, s, x + i0, n);
+        for (size_t i = 0; i < n; i++) y[i0 + i] = x[i0 + i] * s[i];
+        rnd_row(y + i0, n, dt);
+    }
+}
+
+GELU_CLONES static void quick_gelu_grad_rows(DType dt, float* g, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        const float *xc = x + i0, *dyc = dy + i0;
+        float s[GELU_NEW_CHUNK], a[GELU_NEW_CHUNK], b[GELU_NEW_CHUNK], c[GELU_NEW_CHUNK];
+        quick_gelu_sigmoid(dt, s, xc, n);
+        for (size_t i = 0; i < n; i++) a[i] = dyc[i] * s[i];  // dx1
+        rnd_row(a, n, dt);
+        for (size_t i = 0; i < n; i++) b[i] = dyc[i] * xc[i];  // ds
+        rnd_row(b, n, dt);
+        if (dt == DTYPE_F16) {  // dc: sigmoid_backward on Half rounds after each operation
+            for (size_t i = 0; i < n; i++) c[i] = 1.0f - s[i];
+            rnd_row(c, n, dt);
+            for (size_t i = 0; i < n; i++) b[i] = b[i] * c[i];
+            rnd_row(b, n, dt);
+            for (size_t i = 0; i < n; i++) b[i] = b[i] * s[i];
+        } else {  // dc: in float (fp32, and bf16's kernel), rounded once
+            for (size_t i = 0; i < n; i++) b[i] = b[i] * (1.0f - s[i]) * s[i];
+        }
+        rnd_row(b, n, dt);
+        for (size_t i = 0; i < n; i++) b[i] = b[i] * QUICK_GELU_K;  // dx2
+        rnd_row(b, n, dt);
+        float* gc = g + i0;
+        for (size_t i = 0; i < n; i++) gc[i] = a[i] + b[i];
+        rnd_row(gc, n, dt);
+    }
+}
+
+// transformers' FastGELUActivation ("gelu_fast"): 0.5 * x * (1 + tanh(x * c * (1 + k * x * x))),
+// c = f32(0.7978845608) (the literal, not sqrt(2/pi)), k = f32(0.044715), as nine torch operations
+// in Python's order, each rounded: h = R(0.5 x), u = R(x c), v = R(k x), w = R(v x), z = R(w + 1),
+// s = R(u z), t = R(tanh s) (vtanh_sleef, as gelu_new's), o = R(t + 1), y = R(h o). Backward in
+// autograd's order (nodes by decreasing creation: y, o, t, s, z, w, v, u, h): dh = R(dy o), do =
+// R(dy h); ds = R(do fma(-t, t, 1)) (tanh_backward); du = R(ds z), dz = R(ds u); dv = R(dz x), dxw =
+// R(dz v); dxv = R(dv k); dxu = R(du c); dxh = R(dh 0.5); x's gradient sums them in arrival order,
+// R(R(R(dxw + dxv) + dxu) + dxh).
+#define GELU_FAST_C ((float)0.7978845608)
+#define GELU_FAST_K ((float)0.044715)
+
+// the forward's h, u, v, z, t and o of x (m <= GELU_NEW_CHUNK values)
+GELU_CLONES static void gelu_fast_parts(DType dt, float* h, float* u, float* v, float* z, float* t, float* o,
+                                        const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) h[i] = 0.5f * x[i];
+    rnd_row(h, m, dt);
+    for (size_t i = 0; i < m; i++) u[i] = x[i] * GELU_FAST_C;
+    rnd_row(u, m, dt);
+    for (size_t i = 0; i < m; i++) v[i] = GELU_FAST_K * x[i];
+    rnd_row(v, m, dt);
+    for (size_t i = 0; i < m; i++) z[i] = v[i] * x[i];  // w
+    rnd_row(z, m, dt);
+    for (size_t i = 0; i < m; i++) z[i] = z[i] + 1.0f;
+    rnd_row(z, m, dt);
+    for (size_t i = 0; i < m; i++) t[i] = u[i] * z[i];  // s
+    rnd_row(t, m, dt);
+    for (size_t i = 0; i < m; i++) t[i] = vtanh_sleef(t[i]);
+    rnd_row(t, m, dt);
+    for (size_t i = 0; i < m; i++) o[i] = t[i] + 1.0f;
+    rnd_row(o, m, dt);
+}
+
+GELU_CLONES static void gelu_fast_rows(DType dt, float* y, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float h[GELU_NEW_CHUNK], u[GELU_NEW_CHUNK], v[GELU_NEW_CHUNK], z[GELU_NEW_CHUNK], t[GELU_NEW_CHUNK],
+            o[GELU_NEW_CHUNK];
+        gelu_fast_parts(dt, h, u, v, z, t, o, x + i0, n);
+        for (size_t i = 0; i < n; i++) y[i0 + i] = h[i] * o[i];
+        rnd_row(y + i0, n, dt);
+    }
+}
+
+GELU_CLONES static void gelu_fast_grad_rows(DType dt, float* g, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        const float *xc = x + i0, *dyc = dy + i0;
+        float h[GELU_NEW_CHUNK], u[GELU_NEW_CHUNK], v[GELU_NEW_CHUNK], z[GELU_NEW_CHUNK], t[GELU_NEW_CHUNK],
+            o[GELU_NEW_CHUNK];
+        gelu_fast_parts(dt, h, u, v, z, t, o, xc, n);
+        // dh into o (o's last use), do into h (h's last use)
+        for (size_t i = 0; i < n; i++) {
+            const float dh = dyc[i] * o[i], d_o = dyc[i] * h[i];
+            o[i] = dh;
+            h[i] = d_o;
+        }
+        rnd_row(o, n, dt);
+        rnd_row(h, n, dt);
+        for (size_t i = 0; i < n; i++) h[i] = h[i] * fmaf(-t[i], t[i], 1.0f);  // ds
+        rnd_row(h, n, dt);
+        for (size_t i = 0; i < n; i++) {  // du into t, dz into u
+            const float du = h[i] * z[i], dz = h[i] * u[i];
+            t[i] = du;
+            u[i] = dz;
+        }
+        rnd_row(t, n, dt);
+        rnd_row(u, n, dt);
+        for (size_t i = 0; i < n; i++) {  // dv into z, dxw into v
+            const float dv = u[i] * xc[i], dxw = u[i] * v[i];
+            z[i] = dv;
+            v[i] = dxw;
+        }
+        rnd_row(z, n, dt);
+        rnd_row(v, n, dt);
+        for (size_t i = 0; i < n; i++) z[i] = z[i] * GELU_FAST_K;  // dxv
+        rnd_row(z, n, dt);
+        for (size_t i = 0; i < n; i++) t[i] = t[i] * GELU_FAST_C;  // dxu
+        rnd_row(t, n, dt);
+        for (size_t i = 0; i < n; i++) o[i] = o[i] * 0.5f;  // dxh
+        rnd_row(o, n, dt);
+        float* gc = g + i0;
+        for (size_t i = 0; i < n; i++) gc[i] = v[i] + z[i];
+        rnd_row(gc, n, dt);
+        for (size_t i = 0; i < n; i++) gc[i] = gc[i] + t[i];
+        rnd_row(gc, n, dt);
+        for (size_t i = 0; i < n; i++) gc[i] = gc[i] + o[i];
+        rnd_row(gc, n, dt);
+    }
+}
+
 const char* ffn_activation_name(FfnActivation a) {
     return a == FFN_ACT_RELU        ? "relu"
            : a == FFN_ACT_SILU      ? "silu"
            : a == FFN_ACT_GELU_TANH ? "gelu_pytorch_tanh"
            : a == FFN_ACT_GELU_NEW  ? "gelu_new"
+           : a == FFN_ACT_QUICK_GELU ? "quick_gelu"
+           : a == FFN_ACT_GELU_FAST ? "gelu_fast"
                                     : "gelu";
 }
 
 bool ffn_activation_from_name(const char* name, FfnActivation* out) {
     static const struct { const char* name; FfnActivation act; } NAMES[] = {
         {"gelu", FFN_ACT_GELU}, {"relu", FFN_ACT_RELU}, {"silu", FFN_ACT_SILU}, {"swish", FFN_ACT_SILU},
-        {"gelu_pytorch_tanh", FFN_ACT_GELU_TANH}, {"gelu_new", FFN_ACT_GELU_NEW}};
+        {"gelu_pytorch_tanh", FFN_ACT_GELU_TANH}, {"gelu_new", FFN_ACT_GELU_NEW},
+        {"quick_gelu", FFN_ACT_QUICK_GELU}, {"gelu_fast", FFN_ACT_GELU_FAST}};
     for (size_t i = 0; name && i < sizeof NAMES / sizeof NAMES[0]; i++)
         if (!strcmp(name, NAMES[i].name)) {
             *out = NAMES[i].act;
@@ -1482,6 +1631,8 @@ static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size
     else if (act == FFN_ACT_SILU) silu_rows(y, x, m);
     else if (act == FFN_ACT_GELU_TANH) gelu_tanh_rows(y, x, m);
     else if (act == FFN_ACT_GELU_NEW) gelu_new_rows(dt, y, x, m);
+    else if (act == FFN_ACT_QUICK_GELU) quick_gelu_rows(dt, y, x, m);
+    else if (act == FFN_ACT_GELU_FAST) gelu_fast_rows(dt, y, x, m);
     else if (gelu_low_aten(dt)) gelu_rows_aten(y, x, m);
     else if (gelu_low_onednn(dt)) gelu_rows_onednn(y, x, m);
     else gelu_f32_rows(y, x, m);
@@ -1491,6 +1642,8 @@ static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy
     else if (act == FFN_ACT_SILU) silu_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_GELU_TANH) gelu_tanh_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_GELU_NEW) gelu_new_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_QUICK_GELU) quick_gelu_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_GELU_FAST) gelu_fast_grad_rows(dt, t, dy, x, m);
     else if (gelu_low_aten(dt)) gelu_grad_rows_aten(t, dy, x, m);
     else gelu_f32_grad_rows(t, dy, x, m);
 }

@@ -87,18 +87,23 @@ typedef struct {
 // The FFN's activation, DistilBertConfig.activation: "gelu" (transformers' GELUActivation, the
 // exact erf form), "relu" (nn.ReLU), "silu" (= "swish": nn.functional.silu), "gelu_pytorch_tanh"
 // (transformers' GELUTanh: nn.functional.gelu(approximate="tanh")) or "gelu_new" (transformers'
-// NewGELUActivation: the tanh form as eight tensor operations). The model's other ReLU
+// NewGELUActivation: the tanh form as eight tensor operations), "quick_gelu" (QuickGELUActivation:
+// x * sigmoid(1.702 x), three operations) or "gelu_fast" (FastGELUActivation: the tanh form with
+// the constant 0.7978845608, nine operations). The model's other ReLU
 // (pre_classifier) is always ReLU.
 typedef enum {
     FFN_ACT_GELU = 0,
     FFN_ACT_RELU = 1,
     FFN_ACT_SILU = 2,
     FFN_ACT_GELU_TANH = 3,
-    FFN_ACT_GELU_NEW = 4
+    FFN_ACT_GELU_NEW = 4,
+    FFN_ACT_QUICK_GELU = 5,
+    FFN_ACT_GELU_FAST = 6
 } FfnActivation;
-const char* ffn_activation_name(FfnActivation a);  // "gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new"
+// "gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "gelu_fast"
+const char* ffn_activation_name(FfnActivation a);
 // The activation a config.json string names (transformers' ACT2FN keys we implement: gelu, relu,
-// silu, swish, gelu_pytorch_tanh, gelu_new); false for any other.
+// silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast); false for any other.
 bool ffn_activation_from_name(const char* name, FfnActivation* out);
 
 typedef struct {
