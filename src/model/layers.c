@@ -1004,6 +1004,12 @@ __attribute__((always_inline)) static inline float vexp_full(float d) {
     return select_bits(d > 88.72283905206835f, INFINITY, vexp_clamped(d, 88.72283905206835f));
 }
 
+// ATen's sigmoid: 1 / (1 + exp(-x)) with SLEEF's exp, NaN in -> NaN out (vexp_full alone maps a
+// NaN to exp(-104))
+__attribute__((always_inline)) static inline float sigmoid_sleef(float x) {
+    return select_bits(x != x, x, 1.0f / (1.0f + vexp_full(-x)));
+}
+
 // oneDNN's exp (exp_compute_vector_fwd): x clamped to [ln FLT_MIN, ln FLT_MAX] (vminps/vmaxps: a
 // NaN x becomes the top), n = floor(x log2e + 0.5), r = x - n ln2 (one FMA), degree-5 polynomial,
 // times 2^(n-1) and then 2 (2^(n-1) is 0 where x < ln FLT_MIN: the result is then 0)
@@ -1469,7 +1475,7 @@ GELU_CLONES static void gelu_new_grad_rows(DType dt, float* g, const float* dy, 
 GELU_CLONES static void quick_gelu_sigmoid(DType dt, float* s, const float* x, size_t m) {
     for (size_t i = 0; i < m; i++) s[i] = QUICK_GELU_K * x[i];
     rnd_row(s, m, dt);
-    for (size_t i = 0; i < m; i++) s[i] = 1.0f / (1.0f + vexp_full(-s[i]));
+    for (size_t i = 0; i < m; i++) s[i] = sigmoid_sleef(s[i]);
     rnd_row(s, m, dt);
 }
 
@@ -1601,6 +1607,124 @@ GELU_CLONES static void gelu_fast_grad_rows(DType dt, float* g, const float* dy,
     }
 }
 
+// transformers' single-kernel activations and two short compositions (ACT2FN "linear", "sigmoid",
+// "tanh", "relu6", "leaky_relu", "relu2", "gelu_10"), as ATen's CPU kernels compute them, the
+// reduced types in float and rounded once unless said otherwise (the caller rounds the result):
+// - linear (LinearActivation): the input itself; its gradient dy.
+// - sigmoid (nn.Sigmoid): 1 / (1 + exp(-x)) (Vectorized exp: SLEEF's; a true division);
+//   sigmoid_backward (dy (1 - s)) s on the rounded output s, on fp16 in Half arithmetic (as
+//   quick_gelu's).
+// - tanh (nn.Tanh): SLEEF's tanh (vtanh_sleef: the reduced types' kernel; fp32 tensors get MKL's
+//   vsTanh in torch, an ulp apart on 0.2% of floats: fp32 is compared within tolerances);
+//   tanh_backward dy fma(-t, t, 1) on the rounded output t (gelu_new's).
+// - relu6 (nn.ReLU6 = hardtanh(x, 0, 6) = clamp): min(max(x, 0), 6) with NaN passing;
+//   hardtanh_backward as its vectorized kernel: dy where 0 < x < 6, else 0 (a NaN x gives 0; ATen's
+//   scalar tail, the last numel % 16 or 32 elements, passes dy there instead).
+// - leaky_relu (nn.LeakyReLU(), negative_slope 0.01): x > 0 ? x : x * f32(0.01); the backward
+//   x > 0 ? dy : dy * f32(0.01).
+// - relu2 (ReLUSquaredActivation): r = relu(x), y = r * r (torch.square, one rounding); the
+//   backward pow_backward R(dy R(2 r)), then ReLU's select on r.
+// - gelu_10 (ClippedGELUActivation(-10, 10)): clamp(R(gelu(x)), -10, 10); clamp's backward passes
+//   dy where -10 < g < 10, bounds excluded (g the GELU output; a NaN g gives 0; measured with torch
+//   2.15: clip(x, -10, 10) at x = 10 has gradient 0), then GELU's backward.
+#define LEAKY_RELU_SLOPE ((float)0.01)
+
+static void linear_rows(float* y, const float* x, size_t m) { memcpy(y, x, m * sizeof *y); }
+
+GELU_CLONES static void sigmoid_rows(float* y, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) y[i] = sigmoid_sleef(x[i]);
+}
+
+GELU_CLONES static void sigmoid_grad_rows(DType dt, float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float s[GELU_NEW_CHUNK], c[GELU_NEW_CHUNK];
+        sigmoid_rows(s, x + i0, n);
+        rnd_row(s, n, dt);
+        float* tc = t + i0;
+        const float* dyc = dy + i0;
+        if (dt == DTYPE_F16) {  // Half arithmetic: R(R(dy R(1 - s)) s)
+            for (size_t i = 0; i < n; i++) c[i] = 1.0f - s[i];
+            rnd_row(c, n, dt);
+            for (size_t i = 0; i < n; i++) tc[i] = dyc[i] * c[i];
+            rnd_row(tc, n, dt);
+            for (size_t i = 0; i < n; i++) tc[i] = tc[i] * s[i];
+        } else {
+            for (size_t i = 0; i < n; i++) tc[i] = dyc[i] * (1.0f - s[i]) * s[i];
+        }
+    }
+}
+
+GELU_CLONES static void tanh_rows(float* y, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) y[i] = vtanh_sleef(x[i]);
+}
+
+GELU_CLONES static void tanh_grad_rows(DType dt, float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float th[GELU_NEW_CHUNK];
+        tanh_rows(th, x + i0, n);
+        rnd_row(th, n, dt);
+        for (size_t i = 0; i < n; i++) t[i0 + i] = dy[i0 + i] * fmaf(-th[i], th[i], 1.0f);
+    }
+}
+
+GELU_CLONES static void relu6_rows(float* y, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i] > 6.0f ? 6.0f : x[i];
+}
+
+GELU_CLONES static void relu6_grad_rows(float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) t[i] = x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
+}
+
+GELU_CLONES static void leaky_relu_rows(float* y, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) y[i] = x[i] > 0.0f ? x[i] : x[i] * LEAKY_RELU_SLOPE;
+}
+
+GELU_CLONES static void leaky_relu_grad_rows(float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) t[i] = x[i] > 0.0f ? dy[i] : dy[i] * LEAKY_RELU_SLOPE;
+}
+
+GELU_CLONES static void relu2_rows(float* y, const float* x, size_t m) {
+    relu_rows(y, x, m);
+    for (size_t i = 0; i < m; i++) y[i] = y[i] * y[i];
+}
+
+GELU_CLONES static void relu2_grad_rows(DType dt, float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float r[GELU_NEW_CHUNK], d[GELU_NEW_CHUNK];
+        relu_rows(r, x + i0, n);
+        for (size_t i = 0; i < n; i++) d[i] = 2.0f * r[i];
+        rnd_row(d, n, dt);
+        for (size_t i = 0; i < n; i++) d[i] = dy[i0 + i] * d[i];
+        rnd_row(d, n, dt);
+        relu_grad_rows(t + i0, d, x + i0, n);
+    }
+}
+
+static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size_t m);
+static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy, const float* x, size_t m);
+#define GELU_10_MIN (-10.0f)
+#define GELU_10_MAX 10.0f
+
+static void gelu_10_rows(DType dt, float* y, const float* x, size_t m) {
+    act_rows(FFN_ACT_GELU, dt, y, x, m);
+    round_to(y, m, dt);
+    for (size_t i = 0; i < m; i++) y[i] = y[i] < GELU_10_MIN ? GELU_10_MIN : y[i] > GELU_10_MAX ? GELU_10_MAX : y[i];
+}
+
+static void gelu_10_grad_rows(DType dt, float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float g[GELU_NEW_CHUNK], d[GELU_NEW_CHUNK];
+        act_rows(FFN_ACT_GELU, dt, g, x + i0, n);
+        round_to(g, n, dt);
+        for (size_t i = 0; i < n; i++) d[i] = g[i] > GELU_10_MIN && g[i] < GELU_10_MAX ? dy[i0 + i] : 0.0f;
+        act_grad_rows(FFN_ACT_GELU, dt, t + i0, d, x + i0, n);
+    }
+}
+
 const char* ffn_activation_name(FfnActivation a) {
     return a == FFN_ACT_RELU        ? "relu"
            : a == FFN_ACT_SILU      ? "silu"
@@ -1608,6 +1732,13 @@ const char* ffn_activation_name(FfnActivation a) {
            : a == FFN_ACT_GELU_NEW  ? "gelu_new"
            : a == FFN_ACT_QUICK_GELU ? "quick_gelu"
            : a == FFN_ACT_GELU_FAST ? "gelu_fast"
+           : a == FFN_ACT_LINEAR    ? "linear"
+           : a == FFN_ACT_SIGMOID   ? "sigmoid"
+           : a == FFN_ACT_TANH      ? "tanh"
+           : a == FFN_ACT_RELU6     ? "relu6"
+           : a == FFN_ACT_LEAKY_RELU ? "leaky_relu"
+           : a == FFN_ACT_RELU2     ? "relu2"
+           : a == FFN_ACT_GELU_10   ? "gelu_10"
                                     : "gelu";
 }
 
@@ -1615,7 +1746,9 @@ bool ffn_activation_from_name(const char* name, FfnActivation* out) {
     static const struct { const char* name; FfnActivation act; } NAMES[] = {
         {"gelu", FFN_ACT_GELU}, {"relu", FFN_ACT_RELU}, {"silu", FFN_ACT_SILU}, {"swish", FFN_ACT_SILU},
         {"gelu_pytorch_tanh", FFN_ACT_GELU_TANH}, {"gelu_new", FFN_ACT_GELU_NEW},
-        {"quick_gelu", FFN_ACT_QUICK_GELU}, {"gelu_fast", FFN_ACT_GELU_FAST}};
+        {"quick_gelu", FFN_ACT_QUICK_GELU}, {"gelu_fast", FFN_ACT_GELU_FAST}, {"linear", FFN_ACT_LINEAR},
+        {"sigmoid", FFN_ACT_SIGMOID}, {"tanh", FFN_ACT_TANH}, {"relu6", FFN_ACT_RELU6},
+        {"leaky_relu", FFN_ACT_LEAKY_RELU}, {"relu2", FFN_ACT_RELU2}, {"gelu_10", FFN_ACT_GELU_10}};
     for (size_t i = 0; name && i < sizeof NAMES / sizeof NAMES[0]; i++)
         if (!strcmp(name, NAMES[i].name)) {
             *out = NAMES[i].act;
@@ -1633,6 +1766,13 @@ static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size
     else if (act == FFN_ACT_GELU_NEW) gelu_new_rows(dt, y, x, m);
     else if (act == FFN_ACT_QUICK_GELU) quick_gelu_rows(dt, y, x, m);
     else if (act == FFN_ACT_GELU_FAST) gelu_fast_rows(dt, y, x, m);
+    else if (act == FFN_ACT_LINEAR) linear_rows(y, x, m);
+    else if (act == FFN_ACT_SIGMOID) sigmoid_rows(y, x, m);
+    else if (act == FFN_ACT_TANH) tanh_rows(y, x, m);
+    else if (act == FFN_ACT_RELU6) relu6_rows(y, x, m);
+    else if (act == FFN_ACT_LEAKY_RELU) leaky_relu_rows(y, x, m);
+    else if (act == FFN_ACT_RELU2) relu2_rows(y, x, m);
+    else if (act == FFN_ACT_GELU_10) gelu_10_rows(dt, y, x, m);
     else if (gelu_low_aten(dt)) gelu_rows_aten(y, x, m);
     else if (gelu_low_onednn(dt)) gelu_rows_onednn(y, x, m);
     else gelu_f32_rows(y, x, m);
@@ -1644,6 +1784,13 @@ static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy
     else if (act == FFN_ACT_GELU_NEW) gelu_new_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_QUICK_GELU) quick_gelu_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_GELU_FAST) gelu_fast_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_LINEAR) linear_rows(t, dy, m);
+    else if (act == FFN_ACT_SIGMOID) sigmoid_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_TANH) tanh_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_RELU6) relu6_grad_rows(t, dy, x, m);
+    else if (act == FFN_ACT_LEAKY_RELU) leaky_relu_grad_rows(t, dy, x, m);
+    else if (act == FFN_ACT_RELU2) relu2_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_GELU_10) gelu_10_grad_rows(dt, t, dy, x, m);
     else if (gelu_low_aten(dt)) gelu_grad_rows_aten(t, dy, x, m);
     else gelu_f32_grad_rows(t, dy, x, m);
 }

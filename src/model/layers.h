@@ -89,7 +89,8 @@ typedef struct {
 // (transformers' GELUTanh: nn.functional.gelu(approximate="tanh")) or "gelu_new" (transformers'
 // NewGELUActivation: the tanh form as eight tensor operations), "quick_gelu" (QuickGELUActivation:
 // x * sigmoid(1.702 x), three operations) or "gelu_fast" (FastGELUActivation: the tanh form with
-// the constant 0.7978845608, nine operations). The model's other ReLU
+// the constant 0.7978845608, nine operations), or one of "linear", "sigmoid", "tanh", "relu6",
+// "leaky_relu", "relu2", "gelu_10" (layers.c says how each is computed). The model's other ReLU
 // (pre_classifier) is always ReLU.
 typedef enum {
     FFN_ACT_GELU = 0,
@@ -98,13 +99,27 @@ typedef enum {
     FFN_ACT_GELU_TANH = 3,
     FFN_ACT_GELU_NEW = 4,
     FFN_ACT_QUICK_GELU = 5,
-    FFN_ACT_GELU_FAST = 6
+    FFN_ACT_GELU_FAST = 6,
+    FFN_ACT_LINEAR = 7,
+    FFN_ACT_SIGMOID = 8,
+    FFN_ACT_TANH = 9,
+    FFN_ACT_RELU6 = 10,
+    FFN_ACT_LEAKY_RELU = 11,
+    FFN_ACT_RELU2 = 12,
+    FFN_ACT_GELU_10 = 13,
+    FFN_ACT_COUNT
 } FfnActivation;
-// "gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "gelu_fast"
+// "gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "gelu_fast", "linear",
+// "sigmoid", "tanh", "relu6", "leaky_relu", "relu2", "gelu_10"
 const char* ffn_activation_name(FfnActivation a);
 // The activation a config.json string names (transformers' ACT2FN keys we implement: gelu, relu,
-// silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast); false for any other.
+// silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast, linear, sigmoid, tanh, relu6,
+// leaky_relu, relu2, gelu_10); false for any other.
 bool ffn_activation_from_name(const char* name, FfnActivation* out);
+// those names, for messages
+#define FFN_ACTIVATION_NAMES_TEXT                                                                            \
+    "gelu, relu, silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast, linear, sigmoid, tanh, " \
+    "relu6, leaky_relu, relu2, gelu_10"
 
 typedef struct {
     Gemm* gemm;             // the selected backend (used by one thread at a time)

@@ -165,11 +165,8 @@ Status model_config_validate(const ModelConfig* c) {
     if (c->dim % c->n_heads != 0)
         return status_make(STATUS_INVALID, "dim (%lld) must be divisible by n_heads (%lld)", (long long)c->dim,
                            (long long)c->n_heads);
-    if (c->activation != FFN_ACT_GELU && c->activation != FFN_ACT_RELU && c->activation != FFN_ACT_SILU &&
-        c->activation != FFN_ACT_GELU_TANH && c->activation != FFN_ACT_GELU_NEW &&
-        c->activation != FFN_ACT_QUICK_GELU && c->activation != FFN_ACT_GELU_FAST)
-        return status_make(STATUS_INVALID,
-                           "activation must be gelu, relu, silu, gelu_pytorch_tanh, gelu_new, quick_gelu or gelu_fast");
+    if ((int)c->activation < 0 || (int)c->activation >= (int)FFN_ACT_COUNT)
+        return status_make(STATUS_INVALID, "activation must be " FFN_ACTIVATION_NAMES_TEXT);
     if (c->pad_token_id < -1 || c->pad_token_id >= c->vocab_size)
         return status_make(STATUS_INVALID, "pad_token_id (%lld) must be -1 (none) or in [0, vocab_size)",
                            (long long)c->pad_token_id);
@@ -276,9 +273,8 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels, 
                                         strlen(json_string_value(v)) > 40 ? "..." : "");
         else snprintf(got, sizeof got, "(a JSON value that is not a string)");
         return status_make(STATUS_INVALID,
-                           "%s: activation %s is not implemented: it must be \"gelu\", \"relu\", \"silu\", \"swish\", "
-                           "\"gelu_pytorch_tanh\", \"gelu_new\", \"quick_gelu\" or \"gelu_fast\" (transformers' other "
-                           "ACT2FN names are not)", path, got);
+                           "%s: activation %s is not implemented: it must be one of " FFN_ACTIVATION_NAMES_TEXT
+                           " (transformers' other ACT2FN names are not)", path, got);
     }
     // the three dropouts are implemented (dropout.h): probabilities in [0, 1], read by
     // model_dropout_from_json_file
