@@ -109,7 +109,8 @@ def patched_dropout(torch, masks, repeat=False):
     computes what ATen's CPU dropout computes with that mask as its bernoulli draw:
         noise = mask.to(input.dtype); noise.div_(1 - p); return input * noise
     (p == 1: input * 0). Calls with p == 0 or training=False go to the real function. The shape of
-    each mask must be the input's; on exit every mask must have been used (repeat=True: the list
+    each mask must be the input's; on exit every mask must have been used, and one at least unless
+    there were none (a model without layers has no attention dropout to draw) (repeat=True: the list
     starts over after its last mask, for several forwards of the same batch, and on exit the calls
     must have been whole forwards). Yields the list of mask names used, in order."""
     F = torch.nn.functional
@@ -142,7 +143,7 @@ def patched_dropout(torch, masks, repeat=False):
         yield used
     finally:
         F.dropout = real
-    if queue and (not repeat or len(queue) != len(items)) or not used:
+    if queue and (not repeat or len(queue) != len(items)) or (items and not used):
         raise RuntimeError(f"patched_dropout: masks not used: {[n for n, _ in queue]}")
 
 
