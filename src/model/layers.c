@@ -1725,6 +1725,140 @@ static void gelu_10_grad_rows(DType dt, float* t, const float* dy, const float* 
     }
 }
 
+// transformers' erf forms and hardswish (ACT2FN "gelu_python", "laplace", "hardswish"; and
+// "gelu_accurate", "gelu_python_tanh", which are gelu_new's operations in gelu_new's order: the
+// golden checks them as such):
+// - gelu_python (GELUActivation(use_gelu_python=True)): x * 0.5 * (1 + erf(x / sqrt 2)) as five
+//   operations, a = R(x 0.5), b = R(x / r) (r = f32(sqrt 2), a true division), e = R(erf b)
+//   (erf_op_rows), o = R(e + 1), y = R(a o); backward in autograd's order
+//   da = R(dy o), do = R(dy a), db = erf's backward of do, R(db / r), R(da 0.5), summed.
+// - erf's backward (derivatives.yaml: 2/sqrt(pi) * exp(-(b.pow(2))) * grad): R(R(k R(exp(-R(b b))))
+//   g), k = f32(2/sqrt(pi)), exp SLEEF's (NaN stays NaN).
+// - laplace (LaplaceActivation): b = R(R(x - R(mu)) / c) with mu = 0.707107, c = f32(0.282095 *
+//   sqrt 2) (Python's product in double), y = R(0.5 R(R(erf b) + 1)); backward R(erf's backward of
+//   R(dy 0.5) / c). A Python float in an add or sub is cast to the tensor's dtype before the
+//   operation (TensorIterator's common dtype), in mul and div it stays a float (ATen's
+//   cpu-scalar path): hence R(mu) (bf16 0.70703125), measured.
+// - hardswish (nn.Hardswish, ATen's kernel): x * min(max(x + 3, 0), 6) / 6 (NaN propagates);
+//   backward: 0 where x <= -3, dy where x >= 3, else dy ((x / 3) + 0.5) (both bounds as torch 2.15
+//   gives them on every bf16/fp16 pattern: golden activations_low).
+#define GELU_PY_R ((float)1.4142135623730951)
+#define ERF_GRAD_K ((float)1.1283791670955126)
+#define LAPLACE_MU ((float)0.707107)
+#define LAPLACE_C ((float)(0.282095 * 1.4142135623730951))
+
+__attribute__((always_inline)) static inline float vexp_nan(float d) { return select_bits(d != d, d, vexp_full(d)); }
+
+// torch.erf as an operation: Vectorized<float>::erf (verf_aten), the reduced types widened to
+// float (golden activations_low: bit for bit on every bf16 and fp16 pattern through gelu_python and
+// laplace; a correctly rounded erf instead misses 3 fp16 patterns). fp32 tensors may take MKL's
+// vsErf in torch: fp32 is compared within tolerances.
+static void erf_op_rows(float* v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = verf_aten(v[i]);
+}
+
+// db = erf's backward of g at b (n <= GELU_NEW_CHUNK values)
+GELU_CLONES static void erf_grad_rows(DType dt, float* db, const float* g, const float* b, size_t n) {
+    for (size_t i = 0; i < n; i++) db[i] = b[i] * b[i];
+    rnd_row(db, n, dt);
+    for (size_t i = 0; i < n; i++) db[i] = vexp_nan(-db[i]);
+    rnd_row(db, n, dt);
+    for (size_t i = 0; i < n; i++) db[i] = ERF_GRAD_K * db[i];
+    rnd_row(db, n, dt);
+    for (size_t i = 0; i < n; i++) db[i] = db[i] * g[i];
+    rnd_row(db, n, dt);
+}
+
+// gelu_python's a, b and o of x
+GELU_CLONES static void gelu_python_parts(DType dt, float* a, float* b, float* o, const float* x, size_t n) {
+    for (size_t i = 0; i < n; i++) a[i] = x[i] * 0.5f;
+    rnd_row(a, n, dt);
+    for (size_t i = 0; i < n; i++) b[i] = x[i] / GELU_PY_R;
+    rnd_row(b, n, dt);
+    memcpy(o, b, n * sizeof *o);
+    erf_op_rows(o, n);
+    rnd_row(o, n, dt);
+    for (size_t i = 0; i < n; i++) o[i] = o[i] + 1.0f;
+    rnd_row(o, n, dt);
+}
+
+GELU_CLONES static void gelu_python_rows(DType dt, float* y, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float a[GELU_NEW_CHUNK], b[GELU_NEW_CHUNK], o[GELU_NEW_CHUNK];
+        gelu_python_parts(dt, a, b, o, x + i0, n);
+        for (size_t i = 0; i < n; i++) y[i0 + i] = a[i] * o[i];
+    }
+}
+
+GELU_CLONES static void gelu_python_grad_rows(DType dt, float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        const float* dyc = dy + i0;
+        float a[GELU_NEW_CHUNK], b[GELU_NEW_CHUNK], o[GELU_NEW_CHUNK], da[GELU_NEW_CHUNK], d[GELU_NEW_CHUNK];
+        gelu_python_parts(dt, a, b, o, x + i0, n);
+        for (size_t i = 0; i < n; i++) da[i] = dyc[i] * o[i];
+        rnd_row(da, n, dt);
+        for (size_t i = 0; i < n; i++) o[i] = dyc[i] * a[i];  // do
+        rnd_row(o, n, dt);
+        erf_grad_rows(dt, d, o, b, n);
+        for (size_t i = 0; i < n; i++) d[i] = d[i] / GELU_PY_R;
+        rnd_row(d, n, dt);
+        for (size_t i = 0; i < n; i++) da[i] = da[i] * 0.5f;
+        rnd_row(da, n, dt);
+        for (size_t i = 0; i < n; i++) t[i0 + i] = d[i] + da[i];
+    }
+}
+
+// laplace's b of x
+GELU_CLONES static void laplace_b(DType dt, float* b, const float* x, size_t n) {
+    float mu = LAPLACE_MU;  // a Python float added to a tensor is cast to its dtype first (not so for mul, div)
+    rnd_row(&mu, 1, dt);
+    for (size_t i = 0; i < n; i++) b[i] = x[i] - mu;
+    rnd_row(b, n, dt);
+    for (size_t i = 0; i < n; i++) b[i] = b[i] / LAPLACE_C;
+    rnd_row(b, n, dt);
+}
+
+GELU_CLONES static void laplace_rows(DType dt, float* y, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float b[GELU_NEW_CHUNK];
+        laplace_b(dt, b, x + i0, n);
+        erf_op_rows(b, n);
+        rnd_row(b, n, dt);
+        for (size_t i = 0; i < n; i++) b[i] = b[i] + 1.0f;
+        rnd_row(b, n, dt);
+        for (size_t i = 0; i < n; i++) y[i0 + i] = 0.5f * b[i];
+    }
+}
+
+GELU_CLONES static void laplace_grad_rows(DType dt, float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float b[GELU_NEW_CHUNK], g[GELU_NEW_CHUNK], d[GELU_NEW_CHUNK];
+        laplace_b(dt, b, x + i0, n);
+        for (size_t i = 0; i < n; i++) g[i] = dy[i0 + i] * 0.5f;
+        rnd_row(g, n, dt);
+        erf_grad_rows(dt, d, g, b, n);
+        for (size_t i = 0; i < n; i++) t[i0 + i] = d[i] / LAPLACE_C;
+    }
+}
+
+GELU_CLONES static void hardswish_rows(float* y, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) {
+        float c = x[i] + 3.0f;
+        c = c < 0.0f ? 0.0f : c;  // NaN passes
+        c = c > 6.0f ? 6.0f : c;
+        y[i] = x[i] * c / 6.0f;
+    }
+}
+
+GELU_CLONES static void hardswish_grad_rows(float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++)
+        t[i] = x[i] <= -3.0f ? 0.0f : x[i] >= 3.0f ? dy[i] : dy[i] * ((x[i] / 3.0f) + 0.5f);
+}
+
 const char* ffn_activation_name(FfnActivation a) {
     return a == FFN_ACT_RELU        ? "relu"
            : a == FFN_ACT_SILU      ? "silu"
@@ -1739,6 +1873,11 @@ const char* ffn_activation_name(FfnActivation a) {
            : a == FFN_ACT_LEAKY_RELU ? "leaky_relu"
            : a == FFN_ACT_RELU2     ? "relu2"
            : a == FFN_ACT_GELU_10   ? "gelu_10"
+           : a == FFN_ACT_GELU_ACCURATE ? "gelu_accurate"
+           : a == FFN_ACT_GELU_PYTHON_TANH ? "gelu_python_tanh"
+           : a == FFN_ACT_GELU_PYTHON ? "gelu_python"
+           : a == FFN_ACT_LAPLACE   ? "laplace"
+           : a == FFN_ACT_HARDSWISH ? "hardswish"
                                     : "gelu";
 }
 
@@ -1748,7 +1887,9 @@ bool ffn_activation_from_name(const char* name, FfnActivation* out) {
         {"gelu_pytorch_tanh", FFN_ACT_GELU_TANH}, {"gelu_new", FFN_ACT_GELU_NEW},
         {"quick_gelu", FFN_ACT_QUICK_GELU}, {"gelu_fast", FFN_ACT_GELU_FAST}, {"linear", FFN_ACT_LINEAR},
         {"sigmoid", FFN_ACT_SIGMOID}, {"tanh", FFN_ACT_TANH}, {"relu6", FFN_ACT_RELU6},
-        {"leaky_relu", FFN_ACT_LEAKY_RELU}, {"relu2", FFN_ACT_RELU2}, {"gelu_10", FFN_ACT_GELU_10}};
+        {"leaky_relu", FFN_ACT_LEAKY_RELU}, {"relu2", FFN_ACT_RELU2}, {"gelu_10", FFN_ACT_GELU_10},
+        {"gelu_accurate", FFN_ACT_GELU_ACCURATE}, {"gelu_python_tanh", FFN_ACT_GELU_PYTHON_TANH},
+        {"gelu_python", FFN_ACT_GELU_PYTHON}, {"laplace", FFN_ACT_LAPLACE}, {"hardswish", FFN_ACT_HARDSWISH}};
     for (size_t i = 0; name && i < sizeof NAMES / sizeof NAMES[0]; i++)
         if (!strcmp(name, NAMES[i].name)) {
             *out = NAMES[i].act;
@@ -1763,7 +1904,11 @@ static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size
     if (act == FFN_ACT_RELU) relu_rows(y, x, m);
     else if (act == FFN_ACT_SILU) silu_rows(y, x, m);
     else if (act == FFN_ACT_GELU_TANH) gelu_tanh_rows(y, x, m);
-    else if (act == FFN_ACT_GELU_NEW) gelu_new_rows(dt, y, x, m);
+    else if (act == FFN_ACT_GELU_NEW || act == FFN_ACT_GELU_ACCURATE || act == FFN_ACT_GELU_PYTHON_TANH)
+        gelu_new_rows(dt, y, x, m);
+    else if (act == FFN_ACT_GELU_PYTHON) gelu_python_rows(dt, y, x, m);
+    else if (act == FFN_ACT_LAPLACE) laplace_rows(dt, y, x, m);
+    else if (act == FFN_ACT_HARDSWISH) hardswish_rows(y, x, m);
     else if (act == FFN_ACT_QUICK_GELU) quick_gelu_rows(dt, y, x, m);
     else if (act == FFN_ACT_GELU_FAST) gelu_fast_rows(dt, y, x, m);
     else if (act == FFN_ACT_LINEAR) linear_rows(y, x, m);
@@ -1781,7 +1926,11 @@ static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy
     if (act == FFN_ACT_RELU) relu_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_SILU) silu_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_GELU_TANH) gelu_tanh_grad_rows(t, dy, x, m);
-    else if (act == FFN_ACT_GELU_NEW) gelu_new_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_GELU_NEW || act == FFN_ACT_GELU_ACCURATE || act == FFN_ACT_GELU_PYTHON_TANH)
+        gelu_new_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_GELU_PYTHON) gelu_python_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_LAPLACE) laplace_grad_rows(dt, t, dy, x, m);
+    else if (act == FFN_ACT_HARDSWISH) hardswish_grad_rows(t, dy, x, m);
     else if (act == FFN_ACT_QUICK_GELU) quick_gelu_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_GELU_FAST) gelu_fast_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_LINEAR) linear_rows(t, dy, m);
