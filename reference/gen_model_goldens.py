@@ -38,8 +38,8 @@ Cases:
                         the integer labels as float targets; REGRESSION: 3 heads of 8, FFN 40)
   grads_nolayers_<mode>  fp32, bf16, fp16: one forward+backward of a sixth configuration with
                         n_layers 0 (NOLAYERS: the embeddings go straight into the head; 3 labels)
-  activations_low       every activation trainbench implements (ACT_TABLE: transformers' ACT2FN but mish, sqrtsoftplus,
-                        prelu, xielu) through get_activation on every bf16 and fp16 pattern, forward
+  activations_low       every activation trainbench implements (ACT_TABLE: transformers' ACT2FN but prelu and xielu,
+                        which add parameters) through get_activation on every bf16 and fp16 pattern, forward
                         and backward in that dtype
   activations_f32       F.gelu (approximate="none") on 65,536 fp32 inputs (random bit patterns, normal draws, a
                         ramp over [-12, 12], values near 0 and near the minimax pieces' bounds), forward and
@@ -622,7 +622,7 @@ def table_case_list():
 
 ACT_TABLE = ["gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "gelu_fast", "linear", "sigmoid",
              "tanh", "relu6", "leaky_relu", "relu2", "gelu_10", "gelu_accurate", "gelu_python_tanh", "gelu_python",
-             "laplace", "hardswish"]
+             "laplace", "hardswish", "mish", "sqrtsoftplus"]
 
 
 def table_f32_case_list():

@@ -409,7 +409,7 @@ static void test_config_values_refused(void** s) {
     } CASES[] = {
         {"\"num_labels\": -2", "train", "num_labels must be >= 1"},
         {"\"num_labels\": -2", "memory", "num_labels must be >= 1"},
-        {"\"activation\": \"mish\"", "memory", "activation \"mish\""},
+        {"\"activation\": \"xielu\"", "memory", "activation \"xielu\""},
         {"\"dropout\": 1.5", "memory", "dropout"},
     };
     for (size_t i = 0; i < ARRAY_LEN(CASES); i++) {

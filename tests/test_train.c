@@ -483,7 +483,7 @@ static void test_init_from_reproduces_torch_trajectory(void** s) {
     snprintf(args, sizeof args, "--init-from %s --max-steps 1 --output-dir %s/o1", bad, g_tmp);
     expect_exit2(args, "dropout must be a number in [0, 1] (a dropout probability)");
     static const struct { const char* key; const char* value; const char* needle; } REFUSED[] = {
-        {"activation", "\"mish\"", "activation \"mish\" is not implemented: it must be one of gelu, relu, silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast, linear, sigmoid, tanh, relu6, leaky_relu, relu2, gelu_10, gelu_accurate, gelu_python_tanh, gelu_python, laplace, hardswish (transformers' other ACT2FN names are not)"},
+        {"activation", "\"prelu\"", "activation \"prelu\" is not implemented: it must be one of gelu, relu, silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast, linear, sigmoid, tanh, relu6, leaky_relu, relu2, gelu_10, gelu_accurate, gelu_python_tanh, gelu_python, laplace, hardswish, mish, sqrtsoftplus (transformers' other ACT2FN names are not)"},
         {"activation", "1", "activation (a JSON value that is not a string) is not implemented: it must be one of gelu, relu"},
         {"pad_token_id", "64", "pad_token_id must be null or an integer in [-vocab_size, vocab_size) = [-64, 64)"},
         {"pad_token_id", "-65", "pad_token_id must be null or an integer in"},

@@ -1346,6 +1346,66 @@ __attribute__((always_inline)) static inline float vtanh_sleef(float x) {
     return select_bits(x != x, x, y);
 }
 
+// log as SLEEF's xlogf_u1 (Vectorized<float>::log, Sleef_logf*_u10), for the positive normal
+// finite arguments of log_softmax's sum (>= 1); the double-float helpers in their FMA forms. Checked
+// against the Sleef_logf8_u10avx2 and Sleef_logf16_u10avx512f libtorch_cpu.so exports on all
+// 2,130,706,432 positive normal floats: bit for bit.
+__attribute__((always_inline)) static inline float vlog_sleef(float d) {
+    const float q = d * (1.0f / 0.75f);
+    uint32_t qb, db;
+    memcpy(&qb, &q, sizeof qb);
+    memcpy(&db, &d, sizeof db);
+    const int e = (int)((qb >> 23) & 0xffu) - 0x7f;  // vilogb2k
+    db -= (uint32_t)e << 23;                          // vldexp3: m = d / 2^e, in [0.75, 1.5)
+    float m;
+    memcpy(&m, &db, sizeof m);
+    SlF2 s = sl_mul_f2_f(sl_f2(0.69314718246459960938f, -1.904654323148236017e-09f), (float)e);
+    const SlF2 x = sl_div_f2(sl_add2_f_f(-1.0f, m), sl_add2_f_f(1.0f, m));
+    const float x2 = x.x * x.x;
+    float t = 0.3027294874e+0f;
+    t = fmaf(t, x2, 0.3996108174e+0f);
+    t = fmaf(t, x2, 0.6666694880e+0f);
+    s = sl_add_f2_f2(s, sl_f2(x.x * 2.0f, x.y * 2.0f));
+    s = sl_add_f2_f(s, (x2 * x.x) * t);
+    return s.x + s.y;
+}
+
+
+// log1p as SLEEF's xlog1pf (u10; Vectorized<float>::log1p, Sleef_log1pf16_u10) in the version torch
+// 2.15 bundles (SLEEF >= 3.8: above 0x1.2ced32p+126 it is xlogf_u1(d)): e = the exponent of
+// (d + 1) / 0.75 (vgetexp; for d > -1 that quotient is a positive normal), m = fma(d, 2^-e,
+// 2^-e - 1), x = m / (2 + m) and log1p = e ln2 + 2x + x^3 P(x^2) in double-float; -1 gives -inf,
+// d < -1 NaN, -0 stays -0. Checked against the Sleef_log1pf16_u10avx512f that libtorch_cpu.so
+// exports, on every one of the 2^32 float patterns (NaNs: a NaN): bit for bit.
+#define LOG1PF_BOUND 0x1.2ced32p+126f
+__attribute__((always_inline)) static inline float vlog1p_sleef(float d) {
+    const float q = (d + 1.0f) * (1.0f / 0.75f);
+    uint32_t qb, db;
+    memcpy(&qb, &q, sizeof qb);
+    memcpy(&db, &d, sizeof db);
+    const int e = (int)((qb >> 23) & 0xffu) - 0x7f;
+    const uint32_t tb = (uint32_t)(0x7f - e) << 23;
+    float t;
+    memcpy(&t, &tb, sizeof t);
+    const float m = fmaf(d, t, t - 1.0f);
+    SlF2 s = sl_mul_f2_f(sl_f2(0.69314718246459960938f, -1.904654323148236017e-09f), (float)e);
+    const float two_m = 2.0f + m;
+    const SlF2 x = sl_div_f2(sl_f2(m, 0.0f), sl_f2(two_m, (2.0f - two_m) + m));
+    const float x2 = x.x * x.x;
+    float p = 0.3027294874e+0f;
+    p = fmaf(p, x2, 0.3996108174e+0f);
+    p = fmaf(p, x2, 0.6666694880e+0f);
+    s = sl_add_f2_f2(s, sl_f2(x.x * 2.0f, x.y * 2.0f));
+    s = sl_add_f2_f(s, (x2 * x.x) * p);
+    float r = s.x + s.y;
+    const bool big = !(d <= LOG1PF_BOUND);  // also NaN: the log below keeps it NaN
+    r = select_bits(big, d == INFINITY ? INFINITY : vlog_sleef(d), r);
+    r = select_bits(-1.0f > d, NAN, r);
+    r = select_bits(d == -1.0f, -INFINITY, r);
+    r = select_bits(db == 0x80000000u, -0.0f, r);
+    return select_bits(d != d, d, r);
+}
+
 // GELU's tanh form as ATen computes it (Gelu.h vectorized_gelu_approximated_with_tanh; the reduced
 // types in float, then rounded; transformers' "gelu_pytorch_tanh"):
 // y = (0.5 x) (1 + tanh(beta fma(kappa, (x x) x, x))), tanh vtanh_sleef; the backward
@@ -1859,6 +1919,54 @@ GELU_CLONES static void hardswish_grad_rows(float* t, const float* dy, const flo
         t[i] = x[i] <= -3.0f ? 0.0f : x[i] >= 3.0f ? dy[i] : dy[i] * ((x[i] / 3.0f) + 0.5f);
 }
 
+// softplus (beta 1, threshold 20) as ATen's kernel: x > 20 ? x : log1p(exp(x)) with SLEEF's exp
+// and log1p (NaN stays NaN); its backward dy z / (z + 1), z = exp(x), or dy where x > 20.
+// - mish (nn.functional.mish, ATen's kernel): x tanh(softplus(x)) (SLEEF's tanh); backward
+//   dy (t + x s (1 - t t)) with t = tanh(log1p(exp x)), s = 1 / (1 + exp(-x)), the two FMAs GCC
+//   forms in torch's compiled kernel: fma(x s, fma(-t, t, 1), t).
+// - sqrtsoftplus (SqrtSoftplusActivation): y = R(sqrt(R(softplus x))); backward sqrt's
+//   R(dy / R(2 y)), then softplus's.
+GELU_CLONES static float softplus_f(float x) { return x > 20.0f ? x : vlog1p_sleef(vexp_nan(x)); }
+
+GELU_CLONES static void mish_rows(float* y, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) y[i] = x[i] * vtanh_sleef(vlog1p_sleef(vexp_full(x[i])));
+}
+
+GELU_CLONES static void mish_grad_rows(float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i = 0; i < m; i++) {
+        const float sg = 1.0f / (1.0f + vexp_full(-x[i]));
+        const float th = vtanh_sleef(vlog1p_sleef(vexp_full(x[i])));
+        t[i] = dy[i] * fmaf(x[i] * sg, fmaf(-th, th, 1.0f), th);
+    }
+}
+
+GELU_CLONES static void sqrtsoftplus_rows(DType dt, float* y, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float sp[GELU_NEW_CHUNK];
+        for (size_t i = 0; i < n; i++) sp[i] = softplus_f(x[i0 + i]);
+        rnd_row(sp, n, dt);
+        for (size_t i = 0; i < n; i++) y[i0 + i] = sqrtf(sp[i]);
+    }
+}
+
+GELU_CLONES static void sqrtsoftplus_grad_rows(DType dt, float* t, const float* dy, const float* x, size_t m) {
+    for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
+        const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
+        float y[GELU_NEW_CHUNK], g[GELU_NEW_CHUNK];
+        sqrtsoftplus_rows(dt, y, x + i0, n);
+        rnd_row(y, n, dt);
+        for (size_t i = 0; i < n; i++) y[i] = 2.0f * y[i];
+        rnd_row(y, n, dt);
+        for (size_t i = 0; i < n; i++) g[i] = dy[i0 + i] / y[i];
+        rnd_row(g, n, dt);
+        for (size_t i = 0; i < n; i++) {
+            const float xv = x[i0 + i], z = vexp_nan(xv);
+            t[i0 + i] = xv > 20.0f ? g[i] : g[i] * z / (z + 1.0f);
+        }
+    }
+}
+
 const char* ffn_activation_name(FfnActivation a) {
     return a == FFN_ACT_RELU        ? "relu"
            : a == FFN_ACT_SILU      ? "silu"
@@ -1878,6 +1986,8 @@ const char* ffn_activation_name(FfnActivation a) {
            : a == FFN_ACT_GELU_PYTHON ? "gelu_python"
            : a == FFN_ACT_LAPLACE   ? "laplace"
            : a == FFN_ACT_HARDSWISH ? "hardswish"
+           : a == FFN_ACT_MISH      ? "mish"
+           : a == FFN_ACT_SQRTSOFTPLUS ? "sqrtsoftplus"
                                     : "gelu";
 }
 
@@ -1889,7 +1999,8 @@ bool ffn_activation_from_name(const char* name, FfnActivation* out) {
         {"sigmoid", FFN_ACT_SIGMOID}, {"tanh", FFN_ACT_TANH}, {"relu6", FFN_ACT_RELU6},
         {"leaky_relu", FFN_ACT_LEAKY_RELU}, {"relu2", FFN_ACT_RELU2}, {"gelu_10", FFN_ACT_GELU_10},
         {"gelu_accurate", FFN_ACT_GELU_ACCURATE}, {"gelu_python_tanh", FFN_ACT_GELU_PYTHON_TANH},
-        {"gelu_python", FFN_ACT_GELU_PYTHON}, {"laplace", FFN_ACT_LAPLACE}, {"hardswish", FFN_ACT_HARDSWISH}};
+        {"gelu_python", FFN_ACT_GELU_PYTHON}, {"laplace", FFN_ACT_LAPLACE}, {"hardswish", FFN_ACT_HARDSWISH},
+        {"mish", FFN_ACT_MISH}, {"sqrtsoftplus", FFN_ACT_SQRTSOFTPLUS}};
     for (size_t i = 0; name && i < sizeof NAMES / sizeof NAMES[0]; i++)
         if (!strcmp(name, NAMES[i].name)) {
             *out = NAMES[i].act;
@@ -1909,6 +2020,8 @@ static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size
     else if (act == FFN_ACT_GELU_PYTHON) gelu_python_rows(dt, y, x, m);
     else if (act == FFN_ACT_LAPLACE) laplace_rows(dt, y, x, m);
     else if (act == FFN_ACT_HARDSWISH) hardswish_rows(y, x, m);
+    else if (act == FFN_ACT_MISH) mish_rows(y, x, m);
+    else if (act == FFN_ACT_SQRTSOFTPLUS) sqrtsoftplus_rows(dt, y, x, m);
     else if (act == FFN_ACT_QUICK_GELU) quick_gelu_rows(dt, y, x, m);
     else if (act == FFN_ACT_GELU_FAST) gelu_fast_rows(dt, y, x, m);
     else if (act == FFN_ACT_LINEAR) linear_rows(y, x, m);
@@ -1931,6 +2044,8 @@ static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy
     else if (act == FFN_ACT_GELU_PYTHON) gelu_python_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_LAPLACE) laplace_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_HARDSWISH) hardswish_grad_rows(t, dy, x, m);
+    else if (act == FFN_ACT_MISH) mish_grad_rows(t, dy, x, m);
+    else if (act == FFN_ACT_SQRTSOFTPLUS) sqrtsoftplus_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_QUICK_GELU) quick_gelu_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_GELU_FAST) gelu_fast_grad_rows(dt, t, dy, x, m);
     else if (act == FFN_ACT_LINEAR) linear_rows(t, dy, m);
@@ -2834,30 +2949,6 @@ Status classifier_backward(LayerCtx* c, float* dh, const ClassifierGrads* g, con
 // (-(grad / total_weight) at the target), _vec_log_softmax_backward (dy - exp(y) * sum(dy))
 // The losses take fp32 logits in every mode: cross-entropy is on CPU autocast's fp32 list, and
 // the Trainer's LabelSmoother gets accelerate's fp32 outputs (layers.h).
-// log as SLEEF's xlogf_u1 (Vectorized<float>::log, Sleef_logf*_u10), for the positive normal
-// finite arguments of log_softmax's sum (>= 1); the double-float helpers in their FMA forms. Checked
-// against the Sleef_logf8_u10avx2 and Sleef_logf16_u10avx512f libtorch_cpu.so exports on all
-// 2,130,706,432 positive normal floats: bit for bit.
-__attribute__((always_inline)) static inline float vlog_sleef(float d) {
-    const float q = d * (1.0f / 0.75f);
-    uint32_t qb, db;
-    memcpy(&qb, &q, sizeof qb);
-    memcpy(&db, &d, sizeof db);
-    const int e = (int)((qb >> 23) & 0xffu) - 0x7f;  // vilogb2k
-    db -= (uint32_t)e << 23;                          // vldexp3: m = d / 2^e, in [0.75, 1.5)
-    float m;
-    memcpy(&m, &db, sizeof m);
-    SlF2 s = sl_mul_f2_f(sl_f2(0.69314718246459960938f, -1.904654323148236017e-09f), (float)e);
-    const SlF2 x = sl_div_f2(sl_add2_f_f(-1.0f, m), sl_add2_f_f(1.0f, m));
-    const float x2 = x.x * x.x;
-    float t = 0.3027294874e+0f;
-    t = fmaf(t, x2, 0.3996108174e+0f);
-    t = fmaf(t, x2, 0.6666694880e+0f);
-    s = sl_add_f2_f2(s, sl_f2(x.x * 2.0f, x.y * 2.0f));
-    s = sl_add_f2_f(s, (x2 * x.x) * t);
-    return s.x + s.y;
-}
-
 // fp32 log_softmax of one row as ATen's _vec_log_softmax_lastdim (AVX-512 build: 16 float lanes):
 // max; sum of exp(x - max) by vec::map_reduce_all (fewer than 16 values one by one from the left;
 // else lane k starts at element k, full vectors add, a partial last vector adds into its first

@@ -91,7 +91,7 @@ typedef struct {
 // x * sigmoid(1.702 x), three operations) or "gelu_fast" (FastGELUActivation: the tanh form with
 // the constant 0.7978845608, nine operations), or one of "linear", "sigmoid", "tanh", "relu6",
 // "leaky_relu", "relu2", "gelu_10", "gelu_accurate", "gelu_python_tanh", "gelu_python", "laplace",
-// "hardswish" (layers.c says how each is computed). The model's other ReLU
+// "hardswish", "mish", "sqrtsoftplus" (layers.c says how each is computed). The model's other ReLU
 // (pre_classifier) is always ReLU.
 typedef enum {
     FFN_ACT_GELU = 0,
@@ -113,21 +113,24 @@ typedef enum {
     FFN_ACT_GELU_PYTHON = 16,
     FFN_ACT_LAPLACE = 17,
     FFN_ACT_HARDSWISH = 18,
+    FFN_ACT_MISH = 19,
+    FFN_ACT_SQRTSOFTPLUS = 20,
     FFN_ACT_COUNT
 } FfnActivation;
 // "gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "gelu_fast", "linear",
 // "sigmoid", "tanh", "relu6", "leaky_relu", "relu2", "gelu_10", "gelu_accurate", "gelu_python_tanh",
-// "gelu_python", "laplace", "hardswish"
+// "gelu_python", "laplace", "hardswish", "mish", "sqrtsoftplus"
 const char* ffn_activation_name(FfnActivation a);
 // The activation a config.json string names (transformers' ACT2FN keys we implement: gelu, relu,
 // silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast, linear, sigmoid, tanh, relu6,
-// leaky_relu, relu2, gelu_10, gelu_accurate, gelu_python_tanh, gelu_python, laplace, hardswish);
-// false for any other.
+// leaky_relu, relu2, gelu_10, gelu_accurate, gelu_python_tanh, gelu_python, laplace, hardswish,
+// mish, sqrtsoftplus); false for any other.
 bool ffn_activation_from_name(const char* name, FfnActivation* out);
 // those names, for messages
 #define FFN_ACTIVATION_NAMES_TEXT                                                                            \
     "gelu, relu, silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast, linear, sigmoid, tanh, " \
-    "relu6, leaky_relu, relu2, gelu_10, gelu_accurate, gelu_python_tanh, gelu_python, laplace, hardswish"
+    "relu6, leaky_relu, relu2, gelu_10, gelu_accurate, gelu_python_tanh, gelu_python, laplace, hardswish, mish, " \
+    "sqrtsoftplus"
 
 typedef struct {
     Gemm* gemm;             // the selected backend (used by one thread at a time)
