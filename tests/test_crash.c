@@ -239,8 +239,22 @@ static void setup_reference(void) {
 // Resumes `out` (from its newest complete checkpoint, or from scratch when it has none) into
 // the same folder and checks the final state.
 static void resume_and_compare(const char* out, long newest, const char* tag) {
-    char log[800];
+    char log[800], results[900];
     snprintf(log, sizeof log, "%s.resume.log", out);
+    snprintf(results, sizeof results, "%s/results.json", out);
+    if (!newest && access(results, F_OK) == 0) {
+        // the run stopped before its first checkpoint but recorded its results: a new run into
+        // that folder is refused (nothing a user ran is lost) with no resume advice; the user
+        // removes that run's results.json, then the folder takes a new run (its stale temps too)
+        assert_int_equal(run_train(out, NULL, log, 0), 2);
+        char text[4096] = "";
+        FILE* f = fopen(log, "r");
+        assert_non_null(f);
+        text[fread(text, 1, sizeof text - 1, f)] = 0;
+        fclose(f);
+        assert_non_null(strstr(text, "saved no checkpoint to resume from"));
+        assert_int_equal(unlink(results), 0);
+    }
     assert_int_equal(run_train(out, newest ? out : NULL, log, 0), 0);
     assert_int_equal(check_left_files(out, false), STEPS);  // the stale temps are gone too
     assert_same_final_state(out);

@@ -455,6 +455,14 @@ static void test_output_dir_holding_a_run(void** s) {
              "--resume-from-checkpoint %s", dir, dir);
     assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 0);
     free(before);
+    // a run that saved no checkpoint (--save-steps 0): refused too, without resume advice
+    snprintf(dir, sizeof dir, "%s/held-no-checkpoint", g_tmp);
+    snprintf(args, sizeof args, "train --max-steps 2 --save-steps 0 --num-eval-examples 8 --no-progress --output-dir %s",
+             dir);
+    assert_int_equal(cli_run(args, true, g_out, sizeof g_out), 0);
+    snprintf(args, sizeof args, "train --max-steps 1 --no-progress --output-dir %s", dir);
+    expect_refused(args, "already holds a run (results.json) that saved no checkpoint to resume from: give a new "
+                         "folder, or remove that one");
 }
 
 // A report path that is one of the command's inputs is refused (exit 2) and the input stays.

@@ -1190,11 +1190,16 @@ static int setup(Run* r) {
     // A new run in a folder another run wrote would replace its results.json and mix the two
     // runs' checkpoints (a later --resume-from-checkpoint FOLDER takes the newest, whichever run
     // made it): refused; resuming (which continues a run there) is allowed.
-    char held[300];
-    if (!a->resume && folder_holds_run(a->output_dir, held, sizeof held))
+    char held[300], ckpt[300];
+    if (!a->resume && folder_holds_run(a->output_dir, held, sizeof held)) {
+        if (!checkpoint_folder_any(a->output_dir, ckpt, sizeof ckpt))  // e.g. stopped before its first save
+            return user_error("--output-dir %s already holds a run (%s) that saved no checkpoint to resume from: give "
+                              "a new folder, or remove that one (its results.json would be lost); nothing was written",
+                              a->output_dir, held);
         return user_error("--output-dir %s already holds a run (%s): continue it with --resume-from-checkpoint %s, or "
                           "give a new folder (or remove that one); nothing was written", a->output_dir, held,
                           a->output_dir);
+    }
     s = resolve_init_from(r);
     if (!status_is_ok(s)) return user_error("--init-from: %s", s.msg);
     if (a->config_path) {
