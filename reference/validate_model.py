@@ -51,6 +51,12 @@ What it does (reference/CONFORMANCE.md, "Validating a whole model", has a worked
     reimplementation (a random campaign failed on that alone: all losses identical, 72x the bound,
     all of it in k_lin.bias). Exit 0 PASS, 1 FAIL, 2 bad input (trainbench refusing the settings too).
 
+With --backend openblas in bf16/fp16 the GEMMs are emulated (widened, then sgemm), in sgemm's
+order of summation rather than torch's oneDNN order (README "GEMM backends"): a step's loss can then
+differ beyond the bound when torch's two perturbations happen to measure no noise at all (seen once
+in bf16: 4.2e-5 at one step, final parameters at 0.05 of their bound); onednn and naive mirror
+torch's orders and are the backends to judge bit-level agreement on.
+
 Installs nothing; needs torch, transformers, safetensors (the goldens venv).
 On a CPU with AMX or AVX512-FP16 torch runs bf16/fp16 GEMMs in other oneDNN kernels than the ones
 trainbench's orders mirror (measured from avx512_core_bf16 CPUs): the runs then differ by rounding
