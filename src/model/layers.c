@@ -1690,6 +1690,10 @@ GELU_CLONES static void gelu_fast_grad_rows(DType dt, float* g, const float* dy,
 #define LEAKY_RELU_SLOPE ((float)0.01)
 
 static void linear_rows(float* y, const float* x, size_t m) { memcpy(y, x, m * sizeof *y); }
+static void linear_grad_rows(float* t, const float* dy, const float* x, size_t m) {
+    (void)x;
+    linear_rows(t, dy, m);
+}
 
 GELU_CLONES static void sigmoid_rows(float* y, const float* x, size_t m) {
     for (size_t i = 0; i < m; i++) y[i] = sigmoid_sleef(x[i]);
@@ -1763,13 +1767,23 @@ GELU_CLONES static void relu2_grad_rows(DType dt, float* t, const float* dy, con
     }
 }
 
-static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size_t m);
-static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy, const float* x, size_t m);
+// GELU as torch runs it on tensors of dt (gelu_low_aten, gelu_low_onednn): y = gelu(x), not yet
+// rounded; t = dy * gelu'(x)
+static void gelu_rows(DType dt, float* y, const float* x, size_t m) {
+    if (gelu_low_aten(dt)) gelu_rows_aten(y, x, m);
+    else if (gelu_low_onednn(dt)) gelu_rows_onednn(y, x, m);
+    else gelu_f32_rows(y, x, m);
+}
+static void gelu_grad_rows(DType dt, float* t, const float* dy, const float* x, size_t m) {
+    if (gelu_low_aten(dt)) gelu_grad_rows_aten(t, dy, x, m);
+    else gelu_f32_grad_rows(t, dy, x, m);
+}
+
 #define GELU_10_MIN (-10.0f)
 #define GELU_10_MAX 10.0f
 
 static void gelu_10_rows(DType dt, float* y, const float* x, size_t m) {
-    act_rows(FFN_ACT_GELU, dt, y, x, m);
+    gelu_rows(dt, y, x, m);
     round_to(y, m, dt);
     for (size_t i = 0; i < m; i++) y[i] = y[i] < GELU_10_MIN ? GELU_10_MIN : y[i] > GELU_10_MAX ? GELU_10_MAX : y[i];
 }
@@ -1778,10 +1792,10 @@ static void gelu_10_grad_rows(DType dt, float* t, const float* dy, const float* 
     for (size_t i0 = 0; i0 < m; i0 += GELU_NEW_CHUNK) {
         const size_t n = m - i0 < GELU_NEW_CHUNK ? m - i0 : GELU_NEW_CHUNK;
         float g[GELU_NEW_CHUNK], d[GELU_NEW_CHUNK];
-        act_rows(FFN_ACT_GELU, dt, g, x + i0, n);
+        gelu_rows(dt, g, x + i0, n);
         round_to(g, n, dt);
         for (size_t i = 0; i < n; i++) d[i] = g[i] > GELU_10_MIN && g[i] < GELU_10_MAX ? dy[i0 + i] : 0.0f;
-        act_grad_rows(FFN_ACT_GELU, dt, t + i0, d, x + i0, n);
+        gelu_grad_rows(dt, t + i0, d, x + i0, n);
     }
 }
 
@@ -1967,96 +1981,84 @@ GELU_CLONES static void sqrtsoftplus_grad_rows(DType dt, float* t, const float* 
     }
 }
 
-const char* ffn_activation_name(FfnActivation a) {
-    return a == FFN_ACT_RELU        ? "relu"
-           : a == FFN_ACT_SILU      ? "silu"
-           : a == FFN_ACT_GELU_TANH ? "gelu_pytorch_tanh"
-           : a == FFN_ACT_GELU_NEW  ? "gelu_new"
-           : a == FFN_ACT_QUICK_GELU ? "quick_gelu"
-           : a == FFN_ACT_GELU_FAST ? "gelu_fast"
-           : a == FFN_ACT_LINEAR    ? "linear"
-           : a == FFN_ACT_SIGMOID   ? "sigmoid"
-           : a == FFN_ACT_TANH      ? "tanh"
-           : a == FFN_ACT_RELU6     ? "relu6"
-           : a == FFN_ACT_LEAKY_RELU ? "leaky_relu"
-           : a == FFN_ACT_RELU2     ? "relu2"
-           : a == FFN_ACT_GELU_10   ? "gelu_10"
-           : a == FFN_ACT_GELU_ACCURATE ? "gelu_accurate"
-           : a == FFN_ACT_GELU_PYTHON_TANH ? "gelu_python_tanh"
-           : a == FFN_ACT_GELU_PYTHON ? "gelu_python"
-           : a == FFN_ACT_LAPLACE   ? "laplace"
-           : a == FFN_ACT_HARDSWISH ? "hardswish"
-           : a == FFN_ACT_MISH      ? "mish"
-           : a == FFN_ACT_SQRTSOFTPLUS ? "sqrtsoftplus"
-                                    : "gelu";
+// The activations' registry, the one list of them: the config.json name (an activation's first
+// row gives its canonical name; "swish" is silu's alias), then its forward and backward rows.
+// fwd/grad compute in float and the caller rounds once to the values' dtype; fwd_dt/grad_dt (one
+// of each pair is set) take that dtype because they round inside (several torch operations, or a
+// formula that depends on it, e.g. GELU's kernel).
+static const struct {
+    const char* name;
+    FfnActivation act;
+    void (*fwd)(float* y, const float* x, size_t m);
+    void (*fwd_dt)(DType dt, float* y, const float* x, size_t m);
+    void (*grad)(float* t, const float* dy, const float* x, size_t m);
+    void (*grad_dt)(DType dt, float* t, const float* dy, const float* x, size_t m);
+} ACTIVATIONS[] = {
+    {"gelu", FFN_ACT_GELU, NULL, gelu_rows, NULL, gelu_grad_rows},
+    {"relu", FFN_ACT_RELU, relu_rows, NULL, relu_grad_rows, NULL},
+    {"silu", FFN_ACT_SILU, silu_rows, NULL, silu_grad_rows, NULL},
+    {"swish", FFN_ACT_SILU, silu_rows, NULL, silu_grad_rows, NULL},
+    {"gelu_pytorch_tanh", FFN_ACT_GELU_TANH, gelu_tanh_rows, NULL, gelu_tanh_grad_rows, NULL},
+    {"gelu_new", FFN_ACT_GELU_NEW, NULL, gelu_new_rows, NULL, gelu_new_grad_rows},
+    {"quick_gelu", FFN_ACT_QUICK_GELU, NULL, quick_gelu_rows, NULL, quick_gelu_grad_rows},
+    {"gelu_fast", FFN_ACT_GELU_FAST, NULL, gelu_fast_rows, NULL, gelu_fast_grad_rows},
+    {"linear", FFN_ACT_LINEAR, linear_rows, NULL, linear_grad_rows, NULL},
+    {"sigmoid", FFN_ACT_SIGMOID, sigmoid_rows, NULL, NULL, sigmoid_grad_rows},
+    {"tanh", FFN_ACT_TANH, tanh_rows, NULL, NULL, tanh_grad_rows},
+    {"relu6", FFN_ACT_RELU6, relu6_rows, NULL, relu6_grad_rows, NULL},
+    {"leaky_relu", FFN_ACT_LEAKY_RELU, leaky_relu_rows, NULL, leaky_relu_grad_rows, NULL},
+    {"relu2", FFN_ACT_RELU2, relu2_rows, NULL, NULL, relu2_grad_rows},
+    {"gelu_10", FFN_ACT_GELU_10, NULL, gelu_10_rows, NULL, gelu_10_grad_rows},
+    {"gelu_accurate", FFN_ACT_GELU_ACCURATE, NULL, gelu_new_rows, NULL, gelu_new_grad_rows},
+    {"gelu_python_tanh", FFN_ACT_GELU_PYTHON_TANH, NULL, gelu_new_rows, NULL, gelu_new_grad_rows},
+    {"gelu_python", FFN_ACT_GELU_PYTHON, NULL, gelu_python_rows, NULL, gelu_python_grad_rows},
+    {"laplace", FFN_ACT_LAPLACE, NULL, laplace_rows, NULL, laplace_grad_rows},
+    {"hardswish", FFN_ACT_HARDSWISH, hardswish_rows, NULL, hardswish_grad_rows, NULL},
+    {"mish", FFN_ACT_MISH, mish_rows, NULL, mish_grad_rows, NULL},
+    {"sqrtsoftplus", FFN_ACT_SQRTSOFTPLUS, NULL, sqrtsoftplus_rows, NULL, sqrtsoftplus_grad_rows},
+};
+
+// act's first registry row (every FfnActivation has one: model_config_validate checks the range)
+static size_t activation_row(FfnActivation act) {
+    for (size_t i = 0; i < ARRAY_LEN(ACTIVATIONS); i++)
+        if (ACTIVATIONS[i].act == act) return i;
+    CHECK(false, "FFN activation %d has no registry row", (int)act);
+    return 0;
 }
 
+const char* ffn_activation_name(FfnActivation a) { return ACTIVATIONS[activation_row(a)].name; }
+
 bool ffn_activation_from_name(const char* name, FfnActivation* out) {
-    static const struct { const char* name; FfnActivation act; } NAMES[] = {
-        {"gelu", FFN_ACT_GELU}, {"relu", FFN_ACT_RELU}, {"silu", FFN_ACT_SILU}, {"swish", FFN_ACT_SILU},
-        {"gelu_pytorch_tanh", FFN_ACT_GELU_TANH}, {"gelu_new", FFN_ACT_GELU_NEW},
-        {"quick_gelu", FFN_ACT_QUICK_GELU}, {"gelu_fast", FFN_ACT_GELU_FAST}, {"linear", FFN_ACT_LINEAR},
-        {"sigmoid", FFN_ACT_SIGMOID}, {"tanh", FFN_ACT_TANH}, {"relu6", FFN_ACT_RELU6},
-        {"leaky_relu", FFN_ACT_LEAKY_RELU}, {"relu2", FFN_ACT_RELU2}, {"gelu_10", FFN_ACT_GELU_10},
-        {"gelu_accurate", FFN_ACT_GELU_ACCURATE}, {"gelu_python_tanh", FFN_ACT_GELU_PYTHON_TANH},
-        {"gelu_python", FFN_ACT_GELU_PYTHON}, {"laplace", FFN_ACT_LAPLACE}, {"hardswish", FFN_ACT_HARDSWISH},
-        {"mish", FFN_ACT_MISH}, {"sqrtsoftplus", FFN_ACT_SQRTSOFTPLUS}};
-    for (size_t i = 0; name && i < sizeof NAMES / sizeof NAMES[0]; i++)
-        if (!strcmp(name, NAMES[i].name)) {
-            *out = NAMES[i].act;
+    for (size_t i = 0; name && i < ARRAY_LEN(ACTIVATIONS); i++)
+        if (!strcmp(name, ACTIVATIONS[i].name)) {
+            *out = ACTIVATIONS[i].act;
             return true;
         }
     return false;
 }
 
-// the FFN activation's rows: y = act(x) (fp32 math, not yet rounded); t = dy * act'(x) (ReLU: the select)
-// (dt: the dtype the values hold; GELU's formula depends on it: gelu_low_aten)
+const char* ffn_activation_names_list(void) {
+    static char buf[512];
+    if (!buf[0]) {
+        for (size_t i = 0; i < ARRAY_LEN(ACTIVATIONS); i++) {
+            if (i) strcat(buf, ", ");
+            strcat(buf, ACTIVATIONS[i].name);
+        }
+    }
+    return buf;
+}
+
+// the FFN activation's rows: y = act(x) (not yet rounded); t = dy * act'(x) (ReLU: the select)
+// (dt: the dtype the values hold)
 static void act_rows(FfnActivation act, DType dt, float* y, const float* x, size_t m) {
-    if (act == FFN_ACT_RELU) relu_rows(y, x, m);
-    else if (act == FFN_ACT_SILU) silu_rows(y, x, m);
-    else if (act == FFN_ACT_GELU_TANH) gelu_tanh_rows(y, x, m);
-    else if (act == FFN_ACT_GELU_NEW || act == FFN_ACT_GELU_ACCURATE || act == FFN_ACT_GELU_PYTHON_TANH)
-        gelu_new_rows(dt, y, x, m);
-    else if (act == FFN_ACT_GELU_PYTHON) gelu_python_rows(dt, y, x, m);
-    else if (act == FFN_ACT_LAPLACE) laplace_rows(dt, y, x, m);
-    else if (act == FFN_ACT_HARDSWISH) hardswish_rows(y, x, m);
-    else if (act == FFN_ACT_MISH) mish_rows(y, x, m);
-    else if (act == FFN_ACT_SQRTSOFTPLUS) sqrtsoftplus_rows(dt, y, x, m);
-    else if (act == FFN_ACT_QUICK_GELU) quick_gelu_rows(dt, y, x, m);
-    else if (act == FFN_ACT_GELU_FAST) gelu_fast_rows(dt, y, x, m);
-    else if (act == FFN_ACT_LINEAR) linear_rows(y, x, m);
-    else if (act == FFN_ACT_SIGMOID) sigmoid_rows(y, x, m);
-    else if (act == FFN_ACT_TANH) tanh_rows(y, x, m);
-    else if (act == FFN_ACT_RELU6) relu6_rows(y, x, m);
-    else if (act == FFN_ACT_LEAKY_RELU) leaky_relu_rows(y, x, m);
-    else if (act == FFN_ACT_RELU2) relu2_rows(y, x, m);
-    else if (act == FFN_ACT_GELU_10) gelu_10_rows(dt, y, x, m);
-    else if (gelu_low_aten(dt)) gelu_rows_aten(y, x, m);
-    else if (gelu_low_onednn(dt)) gelu_rows_onednn(y, x, m);
-    else gelu_f32_rows(y, x, m);
+    const size_t r = activation_row(act);
+    if (ACTIVATIONS[r].fwd_dt) ACTIVATIONS[r].fwd_dt(dt, y, x, m);
+    else ACTIVATIONS[r].fwd(y, x, m);
 }
 static void act_grad_rows(FfnActivation act, DType dt, float* t, const float* dy, const float* x, size_t m) {
-    if (act == FFN_ACT_RELU) relu_grad_rows(t, dy, x, m);
-    else if (act == FFN_ACT_SILU) silu_grad_rows(t, dy, x, m);
-    else if (act == FFN_ACT_GELU_TANH) gelu_tanh_grad_rows(t, dy, x, m);
-    else if (act == FFN_ACT_GELU_NEW || act == FFN_ACT_GELU_ACCURATE || act == FFN_ACT_GELU_PYTHON_TANH)
-        gelu_new_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_GELU_PYTHON) gelu_python_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_LAPLACE) laplace_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_HARDSWISH) hardswish_grad_rows(t, dy, x, m);
-    else if (act == FFN_ACT_MISH) mish_grad_rows(t, dy, x, m);
-    else if (act == FFN_ACT_SQRTSOFTPLUS) sqrtsoftplus_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_QUICK_GELU) quick_gelu_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_GELU_FAST) gelu_fast_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_LINEAR) linear_rows(t, dy, m);
-    else if (act == FFN_ACT_SIGMOID) sigmoid_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_TANH) tanh_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_RELU6) relu6_grad_rows(t, dy, x, m);
-    else if (act == FFN_ACT_LEAKY_RELU) leaky_relu_grad_rows(t, dy, x, m);
-    else if (act == FFN_ACT_RELU2) relu2_grad_rows(dt, t, dy, x, m);
-    else if (act == FFN_ACT_GELU_10) gelu_10_grad_rows(dt, t, dy, x, m);
-    else if (gelu_low_aten(dt)) gelu_grad_rows_aten(t, dy, x, m);
-    else gelu_f32_grad_rows(t, dy, x, m);
+    const size_t r = activation_row(act);
+    if (ACTIVATIONS[r].grad_dt) ACTIVATIONS[r].grad_dt(dt, t, dy, x, m);
+    else ACTIVATIONS[r].grad(t, dy, x, m);
 }
 
 // GELU by table in the low modes. There GELU's input is lin1's low result: one of 65,536 bit

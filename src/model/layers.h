@@ -117,20 +117,13 @@ typedef enum {
     FFN_ACT_SQRTSOFTPLUS = 20,
     FFN_ACT_COUNT
 } FfnActivation;
-// "gelu", "relu", "silu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "gelu_fast", "linear",
-// "sigmoid", "tanh", "relu6", "leaky_relu", "relu2", "gelu_10", "gelu_accurate", "gelu_python_tanh",
-// "gelu_python", "laplace", "hardswish", "mish", "sqrtsoftplus"
+// The activation's config.json name (layers.c ACTIVATIONS, the registry: "silu" for FFN_ACT_SILU).
 const char* ffn_activation_name(FfnActivation a);
-// The activation a config.json string names (transformers' ACT2FN keys we implement: gelu, relu,
-// silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast, linear, sigmoid, tanh, relu6,
-// leaky_relu, relu2, gelu_10, gelu_accurate, gelu_python_tanh, gelu_python, laplace, hardswish,
-// mish, sqrtsoftplus); false for any other.
+// The activation a config.json string names (transformers' ACT2FN keys in the registry, "swish"
+// included); false for any other.
 bool ffn_activation_from_name(const char* name, FfnActivation* out);
-// those names, for messages
-#define FFN_ACTIVATION_NAMES_TEXT                                                                            \
-    "gelu, relu, silu, swish, gelu_pytorch_tanh, gelu_new, quick_gelu, gelu_fast, linear, sigmoid, tanh, " \
-    "relu6, leaky_relu, relu2, gelu_10, gelu_accurate, gelu_python_tanh, gelu_python, laplace, hardswish, mish, " \
-    "sqrtsoftplus"
+// Those names, comma-separated in registry order, for messages.
+const char* ffn_activation_names_list(void);
 
 typedef struct {
     Gemm* gemm;             // the selected backend (used by one thread at a time)

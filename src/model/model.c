@@ -166,7 +166,7 @@ Status model_config_validate(const ModelConfig* c) {
         return status_make(STATUS_INVALID, "dim (%lld) must be divisible by n_heads (%lld)", (long long)c->dim,
                            (long long)c->n_heads);
     if ((int)c->activation < 0 || (int)c->activation >= (int)FFN_ACT_COUNT)
-        return status_make(STATUS_INVALID, "activation must be " FFN_ACTIVATION_NAMES_TEXT);
+        return status_make(STATUS_INVALID, "activation must be %s", ffn_activation_names_list());
     if (c->pad_token_id < -1 || c->pad_token_id >= c->vocab_size)
         return status_make(STATUS_INVALID, "pad_token_id (%lld) must be -1 (none) or in [0, vocab_size)",
                            (long long)c->pad_token_id);
@@ -273,8 +273,8 @@ static Status semantics_check(const char* path, json_t* root, int64_t n_labels, 
                                         strlen(json_string_value(v)) > 40 ? "..." : "");
         else snprintf(got, sizeof got, "(a JSON value that is not a string)");
         return status_make(STATUS_INVALID,
-                           "%s: activation %s is not implemented: it must be one of " FFN_ACTIVATION_NAMES_TEXT
-                           " (transformers' other ACT2FN names are not)", path, got);
+                           "%s: activation %s is not implemented: it must be one of %s (transformers' other ACT2FN "
+                           "names are not)", path, got, ffn_activation_names_list());
     }
     // the three dropouts are implemented (dropout.h): probabilities in [0, 1], read by
     // model_dropout_from_json_file
