@@ -436,7 +436,7 @@ static void test_cli_bad_input_exits_2(void** s) {
     char args[1200], path[600];
     expect_exit2("memory --bogus", "unknown option '--bogus'");
     expect_exit2("memory --model", "needs a value");
-    expect_exit2("memory --model gpt5", "unknown model 'gpt5' (allowed: tiny, small, distilbert-base-cased");
+    expect_exit2("memory --model gpt5", "unknown model 'gpt5' (allowed: tiny, tiny-wide, small, distilbert-base-cased");
     expect_exit2("memory --optim sgd", "unknown optimizer 'sgd' (allowed: all, adamw_torch");
     expect_exit2("memory --optim=", "non-empty value");
     expect_exit2("memory --threads 0", "--threads must be an integer");

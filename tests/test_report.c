@@ -704,7 +704,7 @@ static void write_step_run(const char* dir, const char* sub, const char* optim, 
     assert_non_null(f);
     fprintf(f, "{\"status\": \"completed\", \"config\": {\"model\": \"custom\", \"model_config\": {\"vocab_size\": 16, "
                "\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"hidden_dim\": 16, \"max_position_embeddings\": 8, "
-               "\"num_labels\": 2}, \"precision\": \"fp32\", \"optim\": \"%s\", \"backend\": \"naive\", "
+               "\"num_labels\": 2}, \"precision\": \"fp32\", \"optim\": \"%s\", \"learning_rate\": 0.001, \"backend\": \"naive\", "
                "\"per_device_train_batch_size\": 2, \"seq_len\": 4, \"gradient_accumulation_steps\": 1}, "
                "\"records\": [{\"step\": 1, \"loss\": 0.7}], \"evals\": [{\"step\": 100, \"eval_accuracy\": %g}], "
                "\"summary\": {\"steps\": 100, \"final_loss\": 0.6, \"eval_accuracy\": %g, \"mean_step_time_s\": %g, "
@@ -884,8 +884,8 @@ static void test_step_bound_targets_tradeoff(void** s) {
 
     // trade-off: mean, min..max, sample std over 3 seeds; 1 seed has no std; distilbert's state
     expect_in(md, "## Optimizer trade-off");
-    expect_in(md, "| custom | fp32 | adamw_torch | 3 | 0.7000 | 0.6000..0.8000 | 0.1000 | 4.00 | 1.000 | 501.89 |");
-    expect_in(md, "| custom | fp32 | adamw_bnb_8bit | 1 | 0.5500 | 0.5500..0.5500 | – (1 seed) | 5.00 | 1.000 | 127.80 |");
+    expect_in(md, "| custom | fp32 | adamw_torch | 0.001 | 3 | 0.7000 | 0.6000..0.8000 | 0.1000 | 4.00 | 1.000 | 501.89 |");
+    expect_in(md, "| custom | fp32 | adamw_bnb_8bit | 0.001 | 1 | 0.5500 | 0.5500..0.5500 | – (1 seed) | 5.00 | 1.000 | 127.80 |");
     expect_plot(a, "tradeoff");
 
     // the memory phase's training step

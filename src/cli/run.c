@@ -14,7 +14,8 @@
 //   peers        reference/bench_peers.py with VENV's python when it exists: peers.json, peers.log
 //   train        `trainbench train` tiny preset per precision:backend x optimizer: train/<p>-<o>/
 //   tradeoff     the optimizer trade-off: every registered optimizer x {fp32, bf16} (onednn) x
-//                --tradeoff-seeds seeds, tiny preset, --tradeoff-steps steps: tradeoff/<p>-<o>-seed<k>/
+//                --tradeoff-seeds seeds, tiny-wide preset, --tradeoff-steps steps, each optimizer at
+//                its own learning rate (TRADEOFF_LR): tradeoff/<p>-<o>-seed<k>/
 //   scaling      ranks x threads (tiny, fp32, openblas): one process with 1 and 2 threads, and
 //                `mpirun -np 2 train --ddp` plain and --zero 1: scaling/<ranks>x<threads>[-zero1]/
 //                (the data-parallel rows are skipped, saying so, in a build without MPI)
@@ -47,7 +48,7 @@ const Command cmd_run = {
              "    [--bench-args 'ARGS' (--benchmark_min_time=0.1 --benchmark_repetitions=5\n"
              "     --benchmark_enable_random_interleaving=true)] [--steps N (1500)] [--train-args 'ARGS']\n"
              "    [--venv DIR (~/.cache/trainbench-venv)] [--no-peers] [--full]\n"
-             "    [--tradeoff-steps N (600; 0 skips the trade-off)] [--tradeoff-seeds N (3)]\n"
+             "    [--tradeoff-steps N (1000; 0 skips the trade-off)] [--tradeoff-seeds N (3)]\n"
              "  exit 0 when every phase succeeded, 1 when any failed (all still run), 2 on bad flags",
     .run = run_main,
 };
@@ -64,24 +65,33 @@ static const char* const TRAIN_MODES[][2] = {
 static const char* const TRAIN_OPTIMS[] = {"adamw_torch", "adafactor"};
 
 // The optimizer trade-off (issue 10 item 6): every registered optimizer in fp32 and bf16 on
-// onednn, --tradeoff-seeds seeds each, on the tiny preset: the small preset stays at chance
-// accuracy (0.50) for the ~100 steps per run the budget allows (a small step at 32 x 32 tokens
-// takes ~85 ms here), while tiny with AdamW at lr 1e-3 can leave the chance plateau within a few
-// hundred steps (seed 42: eval_accuracy 0.58 at 400, 0.66 at 800 steps; whether and when a seed
-// leaves it varies, which the seeds' spread shows). One learning rate for all, as the Trainer
-// passes one learning_rate to whichever optimizer is chosen.
-// Budget: 4 optimizers x 2 precisions x 3 seeds = 24 runs. A tiny step at 32 x 32 took 7.1 ms
-// (fp32) and 9.6 ms (bf16) on 2 quiet cores (committed run 20261201T161651Z-231b), so 600 steps
-// + 3 evals + start-up (~0.6 s) is ~4.9 s (fp32) / ~6.4 s (bf16) per run: 12 x 4.9 + 12 x 6.4 =
-// ~136 s. make run took 6 min 59 s before; with this, the small-shape GEMM benchmarks (~12 s)
-// and memory --step (~6 s): ~9.5 of its 10 minutes. (Measured on the busy development machine,
-// load ~6: 800 steps took 6.3-17 s per run, 281 s for the 24.)
+// onednn, --tradeoff-seeds seeds each, on the tiny-wide preset (tiny's vocabulary, positions and
+// 2 layers at width 64, 4 heads, FFN 128; 77,506 parameters, most tensors above bitsandbytes'
+// 4,096-element threshold, so its 8-bit state is smaller than AdamW's on the trained model too).
+// Why this shape and schedule (sweeps of 3 seeds x 4 optimizers x 2 precisions, README "The
+// optimizer trade-off"): tiny itself (width 32, 2 heads) at 600 steps of 32 x 32, lr 1e-3 for all,
+// constant, no clipping left the paraphrase task's chance plateau (eval_accuracy 0.50) in 6 of 24
+// runs (make runs 1bad and 3090 alike); small costs ~10x per step. tiny-wide at 1,000 steps of 32 x 16
+// with the Trainer's own schedule (linear decay, max_grad_norm 1.0) after 100 warmup steps left
+// it in 24 of 24 (final 0.58-0.86). The learning rate is each optimizer's own (TRADEOFF_LR):
+// one shared rate trains some and not others, as Adam at 2e-3 stalls (8 of 12 runs at 0.50-0.51)
+// where Adafactor trains, and torch.optim.Adafactor's lr is relative (its step is
+// lr x max(1e-3, RMS(param)), torch's default 1e-2), so at Adam's 1e-3 it moves the ~0.02-RMS
+// weights by ~2e-5 per step and never left 0.50 (9 of 9 runs).
+// Budget: 24 runs of ~3.8 s on 2 quiet cores (1,000 steps, 4 evals of 512 examples, start-up):
+// ~90 s, ~30 s more than the tiny phase it replaces (make run stays within its 600 s).
 #define RUN_TRADEOFF_ARGS                                                                              \
-    "--learning-rate 1e-3 --per-device-train-batch-size 32 --seq-len 32 --num-train-examples 20000 " \
-    "--num-eval-examples 512 --eval-steps 200 --lr-scheduler-type constant --max-grad-norm 0"
+    "--per-device-train-batch-size 32 --seq-len 16 --num-train-examples 20000 --num-eval-examples 512 " \
+    "--eval-steps 250 --lr-scheduler-type linear --warmup-steps 100 --max-grad-norm 1"
+// Each optimizer's learning rate in the trade-off (the best of 1e-3 and 2e-3, and torch's
+// Adafactor of 1e-2 and 3e-2, in the sweeps above); an optimizer not listed gets the first row's.
+static const struct {
+    const char* optim;
+    const char* lr;
+} TRADEOFF_LR[] = {{"adamw_torch", "1e-3"}, {"adamw_bnb_8bit", "1e-3"}, {"adafactor", "2e-3"}, {"adafactor_torch", "3e-2"}};
 static const char* const TRADEOFF_MODES[] = {"fp32", "bf16"};
 #define TRADEOFF_BACKEND "onednn"
-#define TRADEOFF_MODEL "tiny"
+#define TRADEOFF_MODEL "tiny-wide"
 #define RUN_BUDGET_S 600.0  // `make run` within 10 minutes on 2 quiet cores (issue 10)
 
 typedef struct {
@@ -380,17 +390,21 @@ static void phase_tradeoff(Job* j) {
                 // to rounding; its rows would repeat adamw_torch's in the trade-off (6 runs, ~35 s)
                 if (!strcmp(on, "adamw_torch_fused")) continue;
                 const char* p = TRADEOFF_MODES[m];
-                phase(j, "tradeoff %s-%s seed %ld (%s, %s, %ld steps)", p, on, seed, TRADEOFF_MODEL, TRADEOFF_BACKEND,
-                      j->tradeoff_steps);
+                const char* lr = TRADEOFF_LR[0].lr;
+                for (size_t k = 0; k < ARRAY_LEN(TRADEOFF_LR); k++)
+                    if (!strcmp(TRADEOFF_LR[k].optim, on)) lr = TRADEOFF_LR[k].lr;
+                phase(j, "tradeoff %s-%s seed %ld (%s, %s, %ld steps, lr %s)", p, on, seed, TRADEOFF_MODEL,
+                      TRADEOFF_BACKEND, j->tradeoff_steps, lr);
                 char label[160], out[RUN_PATH_CAP], log[RUN_PATH_CAP], steps[32], seeds[32], buf[4096];
                 snprintf(label, sizeof label, "%s-%s-seed%ld", p, on, seed);
                 run_paths(tdir, label, out, log);
                 snprintf(steps, sizeof steps, "%ld", j->tradeoff_steps);
                 snprintf(seeds, sizeof seeds, "%ld", seed);
-                const char* argv[64] = {j->self,   "train",       "--model", TRADEOFF_MODEL, "--precision", p,
-                                        "--backend", TRADEOFF_BACKEND, "--optim", on,       "--max-steps", steps,
-                                        "--seed",  seeds,         "--output-dir", out,     "--no-progress"};
-                split_args(RUN_TRADEOFF_ARGS, buf, sizeof buf, argv, 17, 64);
+                const char* argv[64] = {j->self,         "train",       "--model",    TRADEOFF_MODEL, "--precision",
+                                        p,               "--backend",   TRADEOFF_BACKEND, "--optim",  on,
+                                        "--max-steps",   steps,         "--seed",     seeds,          "--learning-rate",
+                                        lr,              "--output-dir", out,         "--no-progress"};
+                split_args(RUN_TRADEOFF_ARGS, buf, sizeof buf, argv, 19, 64);
                 run_logged(j, "tradeoff", label, argv, log);
             }
 }
@@ -455,7 +469,7 @@ static void phase_report(Job* j) {
 
 static int run_main(int argc, char** argv) {
     Job j = {.results = "results", .label = "", .bench_args = RUN_DEFAULT_BENCH_ARGS,
-             .train_args = RUN_DEFAULT_TRAIN_ARGS, .steps = 1500, .peers = true, .tradeoff_steps = 600,
+             .train_args = RUN_DEFAULT_TRAIN_ARGS, .steps = 1500, .peers = true, .tradeoff_steps = 1000,
              .tradeoff_seeds = 3};
     const char* build = NULL;
     const char* venv = NULL;

@@ -19,6 +19,8 @@
 // memory report iterate this table; model_config_validate() must accept the new line.
 static const ModelPreset PRESETS[] = {
     {"tiny", "unit tests and end-to-end runs in milliseconds", {64, 32, 2, 2, 64, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false}},
+    {"tiny-wide", "make run's optimizer trade-off: tiny at width 64 (4 heads, FFN 128)",
+     {64, 64, 2, 4, 128, 32, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false}},
     {"small", "quick training runs and benchmarks", {1024, 128, 4, 4, 512, 128, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false}},
     {"distilbert-base-cased", "the real model's shape (HF distilbert-base-cased, 2 labels)",
      {28996, 768, 6, 12, 3072, 512, 2, FFN_ACT_GELU, MODEL_PAD_TOKEN_ID, 0, false, false}},

@@ -2103,6 +2103,7 @@ static void section_targets(FILE* md, const Run* r) {
 // with the mean step time as the third dimension.
 typedef struct {
     char precision[32], optim[64], model[64];
+    double lr;  // config.learning_rate (NAN when absent): runs at another rate are another entry
     int n;
     double acc[64];
     double step_s, state_bytes, distil_bytes;
@@ -2138,15 +2139,18 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
     for (size_t i = 0; i < r->nto; i++) {
         const TrainRun* t = &r->to[i];
         json_t* s = json_object_get(t->root, "summary");
+        json_t* lr_j = json_object_get(json_object_get(t->root, "config"), "learning_rate");
+        const double lr = json_is_number(lr_j) ? json_number_value(lr_j) : NAN;
         int k = 0;
         while (k < n && (strcmp(v[k].precision, tr_cfg(t, "precision")) || strcmp(v[k].optim, tr_cfg(t, "optim")) ||
-                         strcmp(v[k].model, tr_cfg(t, "model"))))
+                         strcmp(v[k].model, tr_cfg(t, "model")) || !(v[k].lr == lr || (isnan(v[k].lr) && isnan(lr)))))
             k++;
         if (k == n) {
             if (n == CAP) continue;
             snprintf(v[n].precision, sizeof v[n].precision, "%s", tr_cfg(t, "precision"));
             snprintf(v[n].optim, sizeof v[n].optim, "%s", tr_cfg(t, "optim"));
             snprintf(v[n].model, sizeof v[n].model, "%s", tr_cfg(t, "model"));
+            v[n].lr = lr;
             v[n].state_bytes = json_number_value(json_object_get(s, "optimizer_state_bytes"));
             v[n].distil_bytes = distil_state_bytes(r, v[n].optim);
             n++;
@@ -2162,15 +2166,17 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
         steps = st;
     }
     fprintf(md,
-            "Each precision x optimizer trained with several seeds (`tradeoff/<precision>-<optim>-seed<k>/`, same "
-            "learning rate and data for all: the Trainer passes one `learning_rate` to whichever optimizer is "
-            "chosen), %s%lld steps each. Eval accuracy: the final evaluation of each run; mean, min..max and sample "
+            "Each precision x optimizer trained with several seeds (`tradeoff/<precision>-<optim>-seed<k>/`, the "
+            "same data and schedule for all, each optimizer at its own learning rate: `trainbench run` gives each the "
+            "rate at which it leaves the task's chance plateau, and torch.optim.Adafactor's rate is relative to each "
+            "parameter's RMS), %s%lld steps each. Eval accuracy: the final evaluation of each run; mean, min..max and sample "
             "standard deviation over the seeds. Optimizer state: measured bytes of the trained model's state "
             "(results.json) and of distilbert-base-cased's for the same optimizer (`memory.json`; for "
             "adamw_bnb_8bit the plain-bitsandbytes row, as the trainer runs it). Step time: mean over the seeds of "
             "each run's mean step time.\n\n"
-            "| model | precision | optimizer | seeds | eval accuracy (mean) | min..max | std | step (ms) | state, trained "
-            "model (MiB) | state, distilbert-base-cased (MiB) |\n|---|---|---|---:|---:|---|---:|---:|---:|---:|\n",
+            "| model | precision | optimizer | learning rate | seeds | eval accuracy (mean) | min..max | std | step (ms) | "
+            "state, trained model (MiB) | state, distilbert-base-cased (MiB) |\n"
+            "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|\n",
             same_steps ? "" : "up to ", steps);
     Buf d;
     buf_open(&d);
@@ -2221,13 +2227,15 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
         for (int i = 0; i < e->n; i++) var += (e->acc[i] - mean) * (e->acc[i] - mean);
         const double sd = e->n > 1 ? sqrt(var / (e->n - 1)) : NAN;
         const double step_ms = 1e3 * e->step_s / e->n;
-        char sd_cell[32], di[32];
+        char sd_cell[32], di[32], lr_cell[32];
+        if (isnan(e->lr)) snprintf(lr_cell, sizeof lr_cell, "–");
+        else snprintf(lr_cell, sizeof lr_cell, "%g", e->lr);
         if (isnan(sd)) snprintf(sd_cell, sizeof sd_cell, "– (1 seed)");
         else snprintf(sd_cell, sizeof sd_cell, "%.4f", sd);
         if (isnan(e->distil_bytes)) snprintf(di, sizeof di, "not in memory.json");
         else snprintf(di, sizeof di, "%.2f", e->distil_bytes / 1048576.0);
-        fprintf(md, "| %s | %s | %s | %d | %.4f | %.4f..%.4f | %s | %.2f | %.3f | %s |\n", e->model, e->precision, e->optim,
-                e->n, mean, lo, hi, sd_cell, step_ms, e->state_bytes / 1048576.0, di);
+        fprintf(md, "| %s | %s | %s | %s | %d | %.4f | %.4f..%.4f | %s | %.2f | %.3f | %s |\n", e->model, e->precision,
+                e->optim, lr_cell, e->n, mean, lo, hi, sd_cell, step_ms, e->state_bytes / 1048576.0, di);
         int oi = 0;
         while (oi < nopt && strcmp(optims[oi], e->optim)) oi++;
         if (oi == nopt && nopt < 8) snprintf(optims[nopt++], 64, "%s", e->optim);
