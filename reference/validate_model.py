@@ -78,6 +78,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PRESETS = {  # src/model/model.c PRESETS
     "tiny": dict(vocab_size=64, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=32,
                  num_labels=2),
+    "tiny-wide": dict(vocab_size=64, dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=32,
+                      num_labels=2),
     "small": dict(vocab_size=1024, dim=128, n_layers=4, n_heads=4, hidden_dim=512,
                   max_position_embeddings=128, num_labels=2),
 }
