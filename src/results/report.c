@@ -2099,28 +2099,32 @@ static void section_targets(FILE* md, const Run* r) {
 // The optimizer trade-off (`trainbench run`'s tradeoff phase: tradeoff/<precision>-<optim>-seed<k>/):
 // per precision x optimizer, over its seeds, the final eval accuracy (mean, min..max, sample
 // standard deviation) against the optimizer state (of the trained model: results.json; of
-// distilbert-base-cased: memory.json's row of the same optimizer, the variant the trainer runs),
+// distilbert-base-cased: memory.json's row of the same optimizer, the variant the trainer runs:
+// for the 8-bit optimizers HF Trainer's, embeddings at 32-bit state, as train.c's
+// trainer_embeddings_32bit; the plain-bitsandbytes figure beside it),
 // with the mean step time as the third dimension.
 typedef struct {
     char precision[32], optim[64], model[64];
     double lr;  // config.learning_rate (NAN when absent): runs at another rate are another entry
     int n;
     double acc[64];
-    double step_s, state_bytes, distil_bytes;
+    double step_s, state_bytes, distil_bytes, distil_plain_bytes;  // plain: NAN unless an 8-bit optimizer
 } Tradeoff;
 
-static double distil_state_bytes(const Run* r, const char* optim) {
+// memory.json's measured bytes of distilbert-base-cased's state for optim: the variant named, or
+// with variant NULL the one the trainer runs ("hf_trainer" where the optimizer has it: `train`
+// keeps nn.Embedding weights at 32-bit state as HF Trainer does, else the only row); NAN if absent.
+static double distil_state_bytes(const Run* r, const char* optim, const char* variant) {
     for (size_t mi = 0; r->has_memory && mi < r->mem.n; mi++) {
         const MemoryModel* m = &r->mem.models[mi];
         if (strcmp(m->model, "distilbert-base-cased")) continue;
         double first = NAN;
         for (size_t i = 0; i < m->n; i++) {
             if (strcmp(m->rows[i].optimizer, optim)) continue;
-            // the trainer keeps no 32-bit embedding state (plain bitsandbytes): that variant when present
-            if (!strcmp(m->rows[i].variant, "plain")) return (double)m->rows[i].measured_bytes;
+            if (!strcmp(m->rows[i].variant, variant ? variant : "hf_trainer")) return (double)m->rows[i].measured_bytes;
             if (isnan(first)) first = (double)m->rows[i].measured_bytes;
         }
-        return first;
+        return variant ? NAN : first;
     }
     return NAN;
 }
@@ -2152,7 +2156,8 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
             snprintf(v[n].model, sizeof v[n].model, "%s", tr_cfg(t, "model"));
             v[n].lr = lr;
             v[n].state_bytes = json_number_value(json_object_get(s, "optimizer_state_bytes"));
-            v[n].distil_bytes = distil_state_bytes(r, v[n].optim);
+            v[n].distil_bytes = distil_state_bytes(r, v[n].optim, NULL);
+            v[n].distil_plain_bytes = distil_state_bytes(r, v[n].optim, "plain");
             n++;
         }
         Tradeoff* e = &v[k];
@@ -2172,7 +2177,8 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
             "parameter's RMS), %s%lld steps each. Eval accuracy: the final evaluation of each run; mean, min..max and sample "
             "standard deviation over the seeds. Optimizer state: measured bytes of the trained model's state "
             "(results.json) and of distilbert-base-cased's for the same optimizer (`memory.json`; for "
-            "adamw_bnb_8bit the plain-bitsandbytes row, as the trainer runs it). Step time: mean over the seeds of "
+            "adamw_bnb_8bit the row as HF Trainer configures it, nn.Embedding weights at 32-bit state, which is how "
+            "`trainbench train` runs it and what the trained model's column counts; plain bitsandbytes in parentheses). Step time: mean over the seeds of "
             "each run's mean step time.\n\n"
             "| model | precision | optimizer | learning rate | seeds | eval accuracy (mean) | min..max | std | step (ms) | "
             "state, trained model (MiB) | state, distilbert-base-cased (MiB) |\n"
@@ -2227,13 +2233,17 @@ static void section_tradeoff(Ctx* c, FILE* md, const Run* r) {
         for (int i = 0; i < e->n; i++) var += (e->acc[i] - mean) * (e->acc[i] - mean);
         const double sd = e->n > 1 ? sqrt(var / (e->n - 1)) : NAN;
         const double step_ms = 1e3 * e->step_s / e->n;
-        char sd_cell[32], di[32], lr_cell[32];
+        char sd_cell[32], di[96], lr_cell[32];
         if (isnan(e->lr)) snprintf(lr_cell, sizeof lr_cell, "–");
         else snprintf(lr_cell, sizeof lr_cell, "%g", e->lr);
         if (isnan(sd)) snprintf(sd_cell, sizeof sd_cell, "– (1 seed)");
         else snprintf(sd_cell, sizeof sd_cell, "%.4f", sd);
         if (isnan(e->distil_bytes)) snprintf(di, sizeof di, "not in memory.json");
-        else snprintf(di, sizeof di, "%.2f", e->distil_bytes / 1048576.0);
+        else if (isnan(e->distil_plain_bytes) || e->distil_plain_bytes == e->distil_bytes)
+            snprintf(di, sizeof di, "%.2f", e->distil_bytes / 1048576.0);
+        else
+            snprintf(di, sizeof di, "%.2f (plain bitsandbytes: %.2f)", e->distil_bytes / 1048576.0,
+                     e->distil_plain_bytes / 1048576.0);
         fprintf(md, "| %s | %s | %s | %s | %d | %.4f | %.4f..%.4f | %s | %.2f | %.3f | %s |\n", e->model, e->precision,
                 e->optim, lr_cell, e->n, mean, lo, hi, sd_cell, step_ms, e->state_bytes / 1048576.0, di);
         int oi = 0;
