@@ -782,6 +782,19 @@ static void test_step_bound_targets_tradeoff(void** s) {
     write_step_run(a, "tradeoff/fp32-adamw_torch-seed2", "adamw_torch", 0.7, 0.004, false);
     write_step_run(a, "tradeoff/fp32-adamw_torch-seed3", "adamw_torch", 0.8, 0.004, false);
     write_step_run(a, "tradeoff/fp32-adamw_bnb_8bit-seed1", "adamw_bnb_8bit", 0.55, 0.005, false);
+    {  // adamw_torch at another learning rate: its own row, not pooled with the three seeds above
+        write_step_run(a, "tradeoff/fp32-adamw_torch-lr3e-3-seed1", "adamw_torch", 0.9, 0.004, false);
+        snprintf(path, sizeof path, "%s/tradeoff/fp32-adamw_torch-lr3e-3-seed1/results.json", a);
+        char* res = slurp(path);
+        char* at = strstr(res, "\"learning_rate\": 0.001,");
+        assert_non_null(at);
+        memcpy(at, "\"learning_rate\": 0.003,", strlen("\"learning_rate\": 0.003,"));
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(res, f);
+        fclose(f);
+        free(res);
+    }
     // peers: small fp32 (ours onednn) with the 1.5x target, tiny fp32 (ours naive) whose 1.5x
     // PyTorch is beyond its bound, small bf16 without a bf16 GEMM rate (no bound)
     snprintf(path, sizeof path, "%s/peers.json", a);
@@ -886,6 +899,7 @@ static void test_step_bound_targets_tradeoff(void** s) {
     // the row as the trainer runs it, embeddings at 32-bit state, and the plain one beside it)
     expect_in(md, "## Optimizer trade-off");
     expect_in(md, "| custom | fp32 | adamw_torch | 0.001 | 3 | 0.7000 | 0.6000..0.8000 | 0.1000 | 4.00 | 1.000 | 501.89 |");
+    expect_in(md, "| custom | fp32 | adamw_torch | 0.003 | 1 | 0.9000 | 0.9000..0.9000 | – (1 seed) | 4.00 | 1.000 | 501.89 |");
     expect_in(md, "| custom | fp32 | adamw_bnb_8bit | 0.001 | 1 | 0.5500 | 0.5500..0.5500 | – (1 seed) | 5.00 | 1.000 | 256.79 (plain bitsandbytes: 127.80) |");
     expect_plot(a, "tradeoff");
 
