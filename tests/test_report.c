@@ -695,7 +695,10 @@ static double closed_params(double V, double D, double layers, double H, double 
     return V * D + P * D + 2 * D + layers * (4 * (D * D + D) + (D * H + H) + (H * D + D) + 4 * D) + (D * D + D) + (D * L + L);
 }
 
-static void write_step_run(const char* dir, const char* sub, const char* optim, double acc, double step_s, bool phases) {
+// A training run's results.json under dir/sub (the custom model: B 2, T 4, D 8, H 16, 1 layer) at
+// learning rate lr; write_step_run is the same at 0.001.
+static void write_step_run_at_lr(const char* dir, const char* sub, const char* optim, double lr, double acc,
+                                 double step_s, bool phases) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, sub);
     mkdir_p(path);
@@ -704,18 +707,22 @@ static void write_step_run(const char* dir, const char* sub, const char* optim, 
     assert_non_null(f);
     fprintf(f, "{\"status\": \"completed\", \"config\": {\"model\": \"custom\", \"model_config\": {\"vocab_size\": 16, "
                "\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"hidden_dim\": 16, \"max_position_embeddings\": 8, "
-               "\"num_labels\": 2}, \"precision\": \"fp32\", \"optim\": \"%s\", \"learning_rate\": 0.001, \"backend\": \"naive\", "
+               "\"num_labels\": 2}, \"precision\": \"fp32\", \"optim\": \"%s\", \"learning_rate\": %g, \"backend\": \"naive\", "
                "\"per_device_train_batch_size\": 2, \"seq_len\": 4, \"gradient_accumulation_steps\": 1}, "
                "\"records\": [{\"step\": 1, \"loss\": 0.7}], \"evals\": [{\"step\": 100, \"eval_accuracy\": %g}], "
                "\"summary\": {\"steps\": 100, \"final_loss\": 0.6, \"eval_accuracy\": %g, \"mean_step_time_s\": %g, "
                "\"optimizer_state_bytes\": 1048576, \"tokens_per_s\": 80",
-            optim, acc, acc, step_s);
+            optim, lr, acc, acc, step_s);
     if (phases)
         fprintf(f, ", \"phases\": {\"forward\": {\"qkv_gemm\": 2, \"attention\": 1, \"ffn_gemm\": 2, \"layernorm\": 3}, "
                    "\"backward\": {\"optimizer\": 0.5, \"other\": 1.5}, \"steps\": 100, \"phase_sum_s\": 10, "
                    "\"step_time_sum_s\": 10}");
     fprintf(f, "}}\n");
     fclose(f);
+}
+
+static void write_step_run(const char* dir, const char* sub, const char* optim, double acc, double step_s, bool phases) {
+    write_step_run_at_lr(dir, sub, optim, 0.001, acc, step_s, phases);
 }
 
 static void test_step_bound_targets_tradeoff(void** s) {
@@ -782,19 +789,8 @@ static void test_step_bound_targets_tradeoff(void** s) {
     write_step_run(a, "tradeoff/fp32-adamw_torch-seed2", "adamw_torch", 0.7, 0.004, false);
     write_step_run(a, "tradeoff/fp32-adamw_torch-seed3", "adamw_torch", 0.8, 0.004, false);
     write_step_run(a, "tradeoff/fp32-adamw_bnb_8bit-seed1", "adamw_bnb_8bit", 0.55, 0.005, false);
-    {  // adamw_torch at another learning rate: its own row, not pooled with the three seeds above
-        write_step_run(a, "tradeoff/fp32-adamw_torch-lr3e-3-seed1", "adamw_torch", 0.9, 0.004, false);
-        snprintf(path, sizeof path, "%s/tradeoff/fp32-adamw_torch-lr3e-3-seed1/results.json", a);
-        char* res = slurp(path);
-        char* at = strstr(res, "\"learning_rate\": 0.001,");
-        assert_non_null(at);
-        memcpy(at, "\"learning_rate\": 0.003,", strlen("\"learning_rate\": 0.003,"));
-        f = fopen(path, "w");
-        assert_non_null(f);
-        fputs(res, f);
-        fclose(f);
-        free(res);
-    }
+    // adamw_torch at another learning rate: its own row, not pooled with the three seeds above
+    write_step_run_at_lr(a, "tradeoff/fp32-adamw_torch-lr3e-3-seed1", "adamw_torch", 0.003, 0.9, 0.004, false);
     // peers: small fp32 (ours onednn) with the 1.5x target, tiny fp32 (ours naive) whose 1.5x
     // PyTorch is beyond its bound, small bf16 without a bf16 GEMM rate (no bound)
     snprintf(path, sizeof path, "%s/peers.json", a);
